@@ -1,0 +1,1 @@
+"""Framework adapters, registered lazily by name (see `rlbench.adapters.registry`)."""

@@ -1,0 +1,1 @@
+"""Report rendering from run records (reports read only records, never a live run)."""

@@ -1,0 +1,1 @@
+"""Workloads: declarative YAML files, the datasets they read and the shared rewards."""
