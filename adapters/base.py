@@ -1,0 +1,79 @@
+"""The adapter interface: what every framework adapter implements.
+
+An adapter turns a `RunSpec` into a `LaunchPlan` (the exact command, environment
+and config files of the framework's own trainer), refuses knobs its framework
+cannot honour before anything launches, and maps the framework's logged metrics
+into rlbench's step vocabulary (`rlbench.schema.STEP_METRICS`). The runner, not
+the adapter, starts the process, enforces the timeout and writes the record.
+"""
+
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from rlbench.environment import package_version
+from rlbench.errors import RLBenchError
+from rlbench.inputs import RunInputs
+from rlbench.runspec import RunSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # added to the parent's environment
+    files: dict[str, str] = field(default_factory=dict)  # run-folder file name -> content, written before launch
+
+    def describe(self) -> str:
+        """Human-readable form for --dry-run: env, command, then each config file."""
+        lines = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
+        lines.append(shlex.join(self.argv))
+        for name, content in self.files.items():
+            lines += ["", f"# --- {name} ---", content.rstrip()]
+        return "\n".join(lines)
+
+
+class Adapter(ABC):
+    name: str  # registry name, e.g. "trl"
+    distribution: str  # PyPI distribution whose version is recorded
+    tested_versions: str  # PEP 440 specifier of versions rlbench was tested with
+    supported_knobs: frozenset[str]  # --parallel knobs this adapter maps; others are refused
+
+    def version(self) -> str | None:
+        return package_version(self.distribution)
+
+    def version_is_tested(self) -> bool:
+        version = self.version()
+        return version is not None and Version(version) in SpecifierSet(self.tested_versions)
+
+    @abstractmethod
+    def usable_here(self) -> tuple[bool, str]:
+        """Whether this machine can run the framework, and why not (e.g. no GPU)."""
+
+    def check(self, spec: RunSpec) -> None:
+        """Refuse, before launch, what this framework cannot do. Subclasses extend."""
+        if self.version() is None:
+            raise RLBenchError(f"framework '{self.name}' is not installed; install it with "
+                               f"pip install 'rlbench[{self.name}]'")
+        for knob, value in spec.parallel.non_default().items():
+            if knob not in self.supported_knobs:
+                raise RLBenchError(f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
+                                   f"it supports: {', '.join(sorted(self.supported_knobs))}")
+
+    @abstractmethod
+    def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
+        """The exact launch of the framework's own trainer for this spec."""
+
+    @abstractmethod
+    def read_steps(self, run_dir: Path) -> pd.DataFrame:
+        """The framework's per-step metrics as rows in rlbench's vocabulary (may be partial)."""
+
+    def metrics_file(self, run_dir: Path) -> Path:
+        """Where the framework's raw per-step metrics land (watched for progress)."""
+        return run_dir / "framework_metrics.jsonl"

@@ -1,0 +1,31 @@
+"""Lazy registry of framework adapters: name -> "module:Class".
+
+Adapters are imported only when asked for by name, so `import rlbench` and
+`rlbench --help` import no framework (lm-evaluation-harness registers models the
+same way). A misspelt name gets the nearest one suggested.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from rlbench.adapters.base import Adapter
+from rlbench.errors import RLBenchError
+
+ADAPTERS: dict[str, str] = {
+    "trl": "rlbench.adapters.trl_adapter:TRLAdapter",
+}
+
+
+def available() -> list[str]:
+    return sorted(ADAPTERS)
+
+
+def get_adapter(name: str) -> Adapter:
+    if name not in ADAPTERS:
+        close = difflib.get_close_matches(name, ADAPTERS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise RLBenchError(f"unknown framework '{name}'; {hint}available: {', '.join(available())}")
+    module_name, class_name = ADAPTERS[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)()

@@ -1,0 +1,171 @@
+"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process.
+
+The one framework that runs GRPO on a CPU, so it is the embedded default
+(`rlbench run --framework trl --workload gsm8k-grpo-tiny`). On GPUs it generates
+with vLLM in colocate mode when vLLM is installed, else with transformers.
+
+Knob mapping (rlbench -> TRL):
+
+| rlbench            | TRL                                                         |
+|--------------------|-------------------------------------------------------------|
+| dp=N               | `accelerate launch --num_processes N` (one process per GPU)  |
+| tp=N               | `vllm_tensor_parallel_size=N` (vLLM rollout only)            |
+| placement=colocated| `vllm_mode="colocate"` (or transformers generation)          |
+| group size G       | `num_generations=G`                                          |
+| mini-batch M, P    | `per_device_train_batch_size=M*G/dp`, `steps_per_generation=P/M` |
+| epochs             | `num_iterations`                                             |
+| fixed_length       | `generation_kwargs={"min_new_tokens": L}` (vLLM: `min_tokens`, `ignore_eos`) |
+
+Refused: pp, sp, placement=disaggregated (TRL's vLLM server mode needs a second
+launched process that rlbench does not manage yet), async=one-step (TRL's async
+GRPO is experimental), PPO workloads (TRL 1.x has no PPO trainer in its API).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.environment import gpus, package_version
+from rlbench.errors import RLBenchError
+from rlbench.inputs import RunInputs
+from rlbench.runspec import RunSpec
+
+LAUNCH_FILE = "trl_launch.json"
+# TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
+_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s",
+           "ref": "time_ref_s"}
+
+
+class TRLAdapter(Adapter):
+    name = "trl"
+    distribution = "trl"
+    tested_versions = ">=1.16,<1.17"
+    supported_knobs = frozenset({"dp", "tp", "placement"})
+
+    def usable_here(self) -> tuple[bool, str]:
+        if self.version() is None:
+            return False, "not installed (pip install 'rlbench[trl]')"
+        return True, "CPU and GPU" if gpus()[0] else "CPU (tiny workloads)"
+
+    def _use_vllm(self) -> bool:
+        return bool(gpus()[0]) and package_version("vllm") is not None
+
+    def check(self, spec: RunSpec) -> None:
+        super().check(spec)
+        workload, parallel = spec.workload, spec.parallel
+        if workload.algorithm.name != "grpo":
+            raise RLBenchError(f"workload {workload.name}: TRL {self.version()} has no PPO trainer; "
+                               "run PPO workloads with --framework verl or --framework openrlhf")
+        if parallel.placement == "disaggregated":
+            raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
+                               "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
+        gpu_count = len(gpus()[0])
+        if parallel.dp > 1 and parallel.dp * parallel.tp > max(gpu_count, 1):
+            raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp * parallel.tp} GPUs, "
+                               f"this machine has {gpu_count}")
+        if parallel.tp > 1 and not self._use_vllm():
+            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's tensor parallelism is vLLM's; it needs "
+                               "NVIDIA GPUs and vLLM installed (pip install vllm)")
+        completions = workload.mini_batch_prompts * workload.algorithm.group_size
+        if completions % parallel.dp:
+            raise RLBenchError(f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
+                               f"mini-batch of workload {workload.name}")
+
+    def grpo_config(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+        """Keyword arguments of `trl.GRPOConfig` for this run (validated by TRL's own dataclass in tests)."""
+        w, p = spec.workload, spec.parallel
+        use_vllm = self._use_vllm()
+        on_gpu = bool(gpus()[0])
+        length = w.max_response_length
+        if not w.fixed_length:
+            generation_kwargs = None
+        elif use_vllm:
+            generation_kwargs = {"min_tokens": length, "ignore_eos": True}
+        else:
+            generation_kwargs = {"min_new_tokens": length}
+        config: dict[str, Any] = {
+            "output_dir": str(run_dir / "trl_output"),
+            "seed": spec.seed,
+            "max_steps": w.steps * w.updates_per_step,
+            "learning_rate": w.algorithm.learning_rate,
+            "lr_scheduler_type": "constant",
+            "num_generations": w.algorithm.group_size,
+            "per_device_train_batch_size": w.mini_batch_prompts * w.algorithm.group_size // p.dp,
+            "gradient_accumulation_steps": 1,
+            "steps_per_generation": w.prompts_per_step // w.mini_batch_prompts,
+            "num_iterations": w.algorithm.epochs,
+            "beta": w.algorithm.kl_coef,
+            "epsilon": w.algorithm.clip_ratio,
+            "max_completion_length": length,
+            "temperature": w.sampling.temperature,
+            "top_p": w.sampling.top_p,
+            "generation_kwargs": generation_kwargs,
+            "gradient_checkpointing": w.gradient_checkpointing,
+            # rlbench fixes the prompt order (prompts.jsonl) so every framework sees the same prompts.
+            "shuffle_dataset": False,
+            "logging_steps": w.updates_per_step,
+            "report_to": "none",
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "use_cpu": not on_gpu,
+            "bf16": on_gpu and w.model.dtype == "bfloat16",
+            "model_init_kwargs": {"dtype": w.model.dtype if on_gpu else "float32"},
+            "use_vllm": use_vllm,
+        }
+        if use_vllm:
+            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.tp)
+        return config
+
+    def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
+        launch = {
+            "model": inputs.model,
+            "dataset": spec.workload.data.dataset,
+            "chat": spec.workload.prompt.chat,
+            "prompts_file": str(run_dir / "prompts.jsonl"),
+            "metrics_file": str(self.metrics_file(run_dir)),
+            "updates_per_step": spec.workload.updates_per_step,
+            "grpo_config": self.grpo_config(spec, run_dir),
+        }
+        launcher = ["-m", "rlbench.adapters.trl_launcher", str(run_dir / LAUNCH_FILE)]
+        if spec.parallel.dp > 1:
+            argv = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(spec.parallel.dp),
+                    *launcher]
+        else:
+            argv = [sys.executable, *launcher]
+        env = {"HF_HUB_OFFLINE": "1"} if spec.workload.model.tiny is not None else {}
+        env.update({"TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
+        return LaunchPlan(argv=argv, env=env, files={LAUNCH_FILE: json.dumps(launch, indent=2)})
+
+    def read_steps(self, run_dir: Path) -> pd.DataFrame:
+        path = self.metrics_file(run_dir)
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        return pd.DataFrame([normalize(line) for line in lines if "step" in line])
+
+
+def normalize(line: dict[str, Any]) -> dict[str, float]:
+    """One launcher line -> one row of rlbench's step vocabulary."""
+    stages = line.get("stages_s", {})
+    tokens = line.get("tokens", {})
+    trl = line.get("trl", {})
+    row: dict[str, float] = {"step": line["step"], "step_time_s": line["step_time_s"]}
+    for stage, column in _STAGES.items():
+        row[column] = stages.get(stage, math.nan)
+    # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).
+    row["time_update_actor_s"] = line["step_time_s"] - stages.get("make_experience", 0.0)
+    row["prompt_tokens"] = tokens.get("prompt", math.nan)
+    row["response_tokens"] = tokens.get("response", math.nan)
+    row["num_responses"] = tokens.get("responses", math.nan)
+    row["reward_mean"] = trl.get("reward", math.nan)
+    row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
+    memory = line.get("memory", {})
+    row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
+    device_memory = memory.get("peak_device_memory_gb")
+    row["peak_device_memory_gb"] = math.nan if device_memory is None else device_memory
+    return row

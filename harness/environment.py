@@ -1,0 +1,94 @@
+"""What a run ran on: package versions, git sha, CPU, memory and GPUs.
+
+Collected without importing torch or any framework (package metadata, /proc,
+NVML when nvidia-ml-py is installed), so it is cheap and safe in the parent process.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import rlbench
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def package_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def git_sha() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpus() -> tuple[list[dict[str, Any]], str | None]:
+    """(GPUs with name and memory, driver version), empty where there is no NVIDIA GPU."""
+    try:
+        import pynvml  # from nvidia-ml-py
+    except ImportError:
+        return [], None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return [], None
+    try:
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            name = pynvml.nvmlDeviceGetName(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
+            found.append({"index": index, "name": name.decode() if isinstance(name, bytes) else name,
+                          "memory_gb": memory / 1e9})
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return found, driver.decode() if isinstance(driver, bytes) else driver
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def collect_environment(framework_distributions: tuple[str, ...] = ()) -> dict[str, Any]:
+    found, driver = gpus()
+    packages = ("torch", "transformers", "accelerate", "vllm", "datasets", *framework_distributions)
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+        "cpu_model": cpu_model(),
+        "cpu_count": psutil.cpu_count(logical=True),
+        "memory_gb": psutil.virtual_memory().total / 1e9,
+        "gpus": found,
+        "gpu_count": len(found),
+        "driver": driver,
+        "packages": {name: package_version(name) for name in packages},
+    }
+
+
+def rlbench_identity() -> dict[str, Any]:
+    return {"version": rlbench.__version__, "git_sha": git_sha()}

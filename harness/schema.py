@@ -1,0 +1,89 @@
+"""The run-record schema: every field of `run.json` and every column of `steps.parquet`.
+
+One module defines the normalized vocabulary that all adapters map their
+framework's metrics into. Each metric declares its unit and its direction
+("higher" or "lower" is better; "neutral" for counts that describe the work done
+rather than how well it was done). Readers refuse records of a newer schema and
+migrate older ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SCHEMA_VERSION = 1
+
+Direction = Literal["higher", "lower", "neutral"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction
+    description: str
+
+
+def _m(name: str, unit: str, direction: Direction, description: str) -> Metric:
+    return Metric(name, unit, direction, description)
+
+
+# Stage names follow verl's timing_s/* keys so the vocabulary reads the same everywhere.
+STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic", "weight_sync")
+
+STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
+    _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
+    _m("step_time_s", "s", "lower", "wall time of the whole RL step"),
+    *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
+      for stage in STAGES],
+    _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),
+    _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
+    _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
+    _m("num_responses", "count", "neutral", "responses generated in the step"),
+    _m("tokens_per_s", "tokens/s", "higher", "total_tokens / step_time_s (HybridFlow's throughput convention)"),
+    _m("tokens_per_s_per_gpu", "tokens/s/GPU", "higher", "tokens_per_s / GPUs used (NaN on CPU runs)"),
+    _m("response_tokens_per_s", "tokens/s", "higher", "response_tokens / time_gen_s: generation speed"),
+    _m("reward_mean", "1", "higher", "mean reward of the step's responses, in [0, 1]"),
+    _m("response_length_mean", "tokens", "neutral", "mean response length"),
+    _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
+    _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)"),
+    _m("mfu", "1", "higher", "model FLOPs utilisation reported by the framework (NaN when it reports none)"),
+]}
+
+# Fields of run.json, with what each holds. Kept here so there is one place to read.
+RUN_FIELDS: dict[str, str] = {
+    "schema_version": "integer, this module's SCHEMA_VERSION when written",
+    "run_id": "folder name of the record: <UTC time>-<framework>-<workload>-<random>",
+    "status": "running | succeeded | failed | interrupted",
+    "error": "null, or {kind, message, log_tail} for a failed or interrupted run",
+    "framework": "{name, version, tested: bool}",
+    "workload": "the resolved workload (every field, after includes)",
+    "parallel": "the resolved parallelism knobs",
+    "seed": "integer seed given to the framework",
+    "command": "the exact argv launched",
+    "rlbench": "{version, git_sha}",
+    "environment": "python, torch, cuda, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver",
+    "started_at": "ISO-8601 UTC",
+    "ended_at": "ISO-8601 UTC or null while running",
+    "duration_s": "wall time of the framework process",
+    "summary": "statistics over steps after warm-up: {metric: {mean, median, std, min, max, n, unit, direction}}",
+    "overhead": "rlbench's own time per step outside the framework process: {setup_s, record_s}",
+    "files": "files of the record: run.json, steps.parquet, prompts.jsonl, framework.log, ...",
+}
+
+
+class SchemaError(ValueError):
+    """A record written by a newer rlbench, or one that is not a run record at all."""
+
+
+def migrate(record: dict) -> dict:
+    """Bring an older record up to SCHEMA_VERSION; refuse a newer one."""
+    version = record.get("schema_version")
+    if not isinstance(version, int):
+        raise SchemaError("not an rlbench run record: no integer schema_version")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); "
+                          "upgrade rlbench to read it")
+    # No older versions exist yet; each future bump adds one step here.
+    return record

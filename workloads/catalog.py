@@ -1,0 +1,119 @@
+"""Find and load workload YAML files into `Workload` dataclasses.
+
+A workload is named by its file stem (`workloads/gsm8k-grpo-tiny.yaml` is
+`gsm8k-grpo-tiny`) or given as a path. A file may start with `include: other.yaml`
+or a list of files
+(as lm-evaluation-harness task files do): the included mappings are the base, in
+order, and the file's own keys override them, nested mappings merged key by key.
+
+    rlbench validate workloads/gsm8k-grpo-tiny.yaml
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlbench.errors import RLBenchError
+from rlbench.workloads.spec import (AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec,
+                                    TinyModelSpec, Workload)
+
+WORKLOAD_DIR = Path(__file__).resolve().parent
+_SECTIONS = {"data": DataSpec, "prompt": PromptSpec, "algorithm": AlgorithmSpec, "sampling": SamplingSpec}
+
+
+def available_workloads() -> list[str]:
+    """Names of the workload files shipped with rlbench (files starting with '_' are bases)."""
+    return sorted(p.stem for p in WORKLOAD_DIR.glob("*.yaml") if not p.name.startswith("_"))
+
+
+def resolve_path(name_or_path: str) -> Path:
+    """The YAML file of a workload name or path; a miss suggests the nearest names."""
+    as_path = Path(name_or_path)
+    if as_path.suffix in (".yaml", ".yml"):
+        if not as_path.is_file():
+            raise RLBenchError(f"workload file {name_or_path} does not exist")
+        return as_path
+    candidate = WORKLOAD_DIR / f"{name_or_path}.yaml"
+    if candidate.is_file() and not name_or_path.startswith("_"):
+        return candidate
+    names = available_workloads()
+    close = difflib.get_close_matches(name_or_path, names, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise RLBenchError(f"unknown workload '{name_or_path}'; {hint}available: {', '.join(names)}")
+
+
+def _read_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    if path.resolve() in seen:
+        raise RLBenchError(f"workload file {path}: include cycle through {path.name}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid syntax"
+        raise RLBenchError(f"workload file {path} is not valid YAML{where}: {problem}; fix the file") from None
+    if not isinstance(raw, dict):
+        raise RLBenchError(f"workload file {path} must hold a mapping of fields, got {type(raw).__name__}")
+    include = raw.pop("include", None)
+    includes = include if isinstance(include, list) else [] if include is None else [include]
+    base: dict[str, Any] = {}
+    for name in includes:  # later includes override earlier ones, the file itself overrides all
+        base = _merge(base, _read_mapping(path.parent / str(name), seen + (path.resolve(),)))
+    return _merge(base, raw)
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _build(cls: type, values: Any, where: str) -> Any:
+    """Construct dataclass `cls` from a mapping, rejecting unknown or missing keys by name."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}: must be a mapping, got {type(values).__name__}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0]}: unknown field; known fields: {', '.join(sorted(known))}")
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a required field is missing
+        missing = str(exc).split("argument")[-1].strip().strip(":").strip()
+        raise ValueError(f"{where}: missing required field {missing}") from None
+
+
+def workload_from_mapping(values: dict[str, Any]) -> Workload:
+    """Build a `Workload` from an already-read mapping (raises ValueError naming the field)."""
+    values = dict(values)
+    for key, cls in _SECTIONS.items():
+        if key in values:
+            values[key] = _build(cls, values[key], key)
+    if "model" in values:
+        model = dict(values["model"]) if isinstance(values["model"], dict) else values["model"]
+        if isinstance(model, dict) and model.get("tiny") is not None:
+            model["tiny"] = _build(TinyModelSpec, model["tiny"], "model.tiny")
+        values["model"] = _build(ModelSpec, model, "model")
+    return _build(Workload, values, "workload")
+
+
+def load_workload(name_or_path: str) -> Workload:
+    """Load and check a workload; any problem becomes one `RLBenchError` naming file and field."""
+    path = resolve_path(name_or_path)
+    values = _read_mapping(path)
+    try:
+        workload = workload_from_mapping(values)
+    except ValueError as exc:
+        raise RLBenchError(f"workload file {path}: {exc}") from None
+    if workload.name != path.stem:
+        raise RLBenchError(f"workload file {path}: name: '{workload.name}' must equal the file name '{path.stem}'")
+    return workload

@@ -1,0 +1,274 @@
+"""Problem loaders for GSM8K and MATH-500, the two datasets every workload draws from.
+
+Every framework adapter gets its prompts and ground truths from `load_problems`, so
+all frameworks train and score on the same rows in the same order.
+
+Lookup order:
+
+1. a local data directory, in the publishers' file layout (see `data_dir`):
+   `gsm8k/{train,test}.jsonl` and `math500/test.jsonl`;
+2. the Hugging Face hub (`openai/gsm8k` config `main`, `HuggingFaceH4/MATH-500`),
+   skipped when `HF_HUB_OFFLINE` or `HF_DATASETS_OFFLINE` is set;
+3. otherwise one `RLBenchError` saying where files were looked for and how to fix it.
+
+    problems = load_problems("gsm8k", "test", limit=8)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import urlparse
+
+from rlbench.errors import RLBenchError
+from rlbench.workloads.rewards import gsm8k_ground_truth
+
+DATA_DIR_ENV = "RLBENCH_DATA_DIR"
+
+# Seconds huggingface_hub waits on the network; its defaults (10 s metadata, 10 s per
+# read) are long enough to look like a hang when a machine is offline.
+_HUB_TIMEOUT_S = "5"
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where one dataset lives locally and on the hub, and which splits it has."""
+
+    local_name: str  # folder under the data directory
+    splits: tuple[str, ...]
+    hub_path: str
+    hub_config: str | None
+
+
+_SOURCES: dict[str, _Source] = {
+    "gsm8k": _Source("gsm8k", ("train", "test"), "openai/gsm8k", "main"),
+    # MATH-500 is only ever published as a test split.
+    "math": _Source("math500", ("test",), "HuggingFaceH4/MATH-500", None),
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its reference answer, as the reward module expects it."""
+
+    uid: str  # stable across runs and frameworks, so per-problem results can be joined
+    question: str
+    ground_truth: str  # GSM8K: the number after `####`; MATH: LaTeX without `\boxed`
+    dataset: str
+
+
+def dataset_names() -> tuple[str, ...]:
+    """The dataset names `load_problems` accepts."""
+    return tuple(_SOURCES)
+
+
+def data_dir() -> Path | None:
+    """The local data directory in use, or None when there is none.
+
+    `RLBENCH_DATA_DIR` wins whenever it is set, even if it does not exist, because an
+    explicit choice must not be silently replaced by another copy. Otherwise the first
+    existing `../shared/data`, relative to the working directory and then to the
+    project checkout.
+    """
+    explicit = os.environ.get(DATA_DIR_ENV, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    for candidate in _default_candidates():
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def _default_candidates() -> tuple[Path, ...]:
+    # parents[1] is the checkout (the folder holding harness/ and workloads/).
+    checkout = Path(__file__).resolve().parents[1]
+    return (Path.cwd().parent / "shared" / "data", checkout.parent / "shared" / "data")
+
+
+def load_problems(dataset: str, split: str, limit: int | None = None) -> list[Problem]:
+    """The first `limit` problems (all when None) of `dataset`'s `split`, in file order."""
+    source = _source(dataset, split)
+    _check_limit(limit)
+    local = _local_file(source, split)
+    if local is not None:
+        return _local_problems(dataset, split, local, limit)
+    return _hub_problems(dataset, split, source, limit)
+
+
+def _source(dataset: str, split: str) -> _Source:
+    source = _SOURCES.get(dataset)
+    if source is None:
+        raise RLBenchError(
+            f"unknown dataset {dataset!r}; valid datasets: {', '.join(_SOURCES)}")
+    if split not in source.splits:
+        raise RLBenchError(
+            f"dataset {dataset!r} has no split {split!r}; valid splits: {', '.join(source.splits)}")
+    return source
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise RLBenchError(f"limit must be None or an integer >= 0, got {limit!r}")
+
+
+def _relative_file(source: _Source, split: str) -> Path:
+    return Path(source.local_name) / f"{split}.jsonl"
+
+
+def _local_file(source: _Source, split: str) -> Path | None:
+    root = data_dir()
+    if root is None:
+        return None
+    path = root / _relative_file(source, split)
+    return path if path.is_file() else None
+
+
+# ---------------------------------------------------------------- local files
+
+
+def _local_problems(dataset: str, split: str, path: Path, limit: int | None) -> list[Problem]:
+    rows = _read_jsonl(path, limit)
+    return [_to_problem(dataset, split, index, row, str(path)) for index, row in enumerate(rows)]
+
+
+def _read_jsonl(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
+    # Reads lazily so a small `limit` never parses the whole 4 MB train file.
+    count = 0
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if limit is not None and count >= limit:
+                return
+            if not line.strip():
+                continue
+            yield _parse_line(path, number, line)
+            count += 1
+
+
+def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RLBenchError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise RLBenchError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+# ---------------------------------------------------------------- row conversion
+
+
+def _to_problem(dataset: str, split: str, index: int, row: dict[str, Any], origin: str) -> Problem:
+    if dataset == "gsm8k":
+        return _gsm8k_problem(split, index, row, origin)
+    return _math_problem(index, row, origin)
+
+
+def _field(row: dict[str, Any], name: str, origin: str, index: int) -> str:
+    value = row.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise RLBenchError(f"{origin}: row {index} has no text field {name!r}")
+    return value
+
+
+def _gsm8k_problem(split: str, index: int, row: dict[str, Any], origin: str) -> Problem:
+    answer = _field(row, "answer", origin, index)
+    try:
+        truth = gsm8k_ground_truth(answer)
+    except RLBenchError as exc:
+        raise RLBenchError(f"{origin}: row {index}: {exc}") from None
+    # GSM8K rows carry no id; the split and position are stable in the published files.
+    return Problem(uid=f"gsm8k/{split}/{index}", question=_field(row, "question", origin, index),
+                   ground_truth=truth, dataset="gsm8k")
+
+
+def _math_problem(index: int, row: dict[str, Any], origin: str) -> Problem:
+    uid = row.get("unique_id")
+    # unique_id (e.g. "test/precalculus/807.json") is MATH's own id; position is a fallback.
+    uid = uid if isinstance(uid, str) and uid else f"test/{index}"
+    return Problem(uid=f"math/{uid}", question=_field(row, "problem", origin, index),
+                   ground_truth=_field(row, "answer", origin, index).strip(), dataset="math")
+
+
+# ---------------------------------------------------------------- hub
+
+
+def _hub_offline() -> bool:
+    # Read at call time: huggingface_hub reads these once at import, which is too late
+    # for a caller (or a test) that sets them after something imported `datasets`.
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _hub_problems(dataset: str, split: str, source: _Source, limit: int | None) -> list[Problem]:
+    if _hub_offline():
+        raise _missing_data_error(dataset, split, source, "skipped (HF_HUB_OFFLINE is set)")
+    unreachable = _hub_unresolvable()
+    if unreachable:
+        raise _missing_data_error(dataset, split, source, unreachable)
+    try:
+        rows = _hub_rows(source, split, limit)
+    except Exception as exc:  # noqa: BLE001 - any hub failure means "data not available"
+        raise _missing_data_error(dataset, split, source, _short_reason(exc)) from None
+    origin = f"hub {source.hub_path}"
+    return [_to_problem(dataset, split, index, row, origin) for index, row in enumerate(rows)]
+
+
+def _hub_unresolvable() -> str | None:
+    """Why the hub cannot be reached, when that is cheap to know; else None.
+
+    huggingface_hub retries a failed request five times with backoff (about 25 s) and
+    has no setting to shorten that, so an offline machine is caught here by a DNS
+    lookup first. Behind a proxy the local resolver may not know the host while the
+    proxy does, so the check is skipped there.
+    """
+    if any(os.environ.get(name) for name in
+           ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+    if not host:
+        return None
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        return f"cannot resolve {host} (offline?): {exc}"
+    return None
+
+
+def _hub_rows(source: _Source, split: str, limit: int | None) -> Iterable[dict[str, Any]]:
+    # Only effective if huggingface_hub is not imported yet; setdefault keeps user choices.
+    os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", _HUB_TIMEOUT_S)
+    os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", _HUB_TIMEOUT_S)
+    import datasets  # deferred: importing it costs about a second and most runs read files
+
+    table = datasets.load_dataset(source.hub_path, source.hub_config, split=split)
+    if limit is not None:
+        table = table.select(range(min(limit, len(table))))
+    return list(table)
+
+
+def _short_reason(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"[:300]
+
+
+def _missing_data_error(dataset: str, split: str, source: _Source, hub_reason: str) -> RLBenchError:
+    relative = _relative_file(source, split)
+    root = data_dir()
+    if root is not None:
+        looked = f"{root / relative} (not found)"
+    else:
+        tried = ", ".join(str(c / relative) for c in _default_candidates())
+        looked = f"{tried} (none found; {DATA_DIR_ENV} is not set)"
+    target = root if root is not None else _default_candidates()[-1]
+    return RLBenchError(
+        f"no data for dataset {dataset!r} split {split!r}: looked for {looked}; "
+        f"hub {source.hub_path}: {hub_reason}. "
+        f"Set {DATA_DIR_ENV} to a folder holding {relative}, or put the file at {target / relative}.")

@@ -1,0 +1,72 @@
+"""The prompt set of one run: identical problems, text and order for every framework.
+
+rlbench, not the framework, decides which problems a run trains on: it loads the
+workload's split, shuffles it with the workload's seed, renders the prompt template,
+drops prompts longer than `max_prompt_length` tokens (as verl's
+`filter_overlong_prompts` does) and writes exactly `steps x prompts_per_step`
+prompts to `prompts.jsonl` in the run folder. Adapters convert that one file into
+their framework's format and turn the framework's own shuffling off.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlbench.errors import RLBenchError
+from rlbench.workloads.datasets import Problem, load_problems
+from rlbench.workloads.spec import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRecord:
+    uid: str
+    dataset: str
+    prompt: str  # the rendered template (frameworks wrap it as a user turn when chat is on)
+    ground_truth: str
+
+
+def render(workload: Workload, problem: Problem) -> PromptRecord:
+    text = workload.prompt.template.format(question=problem.question)
+    return PromptRecord(uid=problem.uid, dataset=problem.dataset, prompt=text, ground_truth=problem.ground_truth)
+
+
+def shuffled_problems(workload: Workload, seed: int) -> list[Problem]:
+    problems = load_problems(workload.data.dataset, workload.data.split, workload.data.limit)
+    random.Random(workload.data.shuffle_seed + seed).shuffle(problems)
+    return problems
+
+
+def prompt_length(tokenizer, workload: Workload, text: str) -> int:
+    if workload.prompt.chat and getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                            tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        return len(ids)
+    return len(tokenizer(text)["input_ids"])
+
+
+def select_prompts(workload: Workload, problems: list[Problem], tokenizer) -> list[PromptRecord]:
+    """The run's prompts in order: overlong ones dropped, the split cycled if too short."""
+    needed = workload.steps * workload.prompts_per_step
+    kept = [r for r in (render(workload, p) for p in problems)
+            if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length]
+    if not kept:
+        raise RLBenchError(f"workload {workload.name}: no prompt fits max_prompt_length={workload.max_prompt_length} "
+                           "tokens; raise max_prompt_length in the workload file")
+    return [kept[i % len(kept)] for i in range(needed)]
+
+
+def write_prompts(records: list[PromptRecord], path: Path) -> None:
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w") as handle:
+        for record in records:
+            handle.write(json.dumps(asdict(record)) + "\n")
+    tmp.replace(path)
+
+
+def read_prompts(path: Path) -> list[PromptRecord]:
+    with path.open() as handle:
+        return [PromptRecord(**json.loads(line)) for line in handle if line.strip()]

@@ -1,0 +1,169 @@
+"""Workload specification: the frozen dataclasses a workload YAML file loads into.
+
+A workload fixes everything that must be equal across frameworks: data, prompt,
+reward, algorithm, model, lengths, batch sizes, steps and sampling. Each dataclass
+checks its own fields and raises `ValueError` naming the bad field; the loader in
+`rlbench.workloads.catalog` turns that into an `RLBenchError` naming the file.
+
+    rlbench validate gsm8k-grpo-tiny
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+DATASETS = ("gsm8k", "math")
+ALGORITHMS = ("grpo", "ppo")
+
+
+def _require(ok: bool, name: str, why: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}: {why}")
+
+
+def _positive_int(value: object, name: str) -> None:
+    _require(isinstance(value, int) and not isinstance(value, bool) and value > 0, name,
+             f"must be a positive integer, got {value!r}")
+
+
+def _number_in(value: object, name: str, low: float, high: float) -> None:
+    _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
+             name, f"must be a number in [{low}, {high}], got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DataSpec:
+    dataset: str
+    split: str
+    limit: int | None = None  # first N problems; None = the whole split
+    shuffle_seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(self.dataset in DATASETS, "data.dataset", f"must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
+        _require(isinstance(self.split, str) and bool(self.split), "data.split", "must be a split name such as 'train'")
+        if self.limit is not None:
+            _positive_int(self.limit, "data.limit")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PromptSpec:
+    template: str  # str.format template with a {question} field
+    chat: bool = True  # wrap in the tokenizer's chat template as one user turn
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.template, str) and "{question}" in self.template, "prompt.template",
+                 "must be a string containing the field {question}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlgorithmSpec:
+    name: Literal["grpo", "ppo"]
+    group_size: int  # responses sampled per prompt (GRPO's G; 1 is usual for PPO)
+    kl_coef: float = 0.0  # 0 disables the reference model
+    clip_ratio: float = 0.2
+    epochs: int = 1  # optimisation passes over each rollout batch
+    learning_rate: float = 1e-6
+
+    def __post_init__(self) -> None:
+        _require(self.name in ALGORITHMS, "algorithm.name", f"must be one of {', '.join(ALGORITHMS)}, got {self.name!r}")
+        _positive_int(self.group_size, "algorithm.group_size")
+        _require(self.name != "grpo" or self.group_size >= 2, "algorithm.group_size",
+                 "GRPO needs at least 2 responses per prompt for a group baseline")
+        _number_in(self.kl_coef, "algorithm.kl_coef", 0.0, 10.0)
+        _number_in(self.clip_ratio, "algorithm.clip_ratio", 0.0, 1.0)
+        _positive_int(self.epochs, "algorithm.epochs")
+        _number_in(self.learning_rate, "algorithm.learning_rate", 0.0, 1.0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TinyModelSpec:
+    """A randomly initialised Qwen2-style model built locally (no download)."""
+
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4  # head_dim = hidden/heads = 64, which vLLM's CPU attention needs
+    num_kv_heads: int = 2
+    intermediate_size: int = 688
+    vocab_size: int = 2048  # target size of the locally trained BPE tokenizer
+
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size"):
+            _positive_int(getattr(self, name), f"model.tiny.{name}")
+        _require(self.hidden_size % self.num_heads == 0, "model.tiny.num_heads", "must divide hidden_size")
+        _require(self.num_heads % self.num_kv_heads == 0, "model.tiny.num_kv_heads", "must divide num_heads")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSpec:
+    name: str  # hub id (e.g. Qwen/Qwen2.5-0.5B-Instruct), a local path, or "tiny"
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    tiny: TinyModelSpec | None = None
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.name, str) and bool(self.name), "model.name", "must be a hub id, a path or 'tiny'")
+        _require(self.dtype in ("bfloat16", "float32"), "model.dtype", f"must be bfloat16 or float32, got {self.dtype!r}")
+        _require((self.name == "tiny") == (self.tiny is not None), "model.tiny",
+                 "is required exactly when model.name is 'tiny'")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SamplingSpec:
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        _number_in(self.temperature, "sampling.temperature", 0.0, 10.0)
+        _require(self.temperature > 0, "sampling.temperature", "must be > 0 for RL sampling")
+        _number_in(self.top_p, "sampling.top_p", 0.0, 1.0)
+        _require(self.top_p > 0, "sampling.top_p", "must be > 0")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workload:
+    name: str
+    version: int
+    description: str = ""
+    data: DataSpec
+    prompt: PromptSpec
+    reward: str  # a name from rlbench.workloads.rewards, never inlined
+    algorithm: AlgorithmSpec
+    model: ModelSpec
+    max_prompt_length: int
+    max_response_length: int
+    prompts_per_step: int
+    mini_batch_prompts: int  # prompts per optimiser update
+    steps: int
+    warmup_steps: int  # excluded from summary statistics
+    sampling: SamplingSpec = field(default_factory=SamplingSpec)
+    fixed_length: bool = False  # systems mode: every response generated to max length
+    gradient_checkpointing: bool = True  # recompute activations in the backward pass (all frameworks alike)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.name, str) and bool(self.name), "name", "must be a non-empty string")
+        _positive_int(self.version, "version")
+        _require(self.reward == self.data.dataset, "reward",
+                 f"must be the reward of the workload's dataset ({self.data.dataset!r}), got {self.reward!r}")
+        for name in ("max_prompt_length", "max_response_length", "prompts_per_step", "mini_batch_prompts", "steps"):
+            _positive_int(getattr(self, name), name)
+        _require(self.prompts_per_step % self.mini_batch_prompts == 0, "mini_batch_prompts",
+                 f"must divide prompts_per_step ({self.prompts_per_step}), got {self.mini_batch_prompts}")
+        _require(isinstance(self.warmup_steps, int) and 0 <= self.warmup_steps < self.steps, "warmup_steps",
+                 f"must be an integer in [0, steps), got {self.warmup_steps!r}")
+        _require(isinstance(self.fixed_length, bool), "fixed_length", "must be true or false")
+        _require(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing", "must be true or false")
+
+    @property
+    def responses_per_step(self) -> int:
+        return self.prompts_per_step * self.algorithm.group_size
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimiser updates per RL step: mini-batches times epochs."""
+        return self.prompts_per_step // self.mini_batch_prompts * self.algorithm.epochs
+
+    def with_steps(self, steps: int) -> Workload:
+        """The same workload run for a different number of steps (warm-up clipped to fit)."""
+        from dataclasses import replace
+
+        return replace(self, steps=steps, warmup_steps=min(self.warmup_steps, steps - 1))

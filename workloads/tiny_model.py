@@ -1,0 +1,106 @@
+"""Build the CPU-sized model of a `*-tiny` workload, offline and deterministically.
+
+A randomly initialised Qwen2-style causal LM plus a byte-level BPE tokenizer trained
+with `tokenizers` on the workload's own prompts and answers, saved as a normal
+Hugging Face model folder that every framework can load by path. Nothing is
+downloaded. The folder is cached under `$RLBENCH_CACHE` (default
+`~/.cache/rlbench`), keyed by the model spec, the seed and a digest of the corpus.
+
+    python -c "from rlbench.workloads.tiny_model import build_tiny_model; ..."
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from rlbench.workloads.spec import TinyModelSpec
+
+# Special tokens the model and the frameworks need; "<|endoftext|>" mirrors Qwen's EOS name.
+EOS, PAD = "<|endoftext|>", "<|pad|>"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("RLBENCH_CACHE", Path.home() / ".cache" / "rlbench"))
+
+
+def model_key(spec: TinyModelSpec, seed: int, corpus: Sequence[str]) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps(asdict(spec), sort_keys=True).encode())
+    digest.update(str(seed).encode())
+    for text in corpus:
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_tiny_model(spec: TinyModelSpec, corpus: Sequence[str], seed: int) -> Path:
+    """Return the folder of the tiny model for this spec/corpus/seed, building it once."""
+    target = cache_root() / "tiny-models" / model_key(spec, seed, corpus)
+    if (target / "config.json").is_file() and (target / "tokenizer.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Build in a sibling temp folder and rename, so a crash never leaves half a model.
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
+    try:
+        tokenizer = _train_tokenizer(spec, corpus)
+        tokenizer.save_pretrained(staging)
+        _init_model(spec, tokenizer, seed).save_pretrained(staging)
+        if not target.exists():  # another process may have finished the same build first
+            os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _train_tokenizer(spec: TinyModelSpec, corpus: Sequence[str]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab_size,
+        special_tokens=[EOS, PAD],
+        # The full byte alphabet keeps every string encodable, whatever the corpus held.
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(list(corpus), trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD,
+                                   model_max_length=4096)
+
+
+def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no shard-writing bars in rlbench's own output
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
