@@ -107,7 +107,8 @@ class TRLAdapter(Adapter):
             "temperature": w.sampling.temperature,
             "top_p": w.sampling.top_p,
             "generation_kwargs": generation_kwargs,
-            "gradient_checkpointing": w.gradient_checkpointing,
+            # transformers 5 renamed gradient_checkpointing; the old name warns.
+            "activation_checkpointing": w.gradient_checkpointing,
             # rlbench fixes the prompt order (prompts.jsonl) so every framework sees the same prompts.
             "shuffle_dataset": False,
             "logging_steps": w.updates_per_step,

@@ -1,0 +1,35 @@
+"""Sessions that set rlbench up from nothing and run it: `nox -s tests`, `nox -s demo`.
+
+Each session installs into its own virtualenv. torch is pinned to the CPU build
+tested here (2.13.0); set RLBENCH_TORCH to another requirement (e.g. "torch" for a
+CUDA build on a GPU machine) to change it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["tests"]
+TORCH = os.environ.get("RLBENCH_TORCH", "torch==2.13.0")
+
+
+def _install(session: nox.Session, extras: str) -> None:
+    # torch first, so the framework extras do not pull a different (multi-GB CUDA) build.
+    session.install(TORCH)
+    session.install("-e", f".[{extras}]")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """CPU test suite, including a real 2-step TRL GRPO run (GPU tests skip without a GPU)."""
+    _install(session, "trl,test")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The embedded default benchmark: TRL GRPO on GSM8K with a tiny offline model, on CPU."""
+    _install(session, "trl")
+    session.run("rlbench", "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", *session.posargs)

@@ -1,0 +1,40 @@
+"""Shared test fixtures: an isolated model cache and a helper to run the CLI as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip @pytest.mark.gpu tests on machines without an NVIDIA GPU."""
+    from rlbench.environment import gpus
+
+    if gpus()[0]:
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory) -> Path:
+    """One tiny-model cache for the whole session, never the user's ~/.cache."""
+    path = tmp_path_factory.mktemp("rlbench-cache")
+    os.environ["RLBENCH_CACHE"] = str(path)
+    return path
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m rlbench ARGS` in a fresh process, as a user's shell would run it."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "rlbench", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd or PROJECT_ROOT, timeout=timeout)

@@ -1,0 +1,112 @@
+"""End to end: `rlbench run --framework trl --workload gsm8k-grpo-tiny` on CPU writes a true record.
+
+One real 2-step TRL GRPO run is shared by the checks below; token counts are
+checked against TRL's own logged figures (num_tokens, completions/mean_length).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlbench.record import load_record
+from rlbench.workloads.catalog import WORKLOAD_DIR
+from tests.conftest import run_cli
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, model_cache):
+    out = tmp_path_factory.mktemp("results")
+    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    return run_dir, result
+
+
+def test_record_is_complete(tiny_run):
+    run_dir, _ = tiny_run
+    record = load_record(run_dir)
+    assert record["status"] == "succeeded" and record["error"] is None
+    assert record["framework"]["name"] == "trl" and record["framework"]["version"]
+    assert record["workload"]["name"] == "gsm8k-grpo-tiny" and record["workload"]["steps"] == 2
+    assert record["parallel"]["dp"] == 1 and record["seed"] == 0
+    env = record["environment"]
+    assert env["python"] and env["cpu_model"] and env["packages"]["torch"] and env["gpu_count"] == 0
+    assert record["rlbench"]["version"] and record["started_at"] <= record["ended_at"]
+    assert {"run.json", "steps.parquet", "prompts.jsonl", "framework.log", "framework_metrics.jsonl"} <= set(
+        record["files"])
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_steps_are_measured_and_match_trl(tiny_run):
+    run_dir, _ = tiny_run
+    steps = load_record(run_dir)["steps"]
+    assert steps["step"].tolist() == [1, 2]
+    assert (steps["step_time_s"] > 0).all() and (steps["time_gen_s"] > 0).all()
+    assert (steps["time_update_actor_s"] > 0).all()
+    assert (steps["time_gen_s"] + steps["time_update_actor_s"] <= steps["step_time_s"] + 1e-6).all()
+    assert steps["reward_mean"].between(0, 1).all()
+    raw = [json.loads(line) for line in (run_dir / "framework_metrics.jsonl").read_text().splitlines()]
+    logged = [line["trl"] for line in raw if "step" in line]
+    # TRL's num_tokens is cumulative prompt+completion tokens seen; ours is per step.
+    trl_per_step = [logged[0]["num_tokens"]] + [b["num_tokens"] - a["num_tokens"] for a, b in zip(logged, logged[1:])]
+    assert steps["total_tokens"].tolist() == trl_per_step
+    responses = 4 * 4  # prompts_per_step x group_size of the tiny workload
+    assert steps["num_responses"].tolist() == [responses, responses]
+    expected = [round(t["completions/mean_length"] * responses) for t in logged]
+    assert steps["response_tokens"].tolist() == expected
+    # fixed_length: every response runs to max_response_length.
+    assert (steps["response_tokens"] == responses * 32).all()
+    assert steps["tokens_per_s"].tolist() == pytest.approx((steps["total_tokens"] / steps["step_time_s"]).tolist())
+    assert (steps["peak_host_rss_gb"] > 0).all()
+
+
+def test_progress_is_shown(tiny_run):
+    _, result = tiny_run
+    assert "step 1/2" in result.stderr and "step 2/2" in result.stderr and "tokens/s" in result.stderr
+
+
+def test_summary_excludes_warmup(tiny_run):
+    run_dir, _ = tiny_run
+    record = load_record(run_dir)
+    summary = record["summary"]["step_time_s"]
+    assert summary["n"] == 1 and summary["mean"] == pytest.approx(record["steps"]["step_time_s"].iloc[1])
+    assert record["overhead"]["setup_s"] > 0 and record["overhead"]["record_s"] >= 0
+
+
+def test_crashing_framework_leaves_a_failed_record(tmp_path, model_cache, tiny_run):
+    run_dir, _ = tiny_run
+    # A model folder whose tokenizer loads but whose weights are gone: TRL itself crashes on load.
+    broken = tmp_path / "broken-model"
+    shutil.copytree(load_record(run_dir)["model_path"], broken)
+    (broken / "model.safetensors").unlink()
+    mapping = yaml.safe_load((WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml").read_text())
+    mapping["include"] = [str(WORKLOAD_DIR / name) for name in mapping["include"]]
+    mapping["name"] = "broken"
+    workload = tmp_path / "broken.yaml"
+    workload.write_text(yaml.safe_dump(mapping | {"model": {"name": str(broken), "dtype": "float32", "tiny": None}}))
+    out = tmp_path / "out"
+    result = run_cli("run", "--framework", "trl", "--workload", str(workload), "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: run failed (framework_error)")
+    (failed,) = list(out.iterdir())
+    record = load_record(failed)
+    assert record["status"] == "failed" and record["error"]["kind"] == "framework_error"
+    assert record["error"]["log_tail"] and record["returncode"] != 0
+
+
+def test_timeout_is_recorded(tmp_path, model_cache):
+    out = tmp_path / "out"
+    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out),
+                     env={"RLBENCH_RUN_TIMEOUT_S": "2"})
+    assert result.returncode == 2 and "run failed (timeout)" in result.stderr
+    (record_dir,) = list(out.iterdir())
+    assert load_record(record_dir)["error"]["kind"] == "timeout"

@@ -1,0 +1,33 @@
+"""The adapter registry is lazy and helps with typos; `import rlbench` imports no framework."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rlbench.adapters.base import Adapter
+from rlbench.adapters.registry import available, get_adapter
+from rlbench.errors import RLBenchError
+
+
+def test_get_known_adapter():
+    adapter = get_adapter("trl")
+    assert isinstance(adapter, Adapter) and adapter.name == "trl"
+    assert "trl" in available()
+
+
+def test_typo_suggests_the_nearest_name():
+    with pytest.raises(RLBenchError, match="unknown framework 'trll'; did you mean 'trl'\\? available: trl"):
+        get_adapter("trll")
+
+
+def test_import_and_help_import_no_framework():
+    code = ("import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.runner\n"
+            "from click.testing import CliRunner\n"
+            "assert CliRunner().invoke(rlbench.cli.main, ['--help']).exit_code == 0\n"
+            "heavy = [m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf', 'vllm') if m in sys.modules]\n"
+            "print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

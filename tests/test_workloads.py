@@ -1,0 +1,108 @@
+"""Workload files load into frozen dataclasses; bad values are rejected naming the field."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from rlbench.errors import RLBenchError
+from rlbench.workloads.catalog import WORKLOAD_DIR, available_workloads, load_workload
+
+REQUIRED = {"gsm8k-grpo", "math-grpo", "gsm8k-ppo", "math-ppo", "gsm8k-grpo-tiny", "math-grpo-tiny"}
+
+
+def test_required_workloads_ship_and_load():
+    assert REQUIRED <= set(available_workloads())
+    for name in available_workloads():
+        workload = load_workload(name)
+        assert workload.name == name and workload.version >= 1
+        assert workload.reward == workload.data.dataset
+
+
+def test_tiny_workloads_are_cpu_sized_and_gpu_ones_are_real_models():
+    for name in ("gsm8k-grpo-tiny", "math-grpo-tiny"):
+        w = load_workload(name)
+        assert w.model.tiny is not None and w.model.tiny.hidden_size // w.model.tiny.num_heads == 64
+    for name in ("gsm8k-grpo", "math-grpo", "gsm8k-ppo", "math-ppo"):
+        w = load_workload(name)
+        assert w.model.name.startswith("Qwen/Qwen2.5-") and w.fixed_length
+
+
+def test_workload_is_frozen():
+    w = load_workload("gsm8k-grpo-tiny")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        w.steps = 10  # type: ignore[misc]
+
+
+def test_include_merges_nested_keys():
+    w = load_workload("math-grpo-tiny")
+    assert w.data.dataset == "math" and w.model.name == "tiny" and w.algorithm.group_size == 4
+    assert "\\boxed{}" in w.prompt.template.format(question="q")
+
+
+def _write(tmp_path, mapping, name="custom"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(mapping))
+    return path
+
+
+def _base_mapping():
+    return yaml.safe_load((WORKLOAD_DIR / "gsm8k-grpo.yaml").read_text()) | {
+        "include": str(WORKLOAD_DIR / "_gsm8k.yaml"), "name": "custom"}
+
+
+@pytest.mark.parametrize("field_path,value,expected", [
+    (("algorithm", "group_size"), 1, "algorithm.group_size"),
+    (("algorithm", "name"), "dpo", "algorithm.name"),
+    (("algorithm", "clip_ratio"), 3, "algorithm.clip_ratio"),
+    (("max_response_length",), 0, "max_response_length"),
+    (("mini_batch_prompts",), 7, "mini_batch_prompts"),
+    (("warmup_steps",), 99, "warmup_steps"),
+    (("sampling", "top_p"), 1.5, "sampling.top_p"),
+    (("data", "dataset"), "mmlu", "data.dataset"),
+    (("prompt", "template"), "no field", "prompt.template"),
+    (("model", "dtype"), "int4", "model.dtype"),
+    (("fixed_length",), "yes", "fixed_length"),
+    (("algorithm", "kl_beta"), 0.1, "algorithm.kl_beta: unknown field"),
+])
+def test_bad_values_name_the_field(tmp_path, field_path, value, expected):
+    mapping = _base_mapping()
+    target = mapping
+    for key in field_path[:-1]:
+        target = target.setdefault(key, {})
+    target[field_path[-1]] = value
+    with pytest.raises(RLBenchError, match=expected.replace(".", r"\.")):
+        load_workload(str(_write(tmp_path, mapping)))
+
+
+def test_missing_field_is_named(tmp_path):
+    mapping = _base_mapping()
+    del mapping["steps"]
+    with pytest.raises(RLBenchError, match="missing required field 'steps'"):
+        load_workload(str(_write(tmp_path, mapping)))
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: broken\nalgorithm: [grpo\nsteps: 3\n")
+    with pytest.raises(RLBenchError, match=r"not valid YAML at line \d+"):
+        load_workload(str(path))
+
+
+def test_name_must_match_file(tmp_path):
+    mapping = _base_mapping() | {"name": "other"}
+    with pytest.raises(RLBenchError, match="must equal the file name"):
+        load_workload(str(_write(tmp_path, mapping)))
+
+
+def test_unknown_workload_suggests_the_nearest():
+    with pytest.raises(RLBenchError, match="did you mean 'gsm8k-grpo'"):
+        load_workload("gsm8k-grpoo")
+
+
+def test_with_steps_keeps_warmup_below_steps():
+    w = load_workload("gsm8k-grpo").with_steps(2)
+    assert w.steps == 2 and w.warmup_steps == 1
+    assert w.updates_per_step == w.prompts_per_step // w.mini_batch_prompts
