@@ -155,7 +155,8 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     stages = line.get("stages_s", {})
     tokens = line.get("tokens", {})
     trl = line.get("trl", {})
-    row: dict[str, float] = {"step": line["step"], "step_time_s": line["step_time_s"]}
+    row: dict[str, float] = {"step": line["step"], "step_time_s": line["step_time_s"],
+                             "step_start_unix_s": line["step_start_unix_s"], "step_end_unix_s": line["step_end_unix_s"]}
     for stage, column in _STAGES.items():
         row[column] = stages.get(stage, math.nan)
     # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).

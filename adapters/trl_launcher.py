@@ -105,10 +105,12 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
         def __init__(self) -> None:
             self.trainer = None
             self.step_start: float | None = None
+            self.step_start_unix = 0.0
 
         def on_step_begin(self, args, state, control, **kwargs):
             if state.global_step % updates_per_step == 0:
                 self.step_start = time.perf_counter()
+                self.step_start_unix = time.time()  # wall clock, to align with telemetry samples
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs or "train_runtime" in logs:
@@ -121,6 +123,8 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
                 "step": state.global_step // updates_per_step,
                 "global_step": state.global_step,
                 "step_time_s": step_time,
+                "step_start_unix_s": self.step_start_unix,
+                "step_end_unix_s": self.step_start_unix + step_time,
                 "stages_s": stages,
                 "tokens": dict(self.trainer.rlbench_tokens),
                 "memory": {"peak_host_rss_gb": _rss_peak_gb(),

@@ -103,7 +103,7 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, dict[str, Any
     steady = steps[steps["step"] > warmup_steps]
     summary: dict[str, dict[str, Any]] = {}
     for name, metric in STEP_METRICS.items():
-        if name == "step" or name not in steady:
+        if name == "step" or metric.unit == "unix s" or name not in steady:
             continue
         values = steady[name].dropna()
         if values.empty:

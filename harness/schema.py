@@ -35,6 +35,8 @@ STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_actor
 STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
     _m("step_time_s", "s", "lower", "wall time of the whole RL step"),
+    _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
+    _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
     *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
       for stage in STAGES],
     _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),

@@ -1,0 +1,182 @@
+"""Decoder-only transformer shapes and their parameter counts, plus a cited built-in table.
+
+The counts follow the Hugging Face Qwen2 / Llama modules exactly: q, k, v, o projections
+(q/k/v biases where the config has them), a gated MLP (gate, up, down), two RMSNorms a
+layer, a final norm, the input embedding and an LM head that may be tied to it.
+
+    from rlbench.perfmodel import get_arch, load_hf_config
+    arch = get_arch("Qwen2.5-7B-Instruct")
+    arch.param_count().total          # 7_615_616_512 (Qwen reports 7.61B)
+    mine = load_hf_config("/path/to/model/config.json")
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import RLBenchError
+from rlbench.perfmodel.names import lookup
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ParamCount:
+    """Parameter totals; `embedding` is the input table plus an untied LM head."""
+
+    total: int
+    active: int  # parameters a token touches (MoE: top-k experts only); equals total when dense
+    embedding: int
+    non_embedding: int
+    non_embedding_active: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelArch:
+    name: str = "custom"
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int  # intermediate size of the dense MLP
+    vocab: int
+    head_dim: int | None = None  # None: hidden // heads
+    tied_embeddings: bool = False
+    qkv_bias: bool = False
+    moe_experts: int = 0  # 0: dense
+    moe_top_k: int = 0
+    moe_ffn: int | None = None  # intermediate size of one expert; None: ffn
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ModelArch.{field}={value!r}: must be a positive integer")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"ModelArch.kv_heads={self.kv_heads}: must divide heads={self.heads}")
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise ValueError(f"ModelArch.head_dim: hidden={self.hidden} is not a multiple of "
+                                 f"heads={self.heads}; give head_dim")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+        elif self.head_dim < 1:
+            raise ValueError(f"ModelArch.head_dim={self.head_dim!r}: must be a positive integer")
+        if self.moe_experts < 0 or (self.moe_experts and not 1 <= self.moe_top_k <= self.moe_experts):
+            raise ValueError(f"ModelArch.moe_top_k={self.moe_top_k}: must be in 1..moe_experts "
+                             f"({self.moe_experts}) for an MoE model")
+        if self.moe_ffn is None:
+            object.__setattr__(self, "moe_ffn", self.ffn)
+
+    @property
+    def attn_dim(self) -> int:
+        """Width of the concatenated query heads (equals hidden for these models)."""
+        return self.heads * self.head_dim  # type: ignore[operator]
+
+    def _attention_params(self) -> int:
+        kv = self.kv_heads * self.head_dim  # type: ignore[operator]
+        weights = 2 * self.hidden * self.attn_dim + 2 * self.hidden * kv  # q, o and k, v
+        return weights + ((self.attn_dim + 2 * kv) if self.qkv_bias else 0)
+
+    def _mlp_params(self) -> tuple[int, int]:
+        """(all, active) MLP parameters of one layer; a gated MLP has three matrices."""
+        if not self.moe_experts:
+            dense = 3 * self.hidden * self.ffn
+            return dense, dense
+        expert = 3 * self.hidden * self.moe_ffn  # type: ignore[operator]
+        router = self.hidden * self.moe_experts
+        return self.moe_experts * expert + router, self.moe_top_k * expert + router
+
+    def param_count(self) -> ParamCount:
+        mlp_all, mlp_active = self._mlp_params()
+        per_layer = self._attention_params() + 2 * self.hidden  # two RMSNorm weights
+        body = self.layers * (per_layer + mlp_all) + self.hidden  # + final norm
+        body_active = self.layers * (per_layer + mlp_active) + self.hidden
+        embedding = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return ParamCount(total=body + embedding, active=body_active + embedding, embedding=embedding,
+                          non_embedding=body, non_embedding_active=body_active)
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """K and V of every layer for one token (bf16 by default)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes  # type: ignore[operator]
+
+    def weight_bytes(self, dtype_bytes: int = 2) -> int:
+        return self.param_count().total * dtype_bytes
+
+
+_REQUIRED = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+             "ffn": "intermediate_size", "vocab": "vocab_size"}
+
+
+def from_hf_config(config: dict[str, Any], name: str | None = None) -> ModelArch:
+    """Build a ModelArch from the dict of a Hugging Face `config.json`.
+
+    A missing `tie_word_embeddings` means untied (the Qwen2 and Llama config classes default
+    to False); q/k/v biases follow `attention_bias`, defaulting to True for `model_type`
+    "qwen2" (whose config.json never states it). MoE keys: num_experts / num_local_experts /
+    n_routed_experts, num_experts_per_tok, moe_intermediate_size. Shared experts are not modelled.
+    """
+    missing = [key for key in _REQUIRED.values() if key not in config]
+    if missing:
+        raise RLBenchError(f"config.json lacks {', '.join(missing)}; is it a decoder-only LM config?")
+    experts = config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0
+    return ModelArch(
+        name=name or config.get("_name_or_path") or config.get("model_type") or "custom",
+        **{field: int(config[key]) for field, key in _REQUIRED.items()},
+        kv_heads=int(config.get("num_key_value_heads") or config["num_attention_heads"]),
+        head_dim=config.get("head_dim"),
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
+        moe_experts=int(experts), moe_top_k=int(config.get("num_experts_per_tok") or 0) if experts else 0,
+        moe_ffn=config.get("moe_intermediate_size"),
+        source="config.json",
+    )
+
+
+def load_hf_config(path: str | Path) -> ModelArch:
+    """Read `config.json` (or a model folder holding one) into a ModelArch; JSON only."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RLBenchError(f"no model config at {path}; pass a config.json or a folder with one") from None
+    except json.JSONDecodeError as exc:
+        raise RLBenchError(f"{path} is not valid JSON: {exc}") from None
+    return from_hf_config(config, name=path.parent.name or None)
+
+
+def _hub(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+def _qwen25(size: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
+            tied: bool) -> ModelArch:
+    name = f"Qwen2.5-{size}-Instruct"
+    return ModelArch(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn,
+                     vocab=vocab, tied_embeddings=tied, qkv_bias=True, source=_hub(f"Qwen/{name}"))
+
+
+# Values from each model's published config.json (num_hidden_layers, hidden_size,
+# num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings).
+BUILTIN_ARCHS: dict[str, ModelArch] = {arch.name: arch for arch in (
+    _qwen25("0.5B", 24, 896, 14, 2, 4864, 151936, True),
+    _qwen25("1.5B", 28, 1536, 12, 2, 8960, 151936, True),
+    _qwen25("3B", 36, 2048, 16, 2, 11008, 151936, True),
+    _qwen25("7B", 28, 3584, 28, 4, 18944, 152064, False),
+    _qwen25("14B", 48, 5120, 40, 8, 13824, 152064, False),
+    _qwen25("32B", 64, 5120, 40, 8, 27648, 152064, False),
+    ModelArch(name="Llama-3.1-8B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
+              tied_embeddings=False, qkv_bias=False, source=_hub("meta-llama/Llama-3.1-8B")),
+)}
+
+# The Instruct and base checkpoints share one architecture.
+_ALIASES = {"Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+            **{f"Qwen2.5-{size}": f"Qwen2.5-{size}-Instruct" for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B")}}
+
+
+def get_arch(name: str) -> ModelArch:
+    """A built-in architecture by name ('Qwen/Qwen2.5-7B-Instruct' and 'qwen2.5-7b' both work)."""
+    return lookup(BUILTIN_ARCHS, name, "model architecture", _ALIASES)

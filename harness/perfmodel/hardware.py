@@ -1,0 +1,125 @@
+"""Accelerator peaks from vendor datasheets, one cited row per device, and a CPU row built at run time.
+
+Every peak is the DENSE figure: NVIDIA's headline tensor numbers for Ampere/Hopper/Blackwell
+and the L40S are marked "with sparsity" (2:4 structured), twice the dense rate, so the table
+halves them. A field the datasheet does not state is None, and everything computed from it
+comes out None ("n/a"); nothing is guessed. An unknown device name is an error, never a
+made-up peak.
+
+    from rlbench.perfmodel import get_hardware, cpu_hardware
+    h100 = get_hardware("H100-SXM")          # 989e12 dense bf16 FLOP/s, 3.35e12 B/s
+    cpu = cpu_hardware(peak_flops=1.2e12, mem_bw=4.0e10)   # numbers measured by a probe
+
+Link bandwidths are per GPU and per direction: NVIDIA quotes NVLink as the bidirectional
+total (A100 600 GB/s, H100/H200 900 GB/s, B200 1.8 TB/s), so the table holds half of it.
+Inter-node bandwidth is the per-GPU NIC of the vendor's reference DGX system (one
+ConnectX per GPU); other clusters differ, so pass your own row when they do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from rlbench.errors import RLBenchError
+from rlbench.perfmodel.names import lookup
+
+GB = 1e9
+TB = 1e12
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hardware:
+    name: str
+    bf16_flops: float  # dense bf16 tensor-core FLOP/s per device
+    fp32_flops: float | None  # non-tensor fp32 FLOP/s per device
+    hbm_bytes_per_s: float  # device memory bandwidth
+    hbm_bytes: float | None  # device memory capacity (decimal bytes, as the datasheet states it)
+    intra_node_bytes_per_s: float | None  # per GPU, one direction (NVLink, or PCIe where none)
+    inter_node_bytes_per_s: float | None  # per GPU, one direction (the reference system's NIC)
+    tdp_w: float | None  # maximum board power
+    usd_per_gpu_hour: float | None = None  # default price; pass gpu_hour_usd to predict() instead
+    gpus_per_node: int = 8
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("bf16_flops", "hbm_bytes_per_s"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"Hardware.{field}={value!r}: must be a positive number")
+        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+            raise ValueError(f"Hardware.gpus_per_node={self.gpus_per_node!r}: must be a positive integer")
+
+
+_A100_PDF = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+_DGX_A100 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/nvidia-dgx-a100-datasheet.pdf (8x ConnectX-6 200 Gb/s)"
+_DGX_H100 = "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html (8x ConnectX-7 400 Gb/s)"
+# AWS p5.48xlarge on-demand $98.32/h for 8 H100 (list price as cited in 2026 market surveys,
+# e.g. https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour); prices vary 2-5x by provider.
+_P5_PRICE = 98.32 / 8
+
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (
+    Hardware(name="A100-40GB", bf16_flops=312 * TB, fp32_flops=19.5 * TB, hbm_bytes_per_s=1555 * GB,
+             hbm_bytes=40 * GB, intra_node_bytes_per_s=300 * GB, inter_node_bytes_per_s=25 * GB, tdp_w=400,
+             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}"),
+    Hardware(name="A100-80GB", bf16_flops=312 * TB, fp32_flops=19.5 * TB, hbm_bytes_per_s=2039 * GB,
+             hbm_bytes=80 * GB, intra_node_bytes_per_s=300 * GB, inter_node_bytes_per_s=25 * GB, tdp_w=400,
+             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}"),
+    Hardware(name="H100-SXM", bf16_flops=989 * TB, fp32_flops=67 * TB, hbm_bytes_per_s=3.35 * TB,
+             hbm_bytes=80 * GB, intra_node_bytes_per_s=450 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=700,
+             usd_per_gpu_hour=_P5_PRICE,
+             source="https://www.nvidia.com/en-us/data-center/h100/ (BF16 1,979 TF with sparsity -> 989 dense; "
+                    f"NVLink 900 GB/s bidirectional); {_DGX_H100}; price: AWS p5.48xlarge $98.32/h / 8"),
+    Hardware(name="H200", bf16_flops=989 * TB, fp32_flops=67 * TB, hbm_bytes_per_s=4.8 * TB,
+             hbm_bytes=141 * GB, intra_node_bytes_per_s=450 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=700,
+             source="https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: BF16 1,979 TF with sparsity -> "
+                    f"989 dense; 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s); DGX H200 NICs as {_DGX_H100}"),
+    Hardware(name="B200", bf16_flops=2250 * TB, fp32_flops=80 * TB, hbm_bytes_per_s=8 * TB,
+             hbm_bytes=180 * GB, intra_node_bytes_per_s=900 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=1000,
+             source="https://www.nvidia.com/en-us/data-center/dgx-b200/ (DGX B200: 1,440 GB HBM3e for 8 GPUs, "
+                    "64 TB/s, NVLink 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); HGX B200 1,000 W figures "
+                    "BF16 2,250 dense / 4,500 sparse, FP32 80 as tabulated from NVIDIA's Blackwell datasheet at "
+                    "https://glennklockwood.com/garden/processors/B200 (some HGX listings give 7.7 TB/s)"),
+    Hardware(name="L40S", bf16_flops=362 * TB, fp32_flops=91.6 * TB, hbm_bytes_per_s=864 * GB,
+             hbm_bytes=48 * GB, intra_node_bytes_per_s=32 * GB, inter_node_bytes_per_s=None, tdp_w=350,
+             source="https://www.nvidia.com/en-us/data-center/l40s/ (BF16 362.05 dense / 733 sparse; 48 GB GDDR6 "
+                    "864 GB/s; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional); inter-node: system-dependent -> n/a"),
+)}
+
+_ALIASES = {"A100": "A100-80GB", "A100-SXM": "A100-80GB", "A100-SXM4-80GB": "A100-80GB",
+            "A100-SXM4-40GB": "A100-40GB", "H100": "H100-SXM", "H100-80GB-HBM3": "H100-SXM",
+            "H200-SXM": "H200", "NVIDIA H100 80GB HBM3": "H100-SXM", "NVIDIA H200": "H200"}
+
+
+def get_hardware(name: str) -> Hardware:
+    """A datasheet row by name; an unknown name raises RLBenchError with the nearest one."""
+    if name.strip().lower() == "cpu":
+        raise RLBenchError("hardware 'cpu' has no datasheet row; build it with cpu_hardware(peak_flops, mem_bw) "
+                           "from numbers measured on this machine")
+    return lookup(HARDWARE, name, "hardware", _ALIASES)
+
+
+def find_hardware(name: str) -> Hardware | None:
+    """Like get_hardware, but None for an unknown device, for reports that print n/a."""
+    try:
+        return get_hardware(name)
+    except RLBenchError:  # unknown device -> n/a, never a guessed peak
+        return None
+
+
+def cpu_hardware(peak_flops: float, mem_bw: float, *, mem_bytes: float | None = None,
+                 tdp_w: float | None = None, usd_per_hour: float | None = None,
+                 name: str = "cpu", source: str = "measured at run time") -> Hardware:
+    """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth); it has one device.
+
+    Multi-device communication on a CPU row has no link bandwidth, so any predicted
+    collective comes out None rather than a guess.
+    """
+    return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
+                    hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
+                    inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
+                    gpus_per_node=1, source=source)
+
+
+def with_price(hw: Hardware, usd_per_gpu_hour: float | None) -> Hardware:
+    """The same row with another default price."""
+    return replace(hw, usd_per_gpu_hour=usd_per_gpu_hour)

@@ -1,0 +1,174 @@
+"""What one RL step does (WorkloadShape) and how it is laid out on GPUs (ParallelShape).
+
+Both are frozen and check themselves: a bad value raises ValueError naming the field.
+
+    from rlbench.perfmodel import WorkloadShape, ParallelShape
+    work = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=256, response_len=1024)
+    par = ParallelShape(gpus=16, tp=2, rollout_tp=2)                 # dp derived: 8
+    split = ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=8, async_mode="one-step")
+
+Trainer rank layout (used to decide which collectives cross nodes): tp innermost, then sp,
+then dp, then pp, as in Megatron-LM. `sp` is sequence/context parallelism (Ulysses or ring);
+FSDP shards over dp x sp, as verl's FSDP workers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ALGORITHMS = ("grpo", "ppo")
+PLACEMENTS = ("colocated", "disaggregated")
+ASYNC_MODES = ("off", "one-step")
+
+
+def _positive(owner: str, field: str, value: object, minimum: int = 1) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{owner}.{field}={value!r}: must be an integer >= {minimum}")
+
+
+def _boolean(owner: str, field: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{owner}.{field}={value!r}: must be True or False")
+
+
+def _choice(owner: str, field: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{owner}.{field}={value!r}: must be one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkloadShape:
+    prompts_per_step: int
+    group_size: int = 1  # responses sampled per prompt (GRPO's G; PPO usually 1)
+    prompt_len: int
+    response_len: int  # the fixed length, or the longest response when fixed_length=False
+    algorithm: Literal["grpo", "ppo"] = "grpo"  # PPO trains a critic; GRPO has none
+    use_kl_reference: bool = True  # a frozen reference model's log-probs for the KL term
+    recompute_old_logprob: bool = True  # verl and OpenRLHF recompute pi_old with the trainer
+    reward_model: bool = False  # True: a learned RM (same arch, scalar head); False: rule reward on CPU
+    ppo_epochs: int = 1
+    mini_batch_prompts: int | None = None  # prompts per optimizer step; None: the whole batch
+    micro_batch_size: int = 1  # sequences per forward/backward per GPU
+    gradient_checkpointing: bool = False
+    fixed_length: bool = True
+    mean_response_len: float | None = None  # only with fixed_length=False; None: response_len
+
+    def __post_init__(self) -> None:
+        own = "WorkloadShape"
+        for field in ("prompts_per_step", "group_size", "response_len", "ppo_epochs", "micro_batch_size"):
+            _positive(own, field, getattr(self, field))
+        _positive(own, "prompt_len", self.prompt_len, minimum=0)
+        _choice(own, "algorithm", self.algorithm, ALGORITHMS)
+        for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
+                      "gradient_checkpointing", "fixed_length"):
+            _boolean(own, field, getattr(self, field))
+        if self.mini_batch_prompts is not None:
+            _positive(own, "mini_batch_prompts", self.mini_batch_prompts)
+            if self.prompts_per_step % self.mini_batch_prompts:
+                raise ValueError(f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
+                                 f"prompts_per_step={self.prompts_per_step}")
+        if self.mean_response_len is not None:
+            if self.fixed_length:
+                raise ValueError(f"{own}.mean_response_len: only meaningful with fixed_length=False")
+            if not isinstance(self.mean_response_len, (int, float)) or \
+                    not 0 < self.mean_response_len <= self.response_len:
+                raise ValueError(f"{own}.mean_response_len={self.mean_response_len!r}: must be in "
+                                 f"(0, response_len={self.response_len}]")
+
+    @property
+    def sequences(self) -> int:
+        """Rollouts per step: prompts x group size."""
+        return self.prompts_per_step * self.group_size
+
+    @property
+    def mean_response(self) -> float:
+        return float(self.mean_response_len if self.mean_response_len is not None else self.response_len)
+
+    @property
+    def mean_seq_len(self) -> float:
+        return self.prompt_len + self.mean_response
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.prompt_len + self.response_len
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Prompt + response tokens of the global batch (HybridFlow's throughput numerator)."""
+        return self.sequences * self.mean_seq_len
+
+    @property
+    def mini_batches(self) -> int:
+        return self.prompts_per_step // (self.mini_batch_prompts or self.prompts_per_step)
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.ppo_epochs * self.mini_batches
+
+    @property
+    def has_critic(self) -> bool:
+        return self.algorithm == "ppo"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ParallelShape:
+    gpus: int  # all GPUs of the job
+    dp: int | None = None  # None: the trainer's GPUs / (tp * pp * sp)
+    tp: int = 1
+    pp: int = 1
+    sp: int = 1
+    rollout_tp: int = 1
+    placement: Literal["colocated", "disaggregated"] = "colocated"
+    rollout_gpus: int = 0  # disaggregated only: GPUs of the rollout pool (the rest train)
+    async_mode: Literal["off", "one-step"] = "off"
+    fsdp: bool = True  # shard params, grads and optimizer states over dp x sp (ZeRO-3 / FSDP)
+
+    def __post_init__(self) -> None:
+        own = "ParallelShape"
+        for field in ("gpus", "tp", "pp", "sp", "rollout_tp"):
+            _positive(own, field, getattr(self, field))
+        _choice(own, "placement", self.placement, PLACEMENTS)
+        _choice(own, "async_mode", self.async_mode, ASYNC_MODES)
+        _boolean(own, "fsdp", self.fsdp)
+        _positive(own, "rollout_gpus", self.rollout_gpus, minimum=0)
+        if self.placement == "colocated" and self.rollout_gpus not in (0, self.gpus):
+            raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: colocated rollout uses all "
+                             f"{self.gpus} GPUs; leave it 0 or use placement='disaggregated'")
+        if self.placement == "disaggregated" and not 1 <= self.rollout_gpus < self.gpus:
+            raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: disaggregated needs 1..{self.gpus - 1} "
+                             f"rollout GPUs, leaving the rest of the {self.gpus} to train")
+        model = self.tp * self.pp * self.sp
+        if self.trainer_gpus % model:
+            raise ValueError(f"{own}.tp: tp*pp*sp = {model} must divide the trainer's {self.trainer_gpus} GPUs")
+        if self.dp is not None:
+            _positive(own, "dp", self.dp)
+            if self.dp * model != self.trainer_gpus:
+                raise ValueError(f"{own}.dp={self.dp}: dp*tp*pp*sp = {self.dp * model} must equal "
+                                 f"the trainer's {self.trainer_gpus} GPUs")
+        if self.rollout_pool_gpus % self.rollout_tp:
+            raise ValueError(f"{own}.rollout_tp={self.rollout_tp}: must divide the rollout pool's "
+                             f"{self.rollout_pool_gpus} GPUs")
+
+    @property
+    def trainer_gpus(self) -> int:
+        return self.gpus if self.placement == "colocated" else self.gpus - self.rollout_gpus
+
+    @property
+    def rollout_pool_gpus(self) -> int:
+        return self.gpus if self.placement == "colocated" else self.rollout_gpus
+
+    @property
+    def data_parallel(self) -> int:
+        """dp as given, or derived from the trainer's GPUs."""
+        return self.dp if self.dp is not None else self.trainer_gpus // (self.tp * self.pp * self.sp)
+
+    @property
+    def rollout_replicas(self) -> int:
+        """Independent inference engines (each rollout_tp GPUs wide)."""
+        return self.rollout_pool_gpus // self.rollout_tp
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks that FSDP / the distributed optimizer shard states over (1 without fsdp)."""
+        return self.data_parallel * self.sp if self.fsdp else 1
