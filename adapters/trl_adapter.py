@@ -67,12 +67,14 @@ class TRLAdapter(Adapter):
             raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
                                "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
         gpu_count = len(gpus()[0])
-        if parallel.dp > 1 and parallel.dp * parallel.tp > max(gpu_count, 1):
-            raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp * parallel.tp} GPUs, "
-                               f"this machine has {gpu_count}")
+        if parallel.dp > 1 and parallel.dp > gpu_count:
+            raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp} GPUs, this machine has {gpu_count}")
         if parallel.tp > 1 and not self._use_vllm():
             raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's tensor parallelism is vLLM's; it needs "
                                "NVIDIA GPUs and vLLM installed (pip install vllm)")
+        if parallel.dp % parallel.tp:
+            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's colocated vLLM groups the dp={parallel.dp} "
+                               "training processes, so tp must divide dp")
         completions = workload.mini_batch_prompts * workload.algorithm.group_size
         if completions % parallel.dp:
             raise RLBenchError(f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "

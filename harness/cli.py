@@ -119,5 +119,64 @@ def validate(workload: str) -> None:
                f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps")
 
 
+def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
+    """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
+    from rlbench.parallel import KNOBS
+
+    grid: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        values = [v.strip() for v in raw.split(",") if v.strip()]
+        if key not in KNOBS or not values:
+            raise RLBenchError(f"--sweep {pair!r}: expected KNOB=V1,V2 with KNOB one of {', '.join(KNOBS)}")
+        grid[key] = values
+    return grid
+
+
+@main.command()
+@click.option("--model-config", required=True, help="HF config.json, a model folder, or a built-in name.")
+@click.option("--workload", required=True, help="Workload name or YAML path.")
+@click.option("--hardware", required=True, help="Hardware row, e.g. H100-SXM, H200, A100-80GB, or 'cpu' (measured).")
+@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2", help="Rank layouts over a grid, repeatable.")
+@click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_user_errors
+def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
+            sweeps: tuple[str, ...], gpu_hour_usd: float | None, as_json: bool) -> None:
+    """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
+    import itertools
+    import json
+
+    from rlbench.perfmodel import get_hardware
+    from rlbench.prediction import arch_for, hardware_for, predict_layout, workload_shape
+    from rlbench.predict_report import stage_table, sweep_table
+    from rlbench.workloads.catalog import load_workload
+
+    arch = arch_for(model_config)
+    row = hardware_for({}) if hardware.lower() == "cpu" else get_hardware(hardware)
+    shape = workload_shape(load_workload(workload))
+    grid = _parse_sweep(sweeps)
+    if not grid:
+        result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd)
+        click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
+        return
+    ranked, skipped = [], []
+    for values in itertools.product(*grid.values()):
+        combo = dict(zip(grid, values))
+        try:
+            pairs = (*parallel, *(f"{k}={v}" for k, v in combo.items()))
+            ranked.append((combo, predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd)))
+        except RLBenchError as exc:
+            skipped.append((combo, str(exc)))
+    ranked.sort(key=lambda item: (item[1]["step_time_s"] is None, item[1]["step_time_s"] or 0.0))
+    if as_json:
+        click.echo(json.dumps({"ranked": [{"layout": c, **p} for c, p in ranked],
+                               "skipped": [{"layout": c, "reason": r} for c, r in skipped]}, indent=2))
+    else:
+        click.echo(sweep_table(ranked, skipped))
+
+
 if __name__ == "__main__":
     main()

@@ -21,8 +21,12 @@ ASYNC_MODES = ("off", "one-step")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Parallelism:
-    dp: int = 1  # data parallel / FSDP shards of the trainer
-    tp: int = 1  # tensor parallel (of the rollout engine, and of the trainer where the backend has it)
+    """Trainer GPUs = dp x sp x pp (the FSDP trainers rlbench drives have no trainer TP);
+    the rollout engine's tensor-parallel groups of size tp divide those same GPUs when
+    colocated, as in verl's hybrid engine and TRL's colocated vLLM."""
+
+    dp: int = 1  # data parallel / FSDP degree of the trainer
+    tp: int = 1  # tensor parallel size of the rollout engine (vLLM/SGLang)
     pp: int = 1  # pipeline parallel stages of the trainer
     sp: int = 1  # sequence parallel (Ulysses / ring attention) size
     placement: Literal["colocated", "disaggregated"] = "colocated"
@@ -41,7 +45,7 @@ class Parallelism:
     @property
     def world_size(self) -> int:
         """GPUs the trainer spans (rollout engines may add more when disaggregated)."""
-        return self.dp * self.tp * self.pp
+        return self.dp * self.sp * self.pp
 
     def non_default(self) -> dict[str, object]:
         """The knobs set away from their defaults, by command-line name."""

@@ -77,10 +77,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomic JSON with NaN/inf written as null."""
+    text = json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False)
+    atomic_write_bytes(path, text.encode() + b"\n")
+
+
 def write_run_json(run_dir: Path, record: dict[str, Any]) -> None:
-    record = {"schema_version": SCHEMA_VERSION, **record}
-    text = json.dumps(_finite(record), indent=2, default=_json_default, allow_nan=False)
-    atomic_write_bytes(run_dir / RUN_FILE, text.encode() + b"\n")
+    write_json(run_dir / RUN_FILE, {"schema_version": SCHEMA_VERSION, **record})
 
 
 def write_steps(run_dir: Path, steps: pd.DataFrame) -> None:

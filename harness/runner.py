@@ -28,11 +28,13 @@ from rlbench.derive import derive_step_metrics
 from rlbench.environment import collect_environment, rlbench_identity
 from rlbench.errors import RLBenchError
 from rlbench.inputs import prepare_inputs
-from rlbench.record import new_run_dir, summarize, utc_now, write_run_json, write_steps
+from rlbench.prediction import measured_vs_predicted, predict_run
+from rlbench.record import new_run_dir, summarize, utc_now, write_json, write_run_json, write_steps
 from rlbench.runspec import RunSpec
 from rlbench.workloads.prompts import write_prompts
 
 LOG_FILE = "framework.log"
+PREDICTION_FILE = "prediction.json"
 POLL_S = 0.5
 LOG_TAIL_LINES = 30
 _OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")
@@ -190,6 +192,11 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         steps_recorded=len(steps), summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {},
         files=sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")),
     )
+    if not steps.empty:
+        prediction = _prediction(spec, inputs.model, environment, steps)
+        write_json(run_dir / PREDICTION_FILE, prediction)
+        record["files"] = sorted(set(record["files"]) | {PREDICTION_FILE})
+        record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
     record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
     write_run_json(run_dir, record)
     if outcome.kind == "interrupted":
@@ -198,6 +205,18 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         raise RunFailed(f"run failed ({outcome.kind}): {record['error']['message'][:300]}; "
                         f"record: {run_dir}, full log: {run_dir / LOG_FILE}")
     return run_dir
+
+
+def _prediction(spec: RunSpec, model: str, environment: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
+    """The model's prediction for this run's exact work: its measured mean prompt length, and the
+    old-log-prob pass only where the framework ran one (TRL skips it when updates align with generation)."""
+    prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
+    recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
+    try:
+        return predict_run(spec.workload, spec.parallel, model, environment, prompt_len=prompt_len,
+                           recompute_old_logprob=recompute)
+    except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
+        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 
 
 def _overhead(setup_s: float, parent_cpu_s: float, steps: pd.DataFrame, outcome: Outcome,

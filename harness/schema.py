@@ -71,7 +71,8 @@ RUN_FIELDS: dict[str, str] = {
     "duration_s": "wall time of the framework process",
     "summary": "statistics over steps after warm-up: {metric: {mean, median, std, min, max, n, unit, direction}}",
     "overhead": "rlbench's own time per step outside the framework process: {setup_s, record_s}",
-    "files": "files of the record: run.json, steps.parquet, prompts.jsonl, framework.log, ...",
+    "vs_model": "measured/predicted per stage and step (prediction.json), and bubble = 1 - W/(p*T_measured)",
+    "files": "files of the record: run.json, steps.parquet, prediction.json, prompts.jsonl, framework.log, ...",
 }
 
 

@@ -41,7 +41,8 @@ def test_record_is_complete(tiny_run):
     env = record["environment"]
     assert env["python"] and env["cpu_model"] and env["packages"]["torch"] and env["gpu_count"] == 0
     assert record["rlbench"]["version"] and record["started_at"] <= record["ended_at"]
-    assert {"run.json", "steps.parquet", "prompts.jsonl", "framework.log", "framework_metrics.jsonl"} <= set(
+    assert {"run.json", "steps.parquet", "prediction.json", "prompts.jsonl", "framework.log",
+            "framework_metrics.jsonl"} <= set(
         record["files"])
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temp files left
 
@@ -67,6 +68,23 @@ def test_steps_are_measured_and_match_trl(tiny_run):
     assert (steps["response_tokens"] == responses * 32).all()
     assert steps["tokens_per_s"].tolist() == pytest.approx((steps["total_tokens"] / steps["step_time_s"]).tolist())
     assert (steps["peak_host_rss_gb"] > 0).all()
+
+
+def test_prediction_is_recorded_and_compared(tiny_run):
+    run_dir, _ = tiny_run
+    record = load_record(run_dir)
+    prediction = json.loads((run_dir / "prediction.json").read_text())
+    assert prediction["available"] and prediction["hardware"] == "cpu" and prediction["step_time_s"] > 0
+    # The prediction is for the run's own work: its mean prompt length and its response length.
+    steps = record["steps"]
+    assert prediction["inputs"]["prompt_len"] == round((steps["prompt_tokens"] / steps["num_responses"]).median())
+    assert prediction["inputs"]["response_len"] == 32
+    vs = record["vs_model"]
+    assert vs["step"]["measured_over_predicted"] == pytest.approx(
+        record["summary"]["step_time_s"]["median"] / prediction["step_time_s"])
+    assert "gen" in vs["stages"] and vs["bubble"] < 1
+    starts, ends = steps["step_start_unix_s"], steps["step_end_unix_s"]
+    assert (starts < ends).all() and (ends.iloc[:-1].values <= starts.iloc[1:].values + 1e-3).all()
 
 
 def test_progress_is_shown(tiny_run):

@@ -9,17 +9,20 @@ Both are frozen and check themselves: a bad value raises ValueError naming the f
 
 Trainer rank layout (used to decide which collectives cross nodes): tp innermost, then sp,
 then dp, then pp, as in Megatron-LM. `sp` is sequence/context parallelism (Ulysses or ring);
-FSDP shards over dp x sp, as verl's FSDP workers do.
+FSDP and the distributed optimizer shard over dp x sp, as verl's FSDP workers and
+Megatron-LM's context parallelism do.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 ALGORITHMS = ("grpo", "ppo")
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step")
+SHARDINGS = ("full", "optimizer", "none")
 
 
 def _positive(owner: str, field: str, value: object, minimum: int = 1) -> None:
@@ -50,6 +53,7 @@ class WorkloadShape:
     ppo_epochs: int = 1
     mini_batch_prompts: int | None = None  # prompts per optimizer step; None: the whole batch
     micro_batch_size: int = 1  # sequences per forward/backward per GPU
+    micro_batch_tokens: int | None = None  # token-packed micro-batches (verl dynamic bsz, NeMo packing)
     gradient_checkpointing: bool = False
     fixed_length: bool = True
     mean_response_len: float | None = None  # only with fixed_length=False; None: response_len
@@ -63,6 +67,8 @@ class WorkloadShape:
         for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
                       "gradient_checkpointing", "fixed_length"):
             _boolean(own, field, getattr(self, field))
+        if self.micro_batch_tokens is not None:
+            _positive(own, "micro_batch_tokens", self.micro_batch_tokens)
         if self.mini_batch_prompts is not None:
             _positive(own, "mini_batch_prompts", self.mini_batch_prompts)
             if self.prompts_per_step % self.mini_batch_prompts:
@@ -106,6 +112,19 @@ class WorkloadShape:
     def optimizer_steps(self) -> int:
         return self.ppo_epochs * self.mini_batches
 
+    def micro_batches(self, sequences: int) -> int:
+        """Micro-batches one GPU runs for `sequences` sequences (packed by tokens when set)."""
+        if self.micro_batch_tokens is not None:
+            return max(1, math.ceil(sequences * self.mean_seq_len / self.micro_batch_tokens))
+        return math.ceil(sequences / self.micro_batch_size)
+
+    @property
+    def micro_batch_tokens_peak(self) -> float:
+        """Tokens of the largest micro-batch: a packed one holds at least one longest sequence."""
+        if self.micro_batch_tokens is not None:
+            return max(self.micro_batch_tokens, self.max_seq_len)
+        return self.micro_batch_size * self.max_seq_len
+
     @property
     def has_critic(self) -> bool:
         return self.algorithm == "ppo"
@@ -122,7 +141,9 @@ class ParallelShape:
     placement: Literal["colocated", "disaggregated"] = "colocated"
     rollout_gpus: int = 0  # disaggregated only: GPUs of the rollout pool (the rest train)
     async_mode: Literal["off", "one-step"] = "off"
-    fsdp: bool = True  # shard params, grads and optimizer states over dp x sp (ZeRO-3 / FSDP)
+    # Over dp x sp: "full" = FSDP / ZeRO-3 (params, grads, optimizer; gathers every micro-batch),
+    # "optimizer" = ZeRO-1 / Megatron distributed optimizer, "none" = plain DDP.
+    sharding: Literal["full", "optimizer", "none"] = "full"
 
     def __post_init__(self) -> None:
         own = "ParallelShape"
@@ -130,7 +151,7 @@ class ParallelShape:
             _positive(own, field, getattr(self, field))
         _choice(own, "placement", self.placement, PLACEMENTS)
         _choice(own, "async_mode", self.async_mode, ASYNC_MODES)
-        _boolean(own, "fsdp", self.fsdp)
+        _choice(own, "sharding", self.sharding, SHARDINGS)
         _positive(own, "rollout_gpus", self.rollout_gpus, minimum=0)
         if self.placement == "colocated" and self.rollout_gpus not in (0, self.gpus):
             raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: colocated rollout uses all "
@@ -169,6 +190,16 @@ class ParallelShape:
         return self.rollout_pool_gpus // self.rollout_tp
 
     @property
-    def shard_group(self) -> int:
-        """Ranks that FSDP / the distributed optimizer shard states over (1 without fsdp)."""
-        return self.data_parallel * self.sp if self.fsdp else 1
+    def dp_group(self) -> int:
+        """Ranks holding the same model shard: dp x sp."""
+        return self.data_parallel * self.sp
+
+    @property
+    def param_shards(self) -> int:
+        """Ranks parameters and gradients are sharded over (sharding='full' only)."""
+        return self.dp_group if self.sharding == "full" else 1
+
+    @property
+    def optimizer_shards(self) -> int:
+        """Ranks the fp32 master weights and Adam moments are sharded over."""
+        return self.dp_group if self.sharding != "none" else 1

@@ -1,0 +1,36 @@
+"""Work-depth performance model of an RL-for-LLM training step: pure functions and cited tables.
+
+No I/O (except `load_hf_config`, which reads one config.json), no framework imports. With
+the default achievable fraction 1.0 every time is a roofline lower bound; `brent` bounds
+bracket a greedy schedule. Formulas and sources are in each module's docstring.
+
+    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+    work = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
+    p = predict("Qwen2.5-7B-Instruct", work, ParallelShape(gpus=8), "H100-SXM")
+    print(p.step_time_s, p.tokens_per_s, p.mfu, p.memory_per_gpu_gb)
+
+Modules: arch (shapes, parameter counts, built-in models), hardware (datasheet rows),
+shapes (workload and layout), flops (FLOP formulas), comm (collective bytes), roofline
+(stage timing and Brent bounds), rollout and stages (the ten stages), memory (per-GPU
+memory), predict (the step DAG), sweep (ranked layouts).
+"""
+
+from __future__ import annotations
+
+from rlbench.perfmodel import flops
+from rlbench.perfmodel.arch import BUILTIN_ARCHS, ModelArch, ParamCount, from_hf_config, get_arch, load_hf_config
+from rlbench.perfmodel.comm import Collective
+from rlbench.perfmodel.hardware import HARDWARE, Hardware, cpu_hardware, find_hardware, get_hardware
+from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.perfmodel.predict import Prediction, predict
+from rlbench.perfmodel.roofline import StageCost
+from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.perfmodel.stages import build_stages
+from rlbench.perfmodel.sweep import sweep
+
+__all__ = [
+    "BUILTIN_ARCHS", "HARDWARE", "Collective", "Hardware", "MemoryEstimate", "ModelArch", "ParallelShape",
+    "ParamCount", "Prediction", "StageCost", "WorkloadShape", "build_stages", "cpu_hardware",
+    "estimate_memory", "find_hardware", "flops", "from_hf_config", "get_arch", "get_hardware",
+    "load_hf_config", "predict", "sweep",
+]

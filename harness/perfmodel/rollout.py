@@ -1,0 +1,89 @@
+"""Cost of generation: prefill of the prompts and the decode loop, on the rollout pool.
+
+The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
+`rollout_replicas` engines of `rollout_tp` GPUs; the step's sequences are split evenly.
+
+* Prefill: the G samples of a prompt share its KV cache (vLLM's n > 1 / prefix caching),
+  so each prompt is prefilled once. Compute-bound for prompts of hundreds of tokens.
+* Decode: each step of an engine streams its weight shard from HBM once and reads the KV
+  cache of every live sequence; FLOPs are 2N + 4*L*A*t per token. Memory-bound until the
+  per-engine batch approaches peak / bandwidth (about 295 sequences on an H100).
+  Steps = the longest response: a batch of an RL step is fixed, so the engine keeps
+  stepping (and reading its weights) until its last sequence ends. FLOPs and KV reads use
+  the mean response length.
+* Tensor parallelism: 2 all-reduces per layer of the batch's activations (Megatron-LM).
+
+    from rlbench.perfmodel.rollout import decode_stage
+    stage = decode_stage(arch, shape, parallel, hw, achievable=1.0)
+    stage.bound        # "memory" for a 7B model at a few dozen sequences per GPU
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlbench.perfmodel import flops as fl
+from rlbench.perfmodel.arch import ModelArch
+from rlbench.perfmodel.comm import Collective, all_reduce_bytes, link_bandwidth, merge
+from rlbench.perfmodel.hardware import Hardware
+from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage
+from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+
+ACT_BYTES = 2  # bf16 activations and weights
+
+
+def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int) -> float:
+    """A token's KV cache on one GPU of a tp-wide engine (KV heads replicate when tp > kv_heads)."""
+    heads_per_gpu = math.ceil(arch.kv_heads / tp)
+    return arch.kv_bytes_per_token() * heads_per_gpu / arch.kv_heads
+
+
+def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float) -> list[Collective]:
+    if tp == 1:
+        return []
+    size = all_reduce_bytes(tp, tokens * arch.hidden * ACT_BYTES)
+    return [Collective(kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size,
+                       bandwidth=link_bandwidth(hw, tp, 1))]
+
+
+def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
+                  achievable: float) -> StageCost:
+    if shape.prompt_len == 0:
+        return empty_stage("generation_prefill", note="no prompt tokens")
+    tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
+    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas))  # a replica prefills what it decodes
+    per_replica = math.ceil(prefills / replicas)
+    per_prompt = fl.prefill_flops(arch, shape.prompt_len)
+    kv_write = shape.prompt_len * arch.kv_bytes_per_token()
+    weights = arch.weight_bytes()
+    busy = min(replicas, prefills)  # replicas with work
+    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * shape.prompt_len, 1))
+    critical = Work(flops=per_replica * per_prompt / tp,
+                    bytes=(weights + per_replica * kv_write) / tp, comm=comm)
+    return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
+                       flops=prefills * per_prompt, bytes=busy * weights + prefills * kv_write,
+                       comm=comm, depth=arch.layers, critical=critical,
+                       note="prompt KV shared by the group's samples")
+
+
+def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
+                 achievable: float) -> StageCost:
+    tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
+    seqs, steps = shape.sequences, shape.response_len
+    per_replica = math.ceil(seqs / replicas)
+    busy = min(replicas, seqs)
+    mean_r, prompt = shape.mean_response, shape.prompt_len
+    per_seq_flops = fl.decode_flops(arch, prompt, mean_r)
+    kvb = arch.kv_bytes_per_token()
+    per_seq_kv = kvb * (fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
+    weights = arch.weight_bytes()
+    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps))
+    critical = Work(flops=per_replica * per_seq_flops / tp,
+                    bytes=steps * weights / tp + per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp) / kvb,
+                    comm=comm)
+    note = "memory-bound below ~peak/bandwidth sequences per engine"
+    if not shape.fixed_length:
+        note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
+    return build_stage("generation_decode", hw=hw, achievable=achievable, gpus=pool,
+                       flops=seqs * per_seq_flops, bytes=busy * steps * weights + seqs * per_seq_kv,
+                       comm=comm, depth=steps, critical=critical, note=note)

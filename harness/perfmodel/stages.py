@@ -1,0 +1,175 @@
+"""The ten stages of one RL step and their costs on the trainer (and rollout) GPUs.
+
+    generation_prefill, generation_decode        rollout pool (rollout.py)
+    reward                                       rule reward: CPU, not modelled (0); or a reward model
+    ref_logprob, old_logprob, critic_values      forward passes on the trainer
+    advantage                                    O(tokens) elementwise (GAE scan or group normalisation)
+    actor_update, critic_update                  forward + backward + Adam, ppo_epochs x mini-batches
+    weight_sync                                  trainer -> rollout weights
+
+Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x sp):
+* FLOPs: forward 2N + 4LAt per token (flops.py); training 3x, 4x with checkpointing.
+* HBM: the weight shard is read once per pass per micro-batch (+1 write of gradients when
+  training); Adam reads and writes 28 bytes per local parameter per optimizer step (bf16
+  grad + fp32 master, m, v read; fp32 master, m, v + bf16 param written).
+* Communication: FSDP (sharding="full") all-gathers parameters for every forward and again
+  for backward, and reduce-scatters gradients, per micro-batch: 3(n-1)/n x model bytes for
+  training, (n-1)/n for a forward. A distributed optimizer (sharding="optimizer")
+  reduce-scatters gradients and all-gathers parameters once per optimizer step, and plain
+  DDP all-reduces gradients once per step: 2(n-1)/n either way. TP: 2 all-reduces per layer forward, 2 backward (and 2 more
+  for a recomputed forward). Ulysses SP: 4 all-to-alls per layer and pass. PP: activations
+  to the next stage forward, gradients back.
+* Depth: m micro-batches per mini-batch in sequence, each L/pp layers; a pipeline adds
+  pp - 1 micro-batch slots per mini-batch (the 1F1B bubble).
+
+    from rlbench.perfmodel.stages import build_stages
+    for stage in build_stages(arch, shape, parallel, hw, achievable=1.0):
+        print(stage.name, stage.time_s)
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlbench.perfmodel import flops as fl
+from rlbench.perfmodel.arch import ModelArch
+from rlbench.perfmodel.comm import (Collective, all_gather_bytes, all_reduce_bytes, all_to_all_bytes,
+                                    link_bandwidth, merge)
+from rlbench.perfmodel.hardware import Hardware
+from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage
+from rlbench.perfmodel.rollout import ACT_BYTES, decode_stage, prefill_stage
+from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+
+ADAM_BYTES_PER_PARAM = 28
+
+
+def critic_params(arch: ModelArch) -> int:
+    """The actor's parameters with the LM head swapped for a hidden x 1 value head (+ bias)."""
+    head = 0 if arch.tied_embeddings else arch.vocab * arch.hidden
+    return arch.param_count().total - head + arch.hidden + 1
+
+
+def _trainer_comm(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
+                  shard_bytes: float, micro_batches: int, micro_tokens: float, optimizer_steps: int,
+                  training: bool) -> tuple[Collective, ...]:
+    tp, pp, sp, dp = par.tp, par.pp, par.sp, par.data_parallel
+    layers = math.ceil(arch.layers / pp)
+    passes = (2 + (1 if shape.gradient_checkpointing else 0)) if training else 1  # fwd-equivalents that talk
+    act = micro_tokens / sp * arch.hidden * ACT_BYTES  # one micro-batch's activations on one GPU
+    out: list[Collective] = []
+    if par.sharding == "full" and par.dp_group > 1:
+        gather = all_gather_bytes(par.dp_group, shard_bytes)
+        link = link_bandwidth(hw, par.dp_group, tp)
+        out.append(Collective(kind="fsdp_all_gather", bytes_per_gpu=micro_batches * gather * (2 if training else 1),
+                              bandwidth=link))
+        if training:
+            out.append(Collective(kind="fsdp_reduce_scatter", bytes_per_gpu=micro_batches * gather, bandwidth=link))
+    elif training and par.sharding == "optimizer" and par.dp_group > 1:
+        link = link_bandwidth(hw, par.dp_group, tp)
+        once = optimizer_steps * all_gather_bytes(par.dp_group, shard_bytes)
+        out.append(Collective(kind="dp_reduce_scatter", bytes_per_gpu=once, bandwidth=link))
+        out.append(Collective(kind="dp_all_gather", bytes_per_gpu=once, bandwidth=link))
+    elif training and par.dp_group > 1:
+        out.append(Collective(kind="dp_all_reduce", bandwidth=link_bandwidth(hw, par.dp_group, tp),
+                              bytes_per_gpu=optimizer_steps * all_reduce_bytes(par.dp_group, shard_bytes)))
+    if tp > 1:
+        out.append(Collective(kind="tp_all_reduce", bandwidth=link_bandwidth(hw, tp, 1),
+                              bytes_per_gpu=micro_batches * passes * 2 * layers * all_reduce_bytes(tp, act)))
+    if sp > 1:
+        out.append(Collective(kind="sp_all_to_all", bandwidth=link_bandwidth(hw, sp, tp),
+                              bytes_per_gpu=micro_batches * passes * 4 * layers * all_to_all_bytes(sp, act)))
+    if pp > 1:
+        out.append(Collective(kind="pp_send", bandwidth=link_bandwidth(hw, pp, tp * sp * dp),
+                              bytes_per_gpu=micro_batches * (2 if training else 1) * act / tp))
+    return merge(out)
+
+
+def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
+                 achievable: float, training: bool, value_head: bool, params: int | None = None) -> StageCost:
+    """A forward (log-probs, values, reward model) or a full update over the step's sequences."""
+    tp, pp, sp, dp, gpus = par.tp, par.pp, par.sp, par.data_parallel, par.trainer_gpus
+    params = params if params is not None else arch.param_count().total
+    shard_bytes = params * ACT_BYTES / (tp * pp)  # one model-parallel shard, before FSDP
+    epochs, minis = (shape.ppo_epochs, shape.mini_batches) if training else (1, 1)
+    per_rank = math.ceil(shape.sequences / minis / dp)
+    micro = shape.micro_batches(per_rank)
+    n_micro, steps = epochs * minis * micro, epochs * minis
+    passes = fl.passes(shape.gradient_checkpointing) if training else 1
+    seq = fl.sequence_forward_flops(arch, shape.mean_seq_len, value_head=value_head)
+    flops = epochs * shape.sequences * passes * seq
+    model_flops = epochs * shape.sequences * (3 if training else 1) * seq
+    mb_bytes = n_micro * (passes + (1 if training else 0)) * shard_bytes
+    opt_bytes = steps * ADAM_BYTES_PER_PARAM * params / (tp * pp * par.optimizer_shards) if training else 0.0
+    comm = _trainer_comm(arch, shape, par, hw, shard_bytes=shard_bytes, micro_batches=n_micro,
+                         micro_tokens=per_rank * shape.mean_seq_len / micro, optimizer_steps=steps,
+                         training=training)
+    bubble = (micro + pp - 1) / micro
+    critical = Work(flops=epochs * minis * per_rank * passes * seq / (tp * pp * sp) * bubble,
+                    bytes=mb_bytes * bubble + opt_bytes, comm=comm)
+    note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
+    return build_stage(name, hw=hw, achievable=achievable, gpus=gpus, flops=flops, model_flops=model_flops,
+                       bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
+                       depth=steps * (micro + pp - 1) * math.ceil(arch.layers / pp))
+
+
+def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
+    """GAE: ~5 FLOPs and 16 bytes (reward, value, advantage, return in fp32) per response token, a
+    reverse scan of depth R; GRPO: group normalisation, ~2 FLOPs and 8 bytes per token, depth 1."""
+    tokens = shape.sequences * shape.mean_response
+    per_flop, per_byte, depth = (5, 16, shape.response_len) if shape.has_critic else (2, 8, 1)
+    gpus = par.trainer_gpus
+    return build_stage("advantage", hw=hw, achievable=achievable, gpus=gpus, flops=per_flop * tokens,
+                       bytes=per_byte * tokens, comm=(), depth=depth,
+                       critical=Work(flops=per_flop * tokens / gpus, bytes=per_byte * tokens / gpus),
+                       note="elementwise; verl computes it on the driver, negligible either way")
+
+
+def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
+    """Gather the trainer's shards, then load bf16 weights into the engines.
+
+    Colocated: an in-GPU reshard (hybrid engine). Disaggregated: each rollout GPU receives its
+    weights / rollout_tp over its own link (across nodes when the job spans nodes), the lower
+    bound of PERF-NOTES' model bytes / link bandwidth when every GPU has a NIC.
+    """
+    weights = arch.weight_bytes()
+    shard_bytes = weights / (par.tp * par.pp)
+    comm: list[Collective] = []
+    if par.param_shards > 1:
+        comm.append(Collective(kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(par.param_shards, shard_bytes),
+                               bandwidth=link_bandwidth(hw, par.param_shards, par.tp)))
+    received = weights / par.rollout_tp
+    if par.placement == "disaggregated":
+        link = hw.inter_node_bytes_per_s if par.gpus > hw.gpus_per_node else hw.intra_node_bytes_per_s
+        comm.append(Collective(kind="weight_transfer", bytes_per_gpu=received, bandwidth=link))
+    merged = merge(comm)
+    nbytes = 2 * received * par.rollout_pool_gpus  # write into the engine, read from the source
+    return build_stage("weight_sync", hw=hw, achievable=achievable, gpus=par.gpus, flops=0.0, bytes=nbytes,
+                       comm=merged, depth=1, critical=Work(flops=0.0, bytes=2 * received, comm=merged),
+                       note="in-GPU reshard" if par.placement == "colocated" else "trainer -> rollout over links")
+
+
+def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
+                 achievable: float = 1.0) -> list[StageCost]:
+    """All ten stages of one step, in execution order; stages a step skips cost zero."""
+    kw = {"achievable": achievable}
+    critic = critic_params(arch)
+
+    def forward(name: str, value_head: bool = False, params: int | None = None) -> StageCost:
+        return trainer_pass(name, arch, shape, par, hw, training=False, value_head=value_head,
+                            params=params, **kw)
+
+    return [
+        prefill_stage(arch, shape, par, hw, **kw),
+        decode_stage(arch, shape, par, hw, **kw),
+        forward("reward", True, critic) if shape.reward_model
+        else empty_stage("reward", note="rule-based reward on CPU: not modelled"),
+        forward("ref_logprob") if shape.use_kl_reference else empty_stage("ref_logprob", note="no KL reference"),
+        forward("old_logprob") if shape.recompute_old_logprob
+        else empty_stage("old_logprob", note="old log-probs taken from the rollout"),
+        forward("critic_values", True, critic) if shape.has_critic else empty_stage("critic_values", note="no critic"),
+        advantage_stage(shape, par, hw, **kw),
+        trainer_pass("actor_update", arch, shape, par, hw, training=True, value_head=False, **kw),
+        trainer_pass("critic_update", arch, shape, par, hw, training=True, value_head=True, params=critic, **kw)
+        if shape.has_critic else empty_stage("critic_update", note="no critic"),
+        weight_sync_stage(arch, par, hw, **kw),
+    ]

@@ -1,0 +1,37 @@
+"""Text tables for `rlbench predict`: one prediction's stages, or a ranked sweep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value / scale:.{digits}g}"
+
+
+def stage_table(prediction: dict[str, Any]) -> str:
+    lines = [f"{'stage':<20} {'GFLOP':>10} {'GB moved':>9} {'comm GB':>8} {'time s':>9} {'bound':>8}"]
+    for stage in prediction["stages"]:
+        comm = sum(stage["comm_bytes"].values()) if stage["comm_bytes"] else 0.0
+        lines.append(f"{stage['name']:<20} {_fmt(stage['flops'], 1e9):>10} {_fmt(stage['bytes'], 1e9):>9} "
+                     f"{_fmt(comm, 1e9):>8} {_fmt(stage['time_s']):>9} {stage['bound']:>8}")
+    brent = prediction["brent"]
+    lines += [
+        "",
+        f"step time      {_fmt(prediction['step_time_s'])} s   (Brent: {_fmt(brent['lower_s'])} .. {_fmt(brent['upper_s'])} s)",
+        f"tokens/s       {_fmt(prediction['tokens_per_s'], digits=4)}",
+        f"MFU            {_fmt(prediction['mfu'])}",
+        f"memory/GPU     {_fmt(prediction['memory_per_gpu_gb'])} GB",
+        f"cost/1M tokens {_fmt(prediction['cost_per_mtok_usd'])} USD",
+    ]
+    return "\n".join(lines + [f"note: {note}" for note in prediction.get("notes", [])])
+
+
+def sweep_table(ranked: list[tuple[dict[str, str], dict[str, Any]]], skipped: list[tuple[dict[str, str], str]]) -> str:
+    lines = [f"{'rank':<5} {'layout':<40} {'step s':>9} {'tokens/s':>10} {'MFU':>6} {'mem GB':>7}"]
+    for rank, (layout, pred) in enumerate(ranked, 1):
+        text = " ".join(f"{k}={v}" for k, v in layout.items())
+        lines.append(f"{rank:<5} {text:<40} {_fmt(pred['step_time_s']):>9} {_fmt(pred['tokens_per_s'], digits=4):>10} "
+                     f"{_fmt(pred['mfu'], digits=2):>6} {_fmt(pred['memory_per_gpu_gb']):>7}")
+    lines += [f"skipped {' '.join(f'{k}={v}' for k, v in combo.items())}: {why}" for combo, why in skipped]
+    return "\n".join(lines)

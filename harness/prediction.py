@@ -1,0 +1,140 @@
+"""Connect runs to the work-depth model: predict a run's exact configuration, compare with it.
+
+Turns rlbench's workload, parallelism, model and machine into the pure model's
+inputs (`rlbench.perfmodel`), and a finished run's summary into measured/predicted
+ratios per stage. CPU runs use the peaks measured on this machine (`cpu_probe`);
+a GPU missing from the cited hardware table gives no prediction ("n/a"), never a
+guessed peak.
+
+    rlbench predict --model-config Qwen/Qwen2.5-7B-Instruct --workload math-grpo --hardware H100-SXM --gpus 8
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import RLBenchError
+from rlbench.parallel import Parallelism
+from rlbench.perfmodel import (Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape, cpu_hardware,
+                               find_hardware, get_arch, load_hf_config, predict)
+from rlbench.workloads.spec import Workload
+
+# rlbench's measured stage columns -> the model's stages that make them up.
+STAGE_MAP: dict[str, tuple[str, ...]] = {
+    "gen": ("generation_prefill", "generation_decode"),
+    "reward": ("reward",),
+    "old_log_prob": ("old_logprob",),
+    "ref": ("ref_logprob",),
+    "values": ("critic_values",),
+    "adv": ("advantage",),
+    "update_actor": ("actor_update",),
+    "update_critic": ("critic_update",),
+    "weight_sync": ("weight_sync",),
+}
+
+
+def workload_shape(workload: Workload, *, prompt_len: float | None = None, recompute_old_logprob: bool = True
+                   ) -> WorkloadShape:
+    """The model's view of a workload; prompt_len defaults to the workload's maximum."""
+    return WorkloadShape(
+        prompts_per_step=workload.prompts_per_step,
+        group_size=workload.algorithm.group_size,
+        prompt_len=max(1, round(prompt_len if prompt_len is not None else workload.max_prompt_length)),
+        response_len=workload.max_response_length,
+        algorithm=workload.algorithm.name,
+        use_kl_reference=workload.algorithm.kl_coef > 0,
+        recompute_old_logprob=recompute_old_logprob,
+        ppo_epochs=workload.algorithm.epochs,
+        mini_batch_prompts=workload.mini_batch_prompts,
+        gradient_checkpointing=workload.gradient_checkpointing,
+        fixed_length=workload.fixed_length,
+    )
+
+
+def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelShape:
+    """The model's view of the knobs (trainer TP 1, rollout TP = tp); dp is derived when gpus is given.
+
+    Disaggregated placement gives the rollout half of the GPUs (verl's and OpenRLHF's usual split).
+    """
+    total = gpus or parallel.world_size
+    rollout_gpus = total // 2 if parallel.placement == "disaggregated" else 0
+    return ParallelShape(gpus=total, dp=None if gpus else parallel.dp, tp=1, pp=parallel.pp,
+                         sp=parallel.sp, rollout_tp=parallel.tp, placement=parallel.placement,
+                         rollout_gpus=rollout_gpus, async_mode=parallel.async_)
+
+
+def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...] | list[str], gpus: int,
+                   hardware: Hardware, gpu_hour_usd: float | None = None) -> dict[str, Any]:
+    """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
+    from rlbench.parallel import parse_parallel
+
+    try:
+        layout = parallel_shape(parse_parallel(pairs), gpus)
+        return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd).to_dict()
+    except ValueError as exc:
+        raise RLBenchError(str(exc)) from None
+
+
+def arch_for(model: str) -> ModelArch:
+    """Architecture from a model folder's config.json, a config.json path, or the built-in table."""
+    path = Path(model)
+    if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
+        return load_hf_config(path)
+    return get_arch(model)
+
+
+def hardware_for(environment: dict[str, Any]) -> Hardware | None:
+    """The cited row of the run's GPU, the measured CPU row on a CPU run, None for an unknown GPU."""
+    if environment.get("gpus"):
+        return find_hardware(environment["gpus"][0]["name"])
+    from rlbench.cpu_probe import cpu_peaks
+
+    peaks = cpu_peaks()
+    return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"],
+                        source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
+
+
+def predict_run(workload: Workload, parallel: Parallelism, model: str, environment: dict[str, Any], *,
+                prompt_len: float | None, recompute_old_logprob: bool) -> dict[str, Any]:
+    """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none."""
+    try:
+        arch = arch_for(model)
+    except RLBenchError as exc:
+        return {"available": False, "reason": f"no architecture for model '{model}': {exc}"}
+    hardware = hardware_for(environment)
+    if hardware is None:
+        gpu = environment["gpus"][0]["name"]
+        return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
+    gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
+    shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
+    result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware)
+    return {"available": True, "hardware": hardware.name, "hardware_source": hardware.source,
+            "inputs": {"prompt_len": shape.prompt_len, "response_len": shape.response_len, "gpus": gpus},
+            **result.to_dict()}
+
+
+def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
+    """Per stage measured/predicted (the efficiency vs the model, >1 = slower than predicted) and the bubble.
+
+    bubble = 1 - W / (p * T_measured), with W the model's work in device-seconds
+    (sum over stages of predicted time x devices of the stage) and p the devices.
+    """
+    if not prediction.get("available"):
+        return {}
+    stages = {s["name"]: s for s in prediction["stages"]}
+    out: dict[str, Any] = {"stages": {}}
+    for column, names in STAGE_MAP.items():
+        measured = summary.get(f"time_{column}_s", {}).get("median")
+        times = [stages[n]["time_s"] for n in names if n in stages]
+        predicted = sum(times) if times and None not in times else None
+        if measured is not None and predicted:
+            out["stages"][column] = {"measured_s": measured, "predicted_s": predicted,
+                                     "measured_over_predicted": measured / predicted}
+    step = summary.get("step_time_s", {}).get("median")
+    if step and prediction.get("step_time_s"):
+        out["step"] = {"measured_s": step, "predicted_s": prediction["step_time_s"],
+                       "measured_over_predicted": step / prediction["step_time_s"]}
+        work = sum((s["time_s"] or 0.0) * s["gpus"] for s in prediction["stages"])
+        out["bubble"] = 1 - work / (prediction["gpus"] * step)
+    return out

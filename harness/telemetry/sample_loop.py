@@ -1,0 +1,128 @@
+"""The sampler process: samples host, process tree and GPUs at a fixed rate until told to stop.
+
+Started by `rlbench.telemetry.sampler.start_sampler` as its own process so that
+sampling never competes with the framework's Python threads. It stops on SIGTERM
+or SIGINT (taking one last sample), when the root process exits, or when its
+parent (the runner) exits, and then writes `<out>` and `<out stem>.notes.json`.
+The notes file is also written at start; the runner waits for it as the sign that
+sampling has begun.
+
+    python -m rlbench.telemetry.sample_loop --pid 1234 --out runs/x/telemetry.parquet --rate-hz 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from rlbench.telemetry.gpu_probe import GpuProbe, open_gpus
+from rlbench.telemetry.host_probe import ProcessTree
+from rlbench.telemetry.store import append_rows, combine_parts, notes_file, write_json
+
+
+def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str) -> list[dict[str, Any]]:
+    rows = [{"time_unix_s": time.time(), "host": host, "source": "host", "device": -1, **tree.sample()}]
+    for row in gpus.sample() if gpus else ():
+        rows.append({"host": host, "source": "gpu", **row})
+    return rows
+
+
+def _next_tick(next_tick: float, period: float) -> tuple[float, int]:
+    """The next tick on the original grid, and how many ticks were missed to get there."""
+    missed = 0
+    next_tick += period
+    now = time.monotonic()
+    while next_tick <= now:  # a slow tick: skip the missed ticks rather than firing them in a burst
+        next_tick += period
+        missed += 1
+    return next_tick, missed
+
+
+def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None = None,
+        flush_every_s: float = 60.0, parent_pid: int | None = None) -> dict[str, Any]:
+    """Sample until stopped; returns the notes that were also written next to `out_file`."""
+    requested: list[str] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        requested.append(signal.Signals(signum).name)  # only a flag: the loop finishes its tick
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    parent_pid = os.getppid() if parent_pid is None else parent_pid
+    host = socket.gethostname()
+    try:
+        tree: ProcessTree | None = ProcessTree(root_pid, exclude_pids=frozenset({os.getpid()}))
+    except psutil.Error:
+        tree = None
+    gpus, notes = open_gpus(devices)
+    for note in notes:
+        print(f"rlbench telemetry: {note}", file=sys.stderr, flush=True)  # said once, at start
+    meta: dict[str, Any] = {"host": host, "root_pid": root_pid, "sampler_pid": os.getpid(), "rate_hz": rate_hz,
+                            "nvml": gpus is not None, "gpus": gpus.names() if gpus else {},
+                            "started_unix_s": time.time(), "notes": notes}
+    write_json(meta, notes_file(out_file))
+    rows: list[dict[str, Any]] = []
+    ticks = overruns = 0
+    period = 1.0 / rate_hz
+    next_tick, last_flush = time.monotonic() + period, time.monotonic()
+    reason = "unknown" if tree else f"root process {root_pid} not found"
+    loop_cpu = time.process_time()
+    try:
+        while tree is not None:
+            time.sleep(max(0.0, next_tick - time.monotonic()))
+            rows.extend(_tick(tree, gpus, host))  # also the last sample after a stop request
+            ticks += 1
+            if requested:
+                reason = f"stopped by {requested[0]}"
+                break
+            if not tree.root_alive():
+                reason = "root process exited"
+                break
+            if os.getppid() != parent_pid:
+                reason = "parent process exited"
+                break
+            if time.monotonic() - last_flush >= flush_every_s:
+                append_rows(rows, out_file)
+                rows, last_flush = [], time.monotonic()
+            next_tick, missed = _next_tick(next_tick, period)
+            overruns += missed
+    except Exception as error:  # keep what was sampled; the error goes into the notes
+        reason = f"sampler error: {type(error).__name__}: {error}"
+        print(f"rlbench telemetry: {reason}", file=sys.stderr, flush=True)
+    finally:
+        loop_cpu = time.process_time() - loop_cpu  # what sampling itself cost, without start-up and the write
+        combine_parts(out_file, rows)
+        if gpus:
+            notes = notes + [note for note in gpus.notes if note not in notes]
+            gpus.close()
+        own = os.times()
+        meta.update({"stopped_unix_s": time.time(), "stop_reason": reason, "ticks": ticks, "missed_ticks": overruns,
+                     "notes": notes, "sampler_cpu_s": own.user + own.system, "loop_cpu_s": loop_cpu})
+        write_json(meta, notes_file(out_file))
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rlbench.telemetry.sample_loop", description=__doc__.split("\n")[0])
+    parser.add_argument("--pid", type=int, required=True, help="root of the process tree to measure")
+    parser.add_argument("--out", type=Path, required=True, help="telemetry parquet to write at stop")
+    parser.add_argument("--rate-hz", type=float, default=10.0)
+    parser.add_argument("--devices", default=None, help="NVML GPU indices, comma separated (default: all)")
+    parser.add_argument("--flush-every-s", type=float, default=60.0, help="append to the crash journal this often")
+    parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits (default: parent)")
+    args = parser.parse_args(argv)
+    devices = [int(d) for d in args.devices.split(",") if d.strip()] if args.devices else None
+    run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
