@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import psutil
 
+from rlbench import profiling
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
 from rlbench.derive import derive_step_metrics
@@ -82,7 +83,8 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None]) -> Outcome:
+def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None],
+           on_start: Callable[[int], None] = lambda pid: None) -> Outcome:
     env = {**os.environ, **plan.env}
     start = time.perf_counter()
     with (run_dir / LOG_FILE).open("wb") as log:
@@ -92,6 +94,7 @@ def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[
         except OSError as exc:
             log.write(f"launch failed: {exc}\n".encode())
             return Outcome(None, "launch_error", 0.0)
+        on_start(process.pid)
         try:
             while process.poll() is None:
                 if time.perf_counter() - start > timeout_s:
@@ -158,6 +161,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
              f"({adapter.tested_versions}); check the record's metrics before trusting them")
     run_dir = new_run_dir(spec.out, spec.framework, spec.workload.name)
     plan = adapter.plan(spec, inputs, run_dir)
+    plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
     record: dict[str, Any] = {
         "run_id": run_dir.name, "status": "running", "error": None,
         "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
@@ -176,11 +180,15 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
     parent = psutil.Process()
     cpu_before = sum(parent.cpu_times()[:2])
     progress = ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo)
-    outcome = launch(plan, run_dir, spec.timeout_s, progress)
+    sampler: list = []
+    outcome = launch(plan, run_dir, spec.timeout_s, progress,
+                     on_start=lambda pid: sampler.append(profiling.start(run_dir, pid)))
     parent_cpu_s = sum(parent.cpu_times()[:2]) - cpu_before
 
     record_start = time.perf_counter()
     steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
+    steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
+    record["comm"] = profiling.add_comm(run_dir, steps)
     if not steps.empty:
         write_steps(run_dir, steps)
     if outcome.kind is None and len(steps) < spec.workload.steps:
@@ -197,6 +205,8 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         write_json(run_dir / PREDICTION_FILE, prediction)
         record["files"] = sorted(set(record["files"]) | {PREDICTION_FILE})
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
+        gpus = spec.parallel.world_size if environment["gpus"] else 0
+        record["costs"] = profiling.costs(record["summary"], steps, gpus, _gpu_price(environment))
     record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
     write_run_json(run_dir, record)
     if outcome.kind == "interrupted":
@@ -205,6 +215,14 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         raise RunFailed(f"run failed ({outcome.kind}): {record['error']['message'][:300]}; "
                         f"record: {run_dir}, full log: {run_dir / LOG_FILE}")
     return run_dir
+
+
+def _gpu_price(environment: dict[str, Any]) -> float | None:
+    """The cited default $/GPU-hour of the run's GPU, if the hardware table has one."""
+    from rlbench.perfmodel import find_hardware
+
+    row = find_hardware(environment["gpus"][0]["name"]) if environment["gpus"] else None
+    return row.usd_per_gpu_hour if row is not None else None
 
 
 def _prediction(spec: RunSpec, model: str, environment: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:

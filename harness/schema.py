@@ -51,6 +51,13 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
     _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)"),
     _m("mfu", "1", "higher", "model FLOPs utilisation reported by the framework (NaN when it reports none)"),
+    # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
+    _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)"),
+    _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),
+    _m("gpu_util_mean_pct", "%", "higher", "mean NVML GPU utilisation over GPUs and samples"),
+    _m("cpu_util_mean_pct", "%", "neutral", "mean system CPU utilisation"),
+    _m("proc_cpu_util_mean_pct", "% of one core", "neutral", "CPU used by the framework's process tree"),
+    _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)"),
 ]}
 
 # Fields of run.json, with what each holds. Kept here so there is one place to read.
@@ -71,6 +78,9 @@ RUN_FIELDS: dict[str, str] = {
     "duration_s": "wall time of the framework process",
     "summary": "statistics over steps after warm-up: {metric: {mean, median, std, min, max, n, unit, direction}}",
     "overhead": "rlbench's own time per step outside the framework process: {setup_s, record_s}",
+    "telemetry": "sampler notes (rate, ticks, NVML availability) of telemetry.parquet",
+    "comm": "NCCL collectives parsed into comm.parquet (with RLBENCH_NCCL_LOG=1), or null",
+    "costs": "{energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps",
     "vs_model": "measured/predicted per stage and step (prediction.json), and bubble = 1 - W/(p*T_measured)",
     "files": "files of the record: run.json, steps.parquet, prediction.json, prompts.jsonl, framework.log, ...",
 }

@@ -87,6 +87,22 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     assert (starts < ends).all() and (ends.iloc[:-1].values <= starts.iloc[1:].values + 1e-3).all()
 
 
+def test_host_telemetry_is_sampled_and_aligned(tiny_run):
+    import pandas as pd
+
+    run_dir, _ = tiny_run
+    record = load_record(run_dir)
+    telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
+    host = telemetry[telemetry["source"] == "host"]
+    assert len(host) >= 5 and (host["proc_rss_gb"] > 0).all()
+    assert record["telemetry"]["nvml"] is False and record["telemetry"]["ticks"] >= len(host)
+    steps = record["steps"]
+    # The sampler's view of the framework process agrees in kind with the framework's own peak RSS.
+    assert (steps["proc_rss_peak_gb"] > 0.1).all() and (steps["proc_cpu_util_mean_pct"] > 0).all()
+    assert steps["energy_j"].isna().all()  # no GPU: energy is unknown, not zero
+    assert record["costs"]["cost_per_mtok_usd"] is None
+
+
 def test_progress_is_shown(tiny_run):
     _, result = tiny_run
     assert "step 1/2" in result.stderr and "step 2/2" in result.stderr and "tokens/s" in result.stderr

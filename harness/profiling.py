@@ -1,0 +1,93 @@
+"""The runner's side of the profiler pipeline: telemetry, NCCL logs, energy and cost per token.
+
+Every run gets rlbench's own system measurements, taken outside the framework:
+a sampler process (host always, NVML GPUs where present) writes
+`telemetry.parquet`; its samples are aligned to the framework's step boundaries
+for per-step energy and utilisation. With `RLBENCH_NCCL_LOG=1` NCCL logs its
+collectives, parsed into `comm.parquet` (counts and bytes per op and step).
+Cost per 1M tokens = GPU-hours x $/GPU-hour (`RLBENCH_GPU_HOUR_USD`, else the
+hardware table's cited default) + energy x `RLBENCH_KWH_USD` (default 0).
+
+    RLBENCH_NCCL_LOG=1 rlbench run --framework verl --workload gsm8k-grpo
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlbench.telemetry import (cost_per_mtok_usd, energy_per_mtok_j, nccl_env, per_step_telemetry,
+                               read_nccl_logs, start_sampler, summarize_collectives)
+from rlbench.telemetry.sampler import SamplerHandle
+
+TELEMETRY_FILE, COMM_FILE, NCCL_PREFIX = "telemetry.parquet", "comm.parquet", "nccl"
+RATE_HZ = float(os.environ.get("RLBENCH_SAMPLE_HZ", "10"))
+# per_step_telemetry column -> steps.parquet column
+STEP_COLUMNS = {"energy_j": "energy_j", "power_mean_w": "power_mean_w", "gpu_util_mean_pct": "gpu_util_mean_pct",
+                "cpu_util_mean_pct": "cpu_util_mean_pct", "proc_cpu_util_mean_pct": "proc_cpu_util_mean_pct",
+                "proc_rss_peak_gb": "proc_rss_peak_gb"}
+
+
+def nccl_logging_enabled() -> bool:
+    return os.environ.get("RLBENCH_NCCL_LOG", "0") not in ("", "0", "false")
+
+
+def framework_env(run_dir: Path) -> dict[str, str]:
+    return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
+
+
+def start(run_dir: Path, pid: int) -> SamplerHandle:
+    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=RATE_HZ)
+
+
+def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """Stop the sampler and join its per-step view onto the steps table; returns (steps, notes)."""
+    path = handle.stop() if handle is not None else None
+    notes = handle.notes() if handle is not None else {"error": "sampler did not start"}
+    if path is None or steps.empty or "step_start_unix_s" not in steps:
+        return steps, notes
+    per_step = per_step_telemetry(pd.read_parquet(path), steps[["step", "step_start_unix_s", "step_end_unix_s"]])
+    joined = steps.merge(per_step[["step", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS), on="step", how="left")
+    return joined, notes
+
+
+def add_comm(run_dir: Path, steps: pd.DataFrame) -> dict[str, Any] | None:
+    """Parse NCCL's logs (if it wrote any) into comm.parquet; returns per-op totals for run.json."""
+    if not nccl_logging_enabled():
+        return None
+    table = read_nccl_logs(run_dir / NCCL_PREFIX)
+    if table.empty:
+        return {"calls": 0, "note": "NCCL logged no collectives (no NCCL communicator was used)"}
+    bounds = steps[["step", "step_start_unix_s", "step_end_unix_s"]] if not steps.empty else None
+    try:
+        summary = summarize_collectives(table, bounds, by=("step", "op")) if bounds is not None else None
+    except ValueError:  # NCCL older than 2.26 logs no timestamps: totals only
+        summary = None
+    if summary is None:
+        summary = summarize_collectives(table)
+    tmp = run_dir / f".{COMM_FILE}.tmp"
+    summary.to_parquet(tmp, index=False)
+    tmp.replace(run_dir / COMM_FILE)
+    return {"calls": int(len(table))}
+
+
+def costs(summary: dict[str, Any], steps: pd.DataFrame, gpus: int, hardware_usd: float | None) -> dict[str, Any]:
+    """Energy and cost per 1M tokens over post-warm-up steps; None where an input is unknown."""
+    tokens = summary.get("total_tokens", {}).get("mean")
+    step_s = summary.get("step_time_s", {}).get("mean")
+    energy = summary.get("energy_j", {}).get("mean")
+    price = float(os.environ["RLBENCH_GPU_HOUR_USD"]) if "RLBENCH_GPU_HOUR_USD" in os.environ else hardware_usd
+    kwh_usd = float(os.environ.get("RLBENCH_KWH_USD", "0"))
+    out: dict[str, Any] = {"gpu_hour_usd": price, "kwh_usd": kwh_usd,
+                           "energy_per_mtok_j": None, "cost_per_mtok_usd": None}
+    if tokens and energy is not None and math.isfinite(energy):
+        out["energy_per_mtok_j"] = energy_per_mtok_j(energy, tokens)
+    if tokens and step_s and gpus and price is not None:
+        energy_j = energy if energy is not None and math.isfinite(energy) else 0.0
+        out["cost_per_mtok_usd"] = cost_per_mtok_usd(gpus * step_s / 3600, price, energy_j,
+                                                     kwh_usd if energy_j else 0.0, tokens)
+    return out

@@ -1,0 +1,166 @@
+"""The telemetry sampler for real: a separate process sampling a busy child, on CPU (and a GPU when present)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlbench.telemetry.align import per_step_telemetry
+from rlbench.telemetry.columns import NAMES
+from rlbench.telemetry.sampler import start_sampler
+from rlbench.telemetry.store import journal_file, read_journal
+
+# 220 MB touched page by page (so it is resident), then ~1.8 s of pure-Python CPU
+BURN = """
+import time
+block = bytearray(220_000_000)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+end = time.time() + 1.8
+while time.time() < end:
+    sum(range(1000))
+"""
+
+# stands in for nvidia-ml-py on a machine with a GPU, so the no-NVML path is tested everywhere
+FAKE_PYNVML = """
+class NVMLError(Exception):
+    pass
+
+def nvmlInit():
+    raise NVMLError("Driver Not Loaded")
+"""
+
+
+def _sleeper(seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+
+
+def _fake_nvml_env(tmp_path: Path) -> dict[str, str]:
+    fake = tmp_path / "fake_nvml"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_PYNVML)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(fake), os.environ.get("PYTHONPATH")]))}
+
+
+def test_sampler_measures_cpu_and_memory_of_a_busy_child(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", BURN])
+    handle = start_sampler(tmp_path / "telemetry.parquet", child.pid, rate_hz=20)
+    child.wait(timeout=60)
+    path = handle.stop()
+
+    assert path == tmp_path / "telemetry.parquet" and path.exists()
+    table = pd.read_parquet(path)
+    assert tuple(table.columns) == NAMES
+    host = table[table["source"] == "host"]
+    assert len(host) >= 10
+    assert (host["device"] == -1).all()
+    assert host["proc_rss_gb"].max() >= 0.2
+    assert host["proc_cpu_util_pct"].mean() > 30
+    assert host["time_unix_s"].is_monotonic_increasing
+    # nothing half-written or left over next to the result
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["telemetry.notes.json", "telemetry.parquet"]
+    notes = handle.notes()
+    assert notes["ticks"] >= 10 and notes["sampler_cpu_s"] > 0
+
+    # the recorded table feeds the alignment directly
+    times = host["time_unix_s"]
+    steps = pd.DataFrame({"step": [1], "step_start_unix_s": [times.iloc[1]], "step_end_unix_s": [times.iloc[-2]]})
+    per_step = per_step_telemetry(table, steps)
+    assert per_step["samples"].iloc[0] >= 8
+    assert per_step["proc_rss_peak_gb"].iloc[0] >= 0.2
+
+
+def test_without_nvml_the_sampler_says_so_once_and_samples_the_host(tmp_path, capfd):
+    child = _sleeper(30)
+    try:
+        handle = start_sampler(tmp_path / "telemetry.parquet", child.pid, rate_hz=20, env=_fake_nvml_env(tmp_path))
+        time.sleep(0.6)
+        path = handle.stop()
+    finally:
+        child.kill()
+        child.wait()
+    table = pd.read_parquet(path)
+    assert (table["source"] == "host").sum() >= 5
+    assert (table["source"] == "gpu").sum() == 0
+    notes = handle.notes()
+    assert notes["nvml"] is False
+    assert [note for note in notes["notes"] if "NVML unavailable" in note] == \
+        ["NVML unavailable (Driver Not Loaded); sampling the host only"]
+    assert capfd.readouterr().err.count("NVML unavailable") == 1
+
+
+def test_sampler_stops_by_itself_when_the_root_exits(tmp_path):
+    child = _sleeper(0.5)
+    handle = start_sampler(tmp_path / "telemetry.parquet", child.pid, rate_hz=20)
+    child.wait()
+    handle.process.wait(timeout=10)  # no stop() yet: the sampler noticed on its own
+    path = handle.stop()
+    assert handle.notes()["stop_reason"] == "root process exited"
+    host = pd.read_parquet(path).query("source == 'host'")
+    assert len(host) >= 3
+    assert host["proc_rss_gb"].iloc[-1] != host["proc_rss_gb"].iloc[-1]  # NaN once the tree is gone
+
+
+def test_journaled_rows_survive_a_killed_sampler(tmp_path):
+    child = _sleeper(30)
+    out = tmp_path / "telemetry.parquet"
+    try:
+        handle = start_sampler(out, child.pid, rate_hz=20, flush_every_s=0.2)
+        time.sleep(1.0)
+        os.kill(handle.process.pid, signal.SIGKILL)  # a crash: no chance to write the final file
+        handle.process.wait()
+        assert not out.exists()
+        flushed = len(read_journal(out))
+        path = handle.stop()  # rebuilds the file from the journal
+    finally:
+        child.kill()
+        child.wait()
+    assert path == out
+    assert flushed >= 5 and len(pd.read_parquet(path)) == flushed
+    assert not journal_file(out).exists()
+
+
+def test_start_sampler_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="rate_hz"):
+        start_sampler(tmp_path / "t.parquet", os.getpid(), rate_hz=0)
+    child = _sleeper(0)
+    child.wait()
+    with pytest.raises(ValueError, match="not a running process"):
+        start_sampler(tmp_path / "t.parquet", child.pid)
+
+
+@pytest.mark.gpu
+def test_sampler_reads_a_real_gpu_under_matmul_load(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    handle = start_sampler(tmp_path / "telemetry.parquet", os.getpid(), rate_hz=20)
+    start = time.time()
+    while time.time() - start < 3.0:
+        for _ in range(20):
+            a = (a @ a).clamp_(-1, 1)
+        torch.cuda.synchronize()
+    end = time.time()
+    path = handle.stop()
+    table = pd.read_parquet(path)
+    gpu = table[table["source"] == "gpu"]
+    busiest = gpu.groupby("device")["gpu_util_pct"].mean().idxmax()  # NVML and CUDA numbering may differ
+    gpu = gpu[gpu["device"] == busiest]
+    assert len(gpu) >= 20
+    assert gpu["gpu_util_pct"].max() > 50
+    assert gpu["mem_used_gb"].max() > 0.1
+    assert gpu["power_w"].max() > 50
+    assert gpu["sm_clock_mhz"].max() > 0
+    steps = pd.DataFrame({"step": [1], "step_start_unix_s": [start + 0.5], "step_end_unix_s": [end - 0.2]})
+    per_step = per_step_telemetry(table, steps)
+    assert per_step["energy_j"].iloc[0] > 50  # > 50 W for > 2 s on the loaded GPU
+    assert per_step["gpu_util_mean_pct"].iloc[0] > 30
+    print(handle.notes()["notes"], per_step.to_dict("records"))
