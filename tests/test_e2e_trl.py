@@ -94,7 +94,8 @@ def test_host_telemetry_is_sampled_and_aligned(tiny_run):
     record = load_record(run_dir)
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
     host = telemetry[telemetry["source"] == "host"]
-    assert len(host) >= 5 and (host["proc_rss_gb"] > 0).all()
+    rss = host["proc_rss_gb"].dropna()  # the last tick may find the framework already gone
+    assert len(rss) >= 5 and (rss > 0).all()
     assert record["telemetry"]["nvml"] is False and record["telemetry"]["ticks"] >= len(host)
     steps = record["steps"]
     # The sampler's view of the framework process agrees in kind with the framework's own peak RSS.
