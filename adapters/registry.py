@@ -15,6 +15,7 @@ from rlbench.errors import RLBenchError
 
 ADAPTERS: dict[str, str] = {
     "trl": "rlbench.adapters.trl_adapter:TRLAdapter",
+    "verl": "rlbench.adapters.verl_adapter:VerlAdapter",
 }
 
 

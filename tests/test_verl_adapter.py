@@ -1,0 +1,335 @@
+"""verl adapter, CPU side, against the installed verl (skipped where verl is not installed).
+
+- the generated overrides compose with verl's own Hydra config (as `main_ppo` composes it), resolve,
+  land on the intended keys and pass verl's own checks (`validate_config`, config dataclasses);
+- verl's dataset loader reads the converted parquet, and verl's reward manager scores through the hook;
+- `read_steps` maps a metrics log written by verl's own `Tracking` file logger from metric dicts
+  computed by verl's own `metric_utils` on a real `DataProto`;
+- refusals and the dry-run command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from rlbench.adapters.registry import get_adapter
+from rlbench.errors import RLBenchError
+from rlbench.inputs import RunInputs
+from rlbench.parallel import Parallelism
+from rlbench.runspec import RunSpec
+from rlbench.workloads.catalog import available_workloads, load_workload
+from rlbench.workloads.prompts import PromptRecord, write_prompts
+
+verl = pytest.importorskip("verl")
+
+import rlbench.adapters.verl_adapter as module  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
+from verl.utils.config import omega_conf_to_dataclass, validate_config  # noqa: E402
+
+VERL_ROOT = Path(verl.__file__).parent
+RUN_DIR = Path("/runs/20260101T000000Z-verl-x-abc123")
+ONE_STEP = {"placement": "disaggregated", "async_": "one-step"}
+
+
+@pytest.fixture(autouse=True)
+def no_gpus(monkeypatch):
+    """Shape checks only: the machine's own GPU count never decides these tests."""
+    monkeypatch.setattr(module, "gpu_count", lambda: 0)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(model_cache) -> str:
+    """A local model folder: verl's config checks load its tokenizer (no network in CI)."""
+    from rlbench.workloads.spec import TinyModelSpec
+    from rlbench.workloads.tiny_model import build_tiny_model
+
+    corpus = ["Janet has 16 eggs and eats 3. How many are left? #### 13", "So the answer is \\boxed{42}."] * 40
+    return str(build_tiny_model(TinyModelSpec(vocab_size=400, num_layers=2), corpus, seed=0))
+
+
+def _spec(workload: str = "gsm8k-grpo", **parallel) -> RunSpec:
+    return RunSpec(framework="verl", workload=load_workload(workload), parallel=Parallelism(**parallel))
+
+
+def _compose(spec: RunSpec, model: str):
+    """verl's config for this spec, composed the way its entry point's @hydra.main composes it."""
+    one_step = spec.parallel.async_ == "one-step"
+    config_dir = VERL_ROOT / ("experimental/one_step_off_policy/config" if one_step else "trainer/config")
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="one_step_off_ppo_trainer" if one_step else "ppo_trainer",
+                       overrides=get_adapter("verl").overrides(spec, model, RUN_DIR))
+
+
+def _verl_checks(config) -> dict:
+    """verl's own CPU-side checks (main_ppo's validate_config and the dataclasses it builds), then resolve."""
+    validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    omega_conf_to_dataclass(config.actor_rollout_ref.rollout)  # RolloutConfig.__post_init__
+    omega_conf_to_dataclass(config.algorithm)
+    return OmegaConf.to_container(config, resolve=True)
+
+
+def _assert_workload_lands(c: dict, config, spec: RunSpec, model: str) -> None:
+    w, a = spec.workload, spec.workload.algorithm
+    actor, rollout, ref = (c["actor_rollout_ref"][k] for k in ("actor", "rollout", "ref"))
+    assert c["data"]["train_batch_size"] == w.prompts_per_step and actor["ppo_mini_batch_size"] == w.mini_batch_prompts
+    assert rollout["n"] == a.group_size and actor["ppo_epochs"] == a.epochs
+    assert (rollout["prompt_length"], rollout["response_length"]) == (w.max_prompt_length, w.max_response_length)
+    assert rollout["ignore_eos"] is w.fixed_length
+    assert (rollout["temperature"], rollout["top_p"]) == (w.sampling.temperature, w.sampling.top_p)
+    assert actor["clip_ratio_low"] == actor["clip_ratio_high"] == a.clip_ratio
+    assert actor["optim"]["lr"] == a.learning_rate
+    assert c["algorithm"]["adv_estimator"] == ("grpo" if a.name == "grpo" else "gae")
+    assert need_critic(config) is (a.name == "ppo") and need_reference_policy(config) is (a.kl_coef > 0)
+    if a.name == "grpo":
+        assert actor["use_kl_loss"] is (a.kl_coef > 0) and actor["kl_loss_coef"] == a.kl_coef
+    else:
+        assert c["algorithm"]["use_kl_in_reward"] and c["algorithm"]["kl_ctrl"]["kl_coef"] == a.kl_coef
+        assert c["critic"]["model"]["path"] == model and c["critic"]["ppo_epochs"] == a.epochs
+    # Micro-batching by token budget reaches every forward pass through verl's own interpolations.
+    assert actor["use_dynamic_bsz"] and rollout["log_prob_use_dynamic_bsz"] and ref["log_prob_use_dynamic_bsz"]
+    assert c["actor_rollout_ref"]["model"]["path"] == model
+    assert c["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"] is w.gradient_checkpointing
+    assert c["data"]["train_files"] == str(RUN_DIR / module.PARQUET_FILE) and c["data"]["shuffle"] is False
+    assert c["reward"]["custom_reward_function"] == {"path": str(module.REWARD_FILE), "name": "compute_score"}
+    assert module.REWARD_FILE.is_file()
+    assert c["trainer"]["logger"] == ["console", "file"] and c["trainer"]["total_training_steps"] == w.steps
+    if not w.prompt.chat:
+        assert c["actor_rollout_ref"]["model"]["custom_chat_template"] == module.RAW_PROMPT_TEMPLATE
+    if w.model.dtype == "float32":
+        assert rollout["dtype"] == "float32" and actor["fsdp_config"]["mixed_precision"]["param_dtype"] == "fp32"
+
+
+def _assert_parallel_lands(c: dict, spec: RunSpec) -> None:
+    p = spec.parallel
+    actor, rollout = c["actor_rollout_ref"]["actor"], c["actor_rollout_ref"]["rollout"]
+    assert (c["trainer"]["n_gpus_per_node"], c["trainer"]["nnodes"]) == (p.dp * p.sp, 1)
+    assert rollout["tensor_model_parallel_size"] == p.tp
+    assert actor["ulysses_sequence_parallel_size"] == actor["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
+    assert c["actor_rollout_ref"]["ref"]["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
+    assert c["critic"]["fsdp"]["ulysses_sequence_parallel_size"] == p.sp
+    if p.placement == "colocated":
+        assert c["actor_rollout_ref"]["hybrid_engine"] and c["trainer"]["v1"]["trainer_mode"] == "sync"
+        assert rollout["nnodes"] == 0  # no standalone rollout pool
+    else:
+        assert not c["actor_rollout_ref"]["hybrid_engine"]
+        assert (c["rollout"]["nnodes"], c["rollout"]["n_gpus_per_node"]) == (1, p.dp * p.tp)
+        assert rollout["checkpoint_engine"]["backend"] == "nccl"  # from verl's one-step config
+
+
+@pytest.mark.parametrize("workload", available_workloads())
+@pytest.mark.parametrize("mode", [{}, {"dp": 2, "tp": 2, **ONE_STEP}], ids=["colocated", "one-step"])
+def test_every_workload_composes_resolves_and_passes_verls_checks(workload, mode, tiny_model):
+    spec = _spec(workload, **mode)
+    if mode and spec.workload.algorithm.name == "ppo":
+        with pytest.raises(RLBenchError, match="one-step-off-policy trainer supports GRPO-family"):
+            get_adapter("verl").check(spec)
+        return
+    get_adapter("verl").check(spec)
+    config = _compose(spec, tiny_model)
+    resolved = _verl_checks(config)
+    _assert_workload_lands(resolved, config, spec, tiny_model)
+    _assert_parallel_lands(resolved, spec)
+
+
+@pytest.mark.parametrize("placement", ["colocated", "disaggregated"])
+@pytest.mark.parametrize("sp", [1, 2])
+@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("dp", [1, 2, 8])
+def test_parallelism_grid_composes_or_is_refused(dp, tp, sp, placement, tiny_model):
+    mode = ONE_STEP if placement == "disaggregated" else {}
+    spec = _spec("gsm8k-grpo", dp=dp, tp=tp, sp=sp, **mode)
+    if placement == "colocated" and (dp * sp) % tp:
+        with pytest.raises(RLBenchError, match=f"tp={tp}: .* tp must divide {dp * sp}"):
+            get_adapter("verl").check(spec)
+        return
+    get_adapter("verl").check(spec)
+    resolved = _verl_checks(_compose(spec, tiny_model))
+    _assert_parallel_lands(resolved, spec)
+
+
+def _records() -> list[PromptRecord]:
+    return [PromptRecord(uid=f"gsm8k-{i}", dataset="gsm8k", prompt=f"What is {i} + {i}?", ground_truth=str(2 * i))
+            for i in range(3)]
+
+
+def test_parquet_is_read_by_verls_dataset_in_rlbench_order(tmp_path, tiny_model):
+    from transformers import AutoTokenizer
+    from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
+
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    assert module.write_parquet(tmp_path / "prompts.jsonl", tmp_path / module.PARQUET_FILE) == 3
+    config = _compose(_spec("gsm8k-grpo-tiny"), tiny_model)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    dataset = create_rl_dataset([str(tmp_path / module.PARQUET_FILE)], config.data, tokenizer, None)
+    rows = [dataset[i] for i in create_rl_sampler(config.data, dataset)]  # data.shuffle=false: sequential
+    assert [r["raw_prompt"] for r in rows] == [[{"role": "user", "content": r.prompt}] for r in _records()]
+    assert [r["reward_model"]["ground_truth"] for r in rows] == ["0", "2", "4"]
+    assert {r["data_source"] for r in rows} == {"gsm8k"}
+    # A non-chat workload: verl's chat path renders exactly rlbench's prompt text, token for token.
+    tokenizer.chat_template = config.actor_rollout_ref.model.custom_chat_template
+    ids = tokenizer.apply_chat_template(rows[1]["raw_prompt"], add_generation_prompt=True, tokenize=True)
+    ids = ids["input_ids"] if hasattr(ids, "keys") else ids
+    assert list(ids) == tokenizer(_records()[1].prompt, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("dataset,response,truth,expected", [
+    ("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
+    ("gsm8k", "She has 12 eggs. #### 12", "13", 0.0),
+    ("math", "So the answer is \\boxed{42}.", "42", 1.0),
+])
+def test_verls_reward_manager_scores_through_the_rlbench_hook(dataset, response, truth, expected, tiny_model):
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+    from verl import DataProto
+    from verl.trainer.ppo.reward import load_reward_manager
+    from rlbench.workloads.rewards import score
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    manager = load_reward_manager(_compose(_spec(), tiny_model), tokenizer)  # verl resolves the hook by path
+    prompt = torch.tensor([tokenizer("Q:")["input_ids"]])
+    answer = torch.tensor([tokenizer(response)["input_ids"]])
+    item = DataProto.from_dict(
+        tensors={"prompts": prompt, "responses": answer,
+                 "attention_mask": torch.ones(1, prompt.shape[1] + answer.shape[1], dtype=torch.long)},
+        non_tensors={"data_source": np.array([dataset], dtype=object),
+                     "reward_model": np.array([{"style": "rule", "ground_truth": truth}], dtype=object),
+                     "extra_info": np.array([{}], dtype=object)})
+    result = manager.loop.run_until_complete(manager.run_single(item))
+    assert result["reward_score"] == expected == score(dataset, response, truth)
+
+
+def _batch(prompt_lengths: list[int], response_lengths: list[int], scores: list[float]):
+    """A DataProto laid out as verl's trainer lays out a rollout batch (left-padded prompts)."""
+    import torch
+    from verl import DataProto
+
+    width_p, width_r, n = max(prompt_lengths), max(response_lengths), len(scores)
+    mask = torch.zeros(n, width_p + width_r, dtype=torch.long)
+    token_scores = torch.zeros(n, width_r)
+    for i, (lp, lr) in enumerate(zip(prompt_lengths, response_lengths)):
+        mask[i, width_p - lp:width_p + lr] = 1
+        token_scores[i, lr - 1] = scores[i]
+    tensors = {"prompts": torch.ones(n, width_p, dtype=torch.long),
+               "responses": torch.ones(n, width_r, dtype=torch.long),
+               "attention_mask": mask, "response_mask": mask[:, width_p:], "token_level_scores": token_scores,
+               "token_level_rewards": token_scores, "advantages": torch.zeros(n, width_r),
+               "returns": torch.zeros(n, width_r)}
+    return DataProto.from_dict(tensors=tensors, meta_info={"global_token_num": mask.sum(-1).tolist()})
+
+
+def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
+    from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_throughout_metrics, compute_timing_metrics
+    from verl.utils.metric import reduce_metrics
+    from verl.utils.py_functional import rename_dict
+    from verl.utils.tracking import Tracking
+    from rlbench.derive import derive_step_metrics
+    from rlbench.schema import STEP_METRICS
+
+    adapter = get_adapter("verl")
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(adapter.metrics_file(tmp_path)))
+    tracking = Tracking(project_name="rlbench", experiment_name="t", default_backend=["file"])
+    tracking.log(data={"val-core/gsm8k/acc/mean@1": 0.5}, step=0)  # a validation line: not a step
+    for step in (1, 2):
+        batch = _batch([6, 4, 5, 3], [5, 2, 5, 1], [1.0, 0.0, 1.0, float(step == 2)])
+        timing = {"gen": 2.0 * step, "old_log_prob": 0.5, "ref": 0.25, "adv": 0.01, "update_actor": 1.5,
+                  "update_weights": 0.3, "step": 5.0 * step}
+        # The actor worker's metrics, renamed and reduced as verl's v1 trainer does in _update_actor.
+        worker = rename_dict({"perf/max_memory_allocated_gb": [10.0 * step], "mfu": [0.25], "pg_loss": [0.1]},
+                             "actor/")
+        worker["perf/mfu/actor"] = worker.pop("actor/mfu")
+        metrics = {**reduce_metrics(worker), **compute_data_metrics(batch=batch, use_critic=False),
+                   **compute_timing_metrics(batch=batch, timing_raw=timing),
+                   **compute_throughout_metrics(batch=batch, timing_raw=timing, n_gpus=1)}
+        tracking.log(data=metrics, step=step)
+    tracking.finish()
+    with adapter.metrics_file(tmp_path).open("a") as log:
+        log.write('{"step": 3, "data": {"timing_s/st')  # verl mid-write
+
+    steps = adapter.read_steps(tmp_path)
+    assert set(steps.columns) <= set(STEP_METRICS) and list(steps["step"]) == [1, 2]
+    assert list(steps["step_time_s"]) == [5.0, 10.0] and list(steps["time_gen_s"]) == [2.0, 4.0]
+    first = steps.iloc[0]
+    assert (first.time_old_log_prob_s, first.time_ref_s, first.time_adv_s) == (0.5, 0.25, 0.01)
+    assert (first.time_update_actor_s, first.time_weight_sync_s) == (1.5, 0.3)
+    assert all(math.isnan(first[c]) for c in ("time_reward_s", "time_values_s", "time_update_critic_s"))
+    assert (first.num_responses, first.prompt_tokens, first.response_tokens) == (4, 18, 13)
+    assert first.response_length_mean == 13 / 4 and list(steps["reward_mean"]) == [0.5, 0.75]
+    assert first.mfu == 0.25 and first.peak_device_memory_gb == pytest.approx(10.0 * 1024**3 / 1e9)
+    assert math.isnan(first.step_start_unix_s) and math.isnan(first.peak_host_rss_gb)
+    derived = derive_step_metrics(steps, gpu_count=1)
+    assert derived["tokens_per_s"].tolist() == [31 / 5.0, 31 / 10.0]
+
+
+def test_one_step_generation_time_is_the_overlapped_generation():
+    row = module.normalize(4, {"timing_s/step": 3.0, "timing_s/gen": 0.2, "timing_s/generate_async": 2.5,
+                               "timing_s/sync_rollout_weights": 0.1, "perf/mfu/actor": 0.0})
+    assert (row["time_gen_s"], row["time_weight_sync_s"]) == (2.5, 0.1)
+    assert math.isnan(row["mfu"])  # verl reports 0 when it has no peak for the GPU
+    sparse = module.normalize(1, {"timing_s/step": 3.0, "response_length/mean": 7.0})  # no token total
+    assert sparse["step_time_s"] == 3.0 and math.isnan(sparse["num_responses"]) and math.isnan(sparse["prompt_tokens"])
+
+
+def test_dry_run_plan_names_verls_trainer_and_key_overrides():
+    plan = get_adapter("verl").plan(_spec(dp=4, tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]),
+                                    RUN_DIR)
+    text = plan.describe()
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl_adapter"]
+    for part in ("-m verl.trainer.main_ppo", "trainer.n_gpus_per_node=4",
+                 "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "algorithm.adv_estimator=grpo",
+                 "actor_rollout_ref.rollout.n=8", "data.train_batch_size=128", "data.shuffle=false",
+                 "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "'trainer.logger=[console,file]'",
+                 f"VERL_FILE_LOGGER_PATH={RUN_DIR}/framework_metrics.jsonl", "WANDB_MODE=disabled"):
+        assert part in text, part
+    one_step = get_adapter("verl").plan(_spec(dp=2, **ONE_STEP), RunInputs(model="/m", prompts=[]), RUN_DIR)
+    assert "verl.experimental.one_step_off_policy.main_ppo" in one_step.argv
+
+
+@pytest.mark.parametrize("workload,parallel,message", [
+    ("gsm8k-grpo", {"pp": 2}, "pp=2: rlbench runs verl's FSDP backend, which has no pipeline parallelism"),
+    ("gsm8k-grpo", {"async_": "one-step"}, "needs its own rollout GPUs .* placement=disaggregated"),
+    ("gsm8k-grpo", {"placement": "disaggregated"}, "only in its asynchronous trainers; add --parallel async=one-step"),
+    ("gsm8k-ppo", ONE_STEP, "supports GRPO-family advantages only"),
+    ("gsm8k-grpo", {"tp": 2}, "tp=2: .* tp must divide 1; raise dp or sp"),
+    ("gsm8k-grpo-tiny", {"dp": 32}, "dp=32: must divide the 16 responses of one mini-batch"),
+])
+def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
+    with pytest.raises(RLBenchError, match=message):
+        get_adapter("verl").check(_spec(workload, **parallel))
+
+
+def test_shape_larger_than_the_machine_is_refused(monkeypatch):
+    monkeypatch.setattr(module, "gpu_count", lambda: 4)
+    message = "dp=4 tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, this machine has 4"
+    with pytest.raises(RLBenchError, match=message):
+        get_adapter("verl").check(_spec(dp=4, tp=2, sp=2, **ONE_STEP))
+
+
+def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys):
+    usable, why = get_adapter("verl").usable_here()
+    assert not usable and "no NVIDIA GPU" in why
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    code = module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/bin/false"])
+    assert code == 2 and "verl cannot run on this machine: no NVIDIA GPU" in capsys.readouterr().err
+    assert not (tmp_path / "p.parquet").exists()
+
+
+def test_prelaunch_step_writes_the_parquet_then_execs_verl(tmp_path, monkeypatch):
+    launched = []
+    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr(module.os, "execv", lambda path, argv: launched.append(argv))
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/usr/bin/python3", "-m", "x"])
+    assert launched == [["/usr/bin/python3", "-m", "x"]] and (tmp_path / "p.parquet").is_file()
+
+
+def test_version_and_registry():
+    adapter = get_adapter("verl")
+    assert adapter.tested_versions == ">=0.9.1,<0.10" and adapter.version() == verl.__version__
+    assert json.loads(json.dumps(module.verl_row(0, _records()[0])))["reward_model"]["style"] == "rule"
