@@ -66,6 +66,12 @@ class Adapter(ABC):
                 raise RLBenchError(f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                                    f"it supports: {', '.join(sorted(self.supported_knobs))}")
 
+    def check_machine(self) -> None:
+        """Refuse a real run (not a dry run) on a machine the framework cannot use, before any record."""
+        usable, why = self.usable_here()
+        if not usable:
+            raise RLBenchError(f"framework '{self.name}' cannot run on this machine: {why}")
+
     @abstractmethod
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         """The exact launch of the framework's own trainer for this spec."""

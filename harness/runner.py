@@ -154,6 +154,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
     setup_start = time.perf_counter()
     adapter = get_adapter(spec.framework)
     adapter.check(spec)
+    adapter.check_machine()
     inputs = prepare_inputs(spec.workload, spec.seed)
     environment = collect_environment((adapter.distribution,))
     if not adapter.version_is_tested():

@@ -84,3 +84,14 @@ def test_validate_and_ls():
     assert result.returncode == 0 and result.stdout.startswith("ok: math-grpo v1")
     listing = run_cli("ls")
     assert listing.returncode == 0 and "trl" in listing.stdout and "gsm8k-grpo-tiny" in listing.stdout
+
+
+def test_framework_unusable_here_is_refused_before_any_record(tmp_path, monkeypatch):
+    from rlbench.adapters.trl_adapter import TRLAdapter
+
+    monkeypatch.setattr(TRLAdapter, "usable_here", lambda self: (False, "no NVIDIA GPU"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
+                                       "--out", str(out)])
+    assert result.exit_code == 2 and "framework 'trl' cannot run on this machine: no NVIDIA GPU" in result.output
+    assert not out.exists()
