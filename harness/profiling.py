@@ -40,14 +40,17 @@ def framework_env(run_dir: Path) -> dict[str, str]:
     return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
 
 
-def start(run_dir: Path, pid: int) -> SamplerHandle:
+def start(run_dir: Path, pid: int) -> SamplerHandle | None:
+    """The sampler around the framework process; RLBENCH_SAMPLE_HZ=0 turns it off (overhead A/B runs)."""
+    if RATE_HZ <= 0:
+        return None
     return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=RATE_HZ)
 
 
 def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """Stop the sampler and join its per-step view onto the steps table; returns (steps, notes)."""
     path = handle.stop() if handle is not None else None
-    notes = handle.notes() if handle is not None else {"error": "sampler did not start"}
+    notes = handle.notes() if handle is not None else {"disabled": "RLBENCH_SAMPLE_HZ=0"}
     if path is None or steps.empty or "step_start_unix_s" not in steps:
         return steps, notes
     per_step = per_step_telemetry(pd.read_parquet(path), steps[["step", "step_start_unix_s", "step_end_unix_s"]])

@@ -184,6 +184,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
     sampler: list = []
     outcome = launch(plan, run_dir, spec.timeout_s, progress,
                      on_start=lambda pid: sampler.append(profiling.start(run_dir, pid)))
+    sampler = [handle for handle in sampler if handle is not None]
     parent_cpu_s = sum(parent.cpu_times()[:2]) - cpu_before
 
     record_start = time.perf_counter()
