@@ -109,8 +109,9 @@ class TRLAdapter(Adapter):
             "temperature": w.sampling.temperature,
             "top_p": w.sampling.top_p,
             "generation_kwargs": generation_kwargs,
-            # transformers 5 renamed gradient_checkpointing; the old name warns.
-            "activation_checkpointing": w.gradient_checkpointing,
+            # transformers >= 5.2x calls this activation_checkpointing and warns on the old name; the
+            # old name is the one every transformers that TRL 1.16 and verl 0.9 install accepts.
+            "gradient_checkpointing": w.gradient_checkpointing,
             # rlbench fixes the prompt order (prompts.jsonl) so every framework sees the same prompts.
             "shuffle_dataset": False,
             "logging_steps": w.updates_per_step,

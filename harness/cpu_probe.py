@@ -1,10 +1,18 @@
-"""Measure this CPU's peak matmul FLOP/s and memory bandwidth once, and cache them.
+"""Measure this CPU's peak matmul FLOP/s, memory bandwidth and per-layer op latency once, and cache them.
 
-The performance model's "cpu" hardware row has no datasheet: its peaks are what
-this machine does, measured with torch (the library the frameworks compute with)
-on a square fp32 matmul and a large tensor copy. The best of a few repeats is
-kept (a peak, not a mean), cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by
-CPU model, thread count and torch version.
+The performance model's "cpu" hardware row has no datasheet: its numbers are what this
+machine does, measured with torch (the library the frameworks compute with):
+* fp32_flops_per_s: a square fp32 matmul;
+* mem_bytes_per_s: a large tensor copy (read + write);
+* op_latency_s: the sequential unit of the model's depth term (perfmodel/roofline.py): one
+  decode step of one Qwen2/Llama-style decoder layer (RMSNorm, q/k/v/o projections with rotary
+  embedding, a KV cache grown by torch.cat, grouped-query SDPA, gated MLP, residuals; the ops
+  of Hugging Face's Qwen2DecoderLayer, as torch.nn modules) at hidden 64, batch 1, under
+  no_grad. Its arithmetic (~0.1 MFLOP) is negligible, so the time is the dispatch and
+  synchronisation floor that every layer pays however small it is.
+The best of several repeats is kept (a peak, not a mean: other processes only slow a repeat
+down), cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, thread count, torch
+version and probe version. The whole probe takes about a second.
 
     python -m rlbench.cpu_probe
 """
@@ -15,12 +23,16 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from rlbench.environment import cpu_model, package_version
 
+PROBE_VERSION = 2  # 2: op_latency_s added
 MATMUL_N = 1024  # 2*N^3 = 2.1 GFLOP per matmul: long enough to time, short on a 2-core machine
 COPY_BYTES = 256 * 2**20  # well past any cache, so the copy streams from DRAM
 REPEATS = 5
+LATENCY_REPEATS = 200  # ~0.3 ms each: many tries, so one lands between other processes' time slices
+UNIT = {"hidden": 64, "heads": 2, "kv_heads": 1, "head_dim": 32, "ffn": 172, "cache": 16}
 
 
 def _cache_file() -> Path:
@@ -38,7 +50,68 @@ def _best_seconds(fn, repeats: int = REPEATS) -> float:
     return best
 
 
-def measure() -> dict[str, float | int | str]:
+def _decoder_layer():
+    """A Qwen2-style decoder layer and one decode step's inputs (plain torch, no framework)."""
+    import torch
+    from torch import nn
+
+    h, heads, kv, hd, ffn, cache = (UNIT[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "cache"))
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(h))
+
+        def forward(self, x):
+            x32 = x.to(torch.float32)
+            x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return self.weight * x32.to(x.dtype)
+
+    def rotate(x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm1, self.norm2 = RMSNorm(), RMSNorm()
+            self.q, self.k, self.v = nn.Linear(h, heads * hd), nn.Linear(h, kv * hd), nn.Linear(h, kv * hd)
+            self.o = nn.Linear(heads * hd, h, bias=False)
+            self.gate, self.up = nn.Linear(h, ffn, bias=False), nn.Linear(h, ffn, bias=False)
+            self.down = nn.Linear(ffn, h, bias=False)
+
+        def forward(self, x, cos, sin, k_cache, v_cache):
+            b, t, _ = x.shape
+            y = self.norm1(x)
+            q = self.q(y).view(b, t, heads, hd).transpose(1, 2)
+            k = self.k(y).view(b, t, kv, hd).transpose(1, 2)
+            v = self.v(y).view(b, t, kv, hd).transpose(1, 2)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            k, v = torch.cat((k_cache, k), dim=2), torch.cat((v_cache, v), dim=2)
+            k = k[:, :, None].expand(b, kv, heads // kv, k.shape[2], hd).reshape(b, heads, -1, hd)
+            v = v[:, :, None].expand(b, kv, heads // kv, v.shape[2], hd).reshape(b, heads, -1, hd)
+            a = nn.functional.scaled_dot_product_attention(q, k, v)
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, heads * hd))
+            y = self.norm2(x)
+            return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
+
+    args = (torch.randn(1, 1, h), torch.randn(1, 1, 1, hd), torch.randn(1, 1, 1, hd),
+            torch.randn(1, kv, cache, hd), torch.randn(1, kv, cache, hd))
+    return Layer().eval(), args
+
+
+def measure_op_latency(repeats: int = LATENCY_REPEATS) -> float:
+    """Seconds of one decode step of one tiny decoder layer (best of `repeats`)."""
+    import torch
+
+    layer, args = _decoder_layer()
+    with torch.no_grad():
+        for _ in range(5):
+            layer(*args)
+        return _best_seconds(lambda: layer(*args), repeats)
+
+
+def measure() -> dict[str, Any]:
     import torch
 
     a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
@@ -46,22 +119,26 @@ def measure() -> dict[str, float | int | str]:
     src = torch.empty(COPY_BYTES // 4, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     copy_s = _best_seconds(lambda: dst.copy_(src))
+    unit = ", ".join(f"{k} {v}" for k, v in UNIT.items())
     return {
         "fp32_flops_per_s": 2 * MATMUL_N**3 / matmul_s,
         # A copy reads and writes every byte: 2x the buffer size crosses the memory bus.
         "mem_bytes_per_s": 2 * COPY_BYTES / copy_s,
+        "op_latency_s": measure_op_latency(),
         "threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
         "torch": torch.__version__,
-        "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32",
+        "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
+                  f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1",
     }
 
 
-def cpu_peaks(refresh: bool = False) -> dict[str, float | int | str]:
-    """Measured peaks of this CPU, from the cache when it matches this machine and torch."""
+def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
+    """Measured peaks of this CPU, from the cache when it matches this machine, torch and the probe."""
     import torch
 
-    key = {"cpu_model": cpu_model(), "threads": torch.get_num_threads(), "torch": package_version("torch")}
+    key = {"cpu_model": cpu_model(), "threads": torch.get_num_threads(), "torch": package_version("torch"),
+           "probe_version": PROBE_VERSION}
     cache = _cache_file()
     if not refresh and cache.is_file():
         cached = json.loads(cache.read_text())
@@ -73,6 +150,15 @@ def cpu_peaks(refresh: bool = False) -> dict[str, float | int | str]:
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(cache)
     return result
+
+
+def cpu_row(peaks: dict[str, Any] | None = None):
+    """The performance model's "cpu" Hardware row from the (cached) measurements."""
+    from rlbench.perfmodel import cpu_hardware
+
+    peaks = peaks if peaks is not None else cpu_peaks()
+    return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"], op_latency_s=peaks.get("op_latency_s"),
+                        source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ Chowdhery et al. 2022, PaLM, appendix B):
   for attention. This causal sum is what FlashAttention computes and what verl's
   flops_counter counts (6 * sum(seqlen^2) * head_dim * heads * layers for training); PaLM's
   12LHQT per token counts the full square (no causal saving), twice as much attention.
+* Prefill runs the output head on the last prompt position only: the engine samples from it
+  alone (vLLM's LogitsProcessor takes the selected token indices; Hugging Face `generate`
+  passes logits_to_keep=1, transformers generation/utils.py). So prefill + decode is one
+  forward of the sequence minus the head on P - 1 positions.
 * Reference and old-policy log-probs are a forward only. The PPO critic has the actor's
   body with a scalar value head (hidden x 1) instead of the LM head.
 
@@ -32,10 +36,14 @@ from __future__ import annotations
 from rlbench.perfmodel.arch import ModelArch
 
 
+def head_params(arch: ModelArch, *, value_head: bool = False) -> int:
+    """The output head's matmul: vocab x hidden (LM head) or hidden x 1 (value head)."""
+    return arch.hidden if value_head else arch.vocab * arch.hidden
+
+
 def matmul_params(arch: ModelArch, *, value_head: bool = False) -> int:
     """N of the 2N rule: non-embedding active parameters plus the output head."""
-    head = arch.hidden if value_head else arch.vocab * arch.hidden
-    return arch.param_count().non_embedding_active + head
+    return arch.param_count().non_embedding_active + head_params(arch, value_head=value_head)
 
 
 def forward_flops_per_token(arch: ModelArch, context: float, *, value_head: bool = False) -> float:
@@ -59,16 +67,21 @@ def _positions_sum(start: float, count: float) -> float:
     return count * start + count * (count + 1) / 2
 
 
-def sequence_forward_flops(arch: ModelArch, length: float, *, start: float = 0,
-                           value_head: bool = False) -> float:
-    """Forward FLOPs of `length` tokens at positions start+1..start+length, causal attention."""
-    weights = 2 * matmul_params(arch, value_head=value_head) * length
+def sequence_forward_flops(arch: ModelArch, length: float, *, start: float = 0, value_head: bool = False,
+                           head_positions: float | None = None) -> float:
+    """Forward FLOPs of `length` tokens at positions start+1..start+length, causal attention.
+
+    head_positions: positions the output head runs on (None: all `length`).
+    """
+    head = head_params(arch, value_head=value_head)
+    positions = length if head_positions is None else head_positions
+    weights = 2 * (matmul_params(arch, value_head=value_head) - head) * length + 2 * head * positions
     return weights + 4 * arch.layers * arch.attn_dim * _positions_sum(start, length)
 
 
 def prefill_flops(arch: ModelArch, prompt_len: float) -> float:
-    """Forward over one prompt, building its KV cache."""
-    return sequence_forward_flops(arch, prompt_len)
+    """Forward over one prompt, building its KV cache; logits of the last position only."""
+    return sequence_forward_flops(arch, prompt_len, head_positions=min(prompt_len, 1))
 
 
 def decode_flops(arch: ModelArch, prompt_len: float, response_len: float) -> float:

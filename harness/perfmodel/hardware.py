@@ -8,12 +8,20 @@ made-up peak.
 
     from rlbench.perfmodel import get_hardware, cpu_hardware
     h100 = get_hardware("H100-SXM")          # 989e12 dense bf16 FLOP/s, 3.35e12 B/s
-    cpu = cpu_hardware(peak_flops=1.2e12, mem_bw=4.0e10)   # numbers measured by a probe
+    cpu = cpu_hardware(peak_flops=1.2e12, mem_bw=4.0e10, op_latency_s=3e-4)   # measured by a probe
 
 Link bandwidths are per GPU and per direction: NVIDIA quotes NVLink as the bidirectional
 total (A100 600 GB/s, H100/H200 900 GB/s, B200 1.8 TB/s), so the table holds half of it.
 Inter-node bandwidth is the per-GPU NIC of the vendor's reference DGX system (one
 ConnectX per GPU); other clusters differ, so pass your own row when they do.
+
+`op_latency_s` is the time of one sequential unit of the work-depth model (roofline.py): one
+transformer layer's chain of kernels at a size where its arithmetic is negligible, i.e. the
+dispatch, launch and synchronisation floor every layer pays however small it is. No datasheet
+states it, so the GPU rows leave it None (their depth term then uses compute only); the CPU
+row takes it from `rlbench.cpu_probe`. `overlaps_latency` says whether that floor hides behind
+the arithmetic: a GPU's host enqueues kernels asynchronously on a stream, so it does; eager
+PyTorch on a CPU runs each op on the thread that dispatched it, so dispatch and arithmetic add.
 """
 
 from __future__ import annotations
@@ -39,6 +47,8 @@ class Hardware:
     tdp_w: float | None  # maximum board power
     usd_per_gpu_hour: float | None = None  # default price; pass gpu_hour_usd to predict() instead
     gpus_per_node: int = 8
+    op_latency_s: float | None = None  # seconds per sequential unit (one layer's kernel chain); None: unknown
+    overlaps_latency: bool = True  # True: asynchronous dispatch (GPU streams); False: dispatch adds (CPU eager)
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -46,6 +56,9 @@ class Hardware:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"Hardware.{field}={value!r}: must be a positive number")
+        if self.op_latency_s is not None and (not isinstance(self.op_latency_s, (int, float))
+                                              or self.op_latency_s <= 0):
+            raise ValueError(f"Hardware.op_latency_s={self.op_latency_s!r}: must be a positive number or None")
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise ValueError(f"Hardware.gpus_per_node={self.gpus_per_node!r}: must be a positive integer")
 
@@ -106,18 +119,20 @@ def find_hardware(name: str) -> Hardware | None:
         return None
 
 
-def cpu_hardware(peak_flops: float, mem_bw: float, *, mem_bytes: float | None = None,
-                 tdp_w: float | None = None, usd_per_hour: float | None = None,
+def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None = None,
+                 mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
                  name: str = "cpu", source: str = "measured at run time") -> Hardware:
-    """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth); it has one device.
+    """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth, per-layer op latency).
 
-    Multi-device communication on a CPU row has no link bandwidth, so any predicted
-    collective comes out None rather than a guess.
+    It has one device. Multi-device communication on a CPU row has no link bandwidth, so any
+    predicted collective comes out None rather than a guess. Dispatch does not overlap the
+    arithmetic on a CPU (overlaps_latency=False), so stage times are W/p + D * op_latency_s.
     """
     return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
                     hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
                     inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
-                    gpus_per_node=1, source=source)
+                    gpus_per_node=1, op_latency_s=None if op_latency_s is None else float(op_latency_s),
+                    overlaps_latency=False, source=source)
 
 
 def with_price(hw: Hardware, usd_per_gpu_hour: float | None) -> Hardware:

@@ -16,8 +16,12 @@ Definitions (PERF-NOTES.md conventions):
 * energy_j = TDP x GPUs x step time: an UPPER bound (boards rarely sit at TDP; host, network
   and cooling excluded).
 * cost_per_mtok_usd = (GPU-hours x $/GPU-hour + kWh x $/kWh) per million batch tokens.
-With achievable=1.0 every time is a roofline lower bound. Anything that needs an unknown
-number (a link, a TDP, a price) is None, never a guess.
+* step_time_s combines the stages' predicted times (roofline.py: Brent's lower bound on
+  hardware that overlaps dispatch with compute, the upper bound W/p + D * t on a CPU);
+  brent_lower_s and brent_upper_s combine the stages' bounds the same way. Without a measured
+  op latency (every datasheet row) the upper bound is None and the step time is the roofline,
+  a lower bound with achievable=1.0.
+Anything that needs an unknown number (a link, a TDP, a price, a latency) is None, never a guess.
 
     from rlbench.perfmodel import predict, WorkloadShape, ParallelShape
     p = predict("Qwen2.5-7B-Instruct", WorkloadShape(prompts_per_step=64, group_size=8,
@@ -122,6 +126,7 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
         notes.append("async_mode='one-step' ignored for timing: colocated pools share the GPUs, so stages add")
     groups = _group(stages, "time_s")
     step = _combine(groups, overlap)
+    lower = _combine(_group(stages, "brent_lower_s"), overlap)
     upper = _combine(_group(stages, "brent_upper_s"), overlap)
     if step is None:
         notes.append(f"step time n/a: a collective crosses a link {hw.name} gives no bandwidth for")
@@ -139,7 +144,7 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
         dollars = parallel.gpus * step / 3600 * price + (kwh_usd * energy / 3.6e6 if kwh_usd else 0.0)
         cost = dollars / (shape.tokens_per_step / 1e6)
     return Prediction(arch=arch.name, hardware=hw.name, gpus=parallel.gpus, stages=tuple(stages),
-                      group_times_s=groups, step_time_s=step, brent_lower_s=step, brent_upper_s=upper,
+                      group_times_s=groups, step_time_s=step, brent_lower_s=lower, brent_upper_s=upper,
                       tokens_per_step=shape.tokens_per_step, tokens_per_s=_ratio(shape.tokens_per_step, step),
                       model_flops=model_flops,
                       mfu=_ratio(model_flops, None if step is None else parallel.gpus * hw.bf16_flops * step),

@@ -4,13 +4,18 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
 `rollout_replicas` engines of `rollout_tp` GPUs; the step's sequences are split evenly.
 
 * Prefill: the G samples of a prompt share its KV cache (vLLM's n > 1 / prefix caching),
-  so each prompt is prefilled once. Compute-bound for prompts of hundreds of tokens.
+  so each prompt is prefilled once (shared_prefill=False: every sequence, as Hugging Face
+  generate does with G repeated rows). Compute-bound for prompts of hundreds of tokens.
+  One forward of the replica's batch: depth L + 2 units.
 * Decode: each step of an engine streams its weight shard from HBM once and reads the KV
   cache of every live sequence; FLOPs are 2N + 4*L*A*t per token. Memory-bound until the
   per-engine batch approaches peak / bandwidth (about 295 sequences on an H100).
   Steps = the longest response: a batch of an RL step is fixed, so the engine keeps
   stepping (and reading its weights) until its last sequence ends. FLOPs and KV reads use
   the mean response length.
+  Depth: every step is one forward of the batch, L + 2 units (roofline.pass_units), so a
+  decode of R steps has depth R * (L + 2): on a latency-bound device (a small model, a CPU)
+  the span, not the roofline, sets the time.
 * Tensor parallelism: 2 all-reduces per layer of the batch's activations (Megatron-LM).
 
     from rlbench.perfmodel.rollout import decode_stage
@@ -26,7 +31,7 @@ from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.comm import Collective, all_reduce_bytes, link_bandwidth, merge
 from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage
+from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 ACT_BYTES = 2  # bf16 activations and weights
@@ -51,7 +56,9 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
     if shape.prompt_len == 0:
         return empty_stage("generation_prefill", note="no prompt tokens")
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
-    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas))  # a replica prefills what it decodes
+    # a replica prefills what it decodes; without prefix sharing every sequence is prefilled
+    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill \
+        else shape.sequences
     per_replica = math.ceil(prefills / replicas)
     per_prompt = fl.prefill_flops(arch, shape.prompt_len)
     kv_write = shape.prompt_len * arch.kv_bytes_per_token()
@@ -62,8 +69,9 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
                     bytes=(weights + per_replica * kv_write) / tp, comm=comm)
     return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
                        flops=prefills * per_prompt, bytes=busy * weights + prefills * kv_write,
-                       comm=comm, depth=arch.layers, critical=critical,
-                       note="prompt KV shared by the group's samples")
+                       comm=comm, depth=pass_units(arch.layers), critical=critical,
+                       note="prompt KV shared by the group's samples" if shape.shared_prefill
+                       else "every sequence prefilled (no prefix sharing)")
 
 
 def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
@@ -86,4 +94,4 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
     return build_stage("generation_decode", hw=hw, achievable=achievable, gpus=pool,
                        flops=seqs * per_seq_flops, bytes=busy * steps * weights + seqs * per_seq_kv,
-                       comm=comm, depth=steps, critical=critical, note=note)
+                       comm=comm, depth=steps * pass_units(arch.layers), critical=critical, note=note)

@@ -1,24 +1,33 @@
-"""The cost of one stage: roofline time and Brent work-depth bounds.
+"""The cost of one stage: roofline work term, latency depth term, and Brent work-depth bounds.
 
-For a stage on p GPUs with total FLOPs F, total HBM bytes M and per-GPU communication C:
+For a stage on p devices with total FLOPs F, total memory bytes M and per-device communication C:
 
-    compute = F / (p * peak * a)     memory = M / (p * hbm_bw * a)     comm = sum(C_i / link_i) / a
-    roofline (W/p) = max(compute, memory, comm)
+    compute = F / (p * peak * a)     memory = M / (p * mem_bw * a)     comm = sum(C_i / link_i) / a
+    W/p = max(compute, memory, comm, busiest)
 
-compute, memory and communication overlap perfectly (a lower bound), while collectives of
-one stage run one after another. `a` is the achievable fraction of peak, one number for
-all three (default 1.0: pure roofline, a true lower bound; measured systems reach about
-0.3-0.6 of bf16 peak in training and 0.6-0.8 of HBM bandwidth in decode).
+compute, memory and communication overlap perfectly (a lower bound), while collectives of one
+stage run one after another. `busiest` is the same roofline applied to the work of the busiest
+device alone (a decode tail, a pipeline bubble, a batch that does not divide over replicas);
+the schedule is static, so that device sets the pace. `a` is the achievable fraction of peak,
+one number for all three (default 1.0: a pure roofline).
 
-The depth term D is the critical path: the work the busiest GPU must do in sequence
-(decode steps, layers x micro-batches, plus the pipeline bubble), timed by the same
-roofline. It exceeds W/p when work is uneven: a decode tail of long responses, a
-pipeline bubble, a batch that does not divide over the replicas. Brent's theorem then
-brackets the time of a greedy schedule:
+Depth (Blelloch's work-depth model; Brent 1974, "The parallel evaluation of general arithmetic
+expressions", J. ACM 21(2)): D counts the sequential units on the busiest device's critical
+path, each unit one transformer layer's chain of kernels (one layer's forward for one
+micro-batch or one decode step; the model's ends and the sampler or loss are 2 more units
+per pass, `pass_units`; a backward counts as 2 units, as its FLOPs do). However small a unit's arithmetic, it costs at
+least the hardware's measured `op_latency_s` t (dispatch, launch, thread synchronisation), so
+the span is D * t, and a greedy schedule satisfies
 
-    max(W/p, D) <= T_p <= W/p + D
+    max(W/p, D * t) <= T <= W/p + D * t
 
-and the stage's predicted time is the lower bound max(W/p, D).
+The stage's predicted time_s is the bound that matches how the device dispatches:
+* overlaps_latency=True (GPU: the host enqueues kernels on a stream ahead of the device) ->
+  the lower bound max(W/p, D * t): a unit costs max(work, latency).
+* overlaps_latency=False (CPU, eager PyTorch: the thread that dispatches an op then runs it)
+  -> the upper bound W/p + D * t: a unit costs work + latency.
+A row with no measured latency (every datasheet row: no datasheet states one) has no span:
+depth_time_s and brent_upper_s are None and time_s is the roofline W/p, a lower bound only.
 
     from rlbench.perfmodel import get_hardware
     from rlbench.perfmodel.roofline import Work, build_stage
@@ -38,7 +47,7 @@ from rlbench.perfmodel.hardware import Hardware
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Work:
-    """What one GPU does in sequence on the stage's critical path."""
+    """What one device does in sequence on the stage's critical path."""
 
     flops: float
     bytes: float
@@ -53,14 +62,16 @@ class StageCost:
     model_flops: float  # FLOPs of the model math only (no recomputation): MFU's numerator
     bytes: float  # HBM bytes read + written, all GPUs
     comm: tuple[Collective, ...]  # per-GPU bytes by collective
-    depth: int  # sequential units on the critical path (decode steps, layer passes, ...)
+    depth: float  # D: sequential layer-sized units on the critical path
     compute_time_s: float
     memory_time_s: float
     comm_time_s: float | None
-    depth_time_s: float | None
-    time_s: float | None  # max(roofline, depth): Brent's lower bound
-    brent_upper_s: float | None  # roofline + depth
-    bound: str  # "compute", "memory", "comm" (largest roofline term) or "none" (no work)
+    busiest_time_s: float | None  # roofline of the busiest device's own work
+    depth_time_s: float | None  # span D * op_latency_s; None when the hardware's latency is unknown
+    time_s: float | None  # predicted: Brent's lower or upper bound, by hw.overlaps_latency
+    brent_lower_s: float | None  # max(W/p, D * t)
+    brent_upper_s: float | None  # W/p + D * t; None without a measured latency
+    bound: str  # "compute", "memory", "comm", "latency" (largest term) or "none" (no work)
     note: str = ""
 
     @property
@@ -72,17 +83,28 @@ class StageCost:
 
     @property
     def roofline_s(self) -> float | None:
-        if self.comm_time_s is None:
+        """W/p: the largest of the roofline terms (the busiest device's included)."""
+        if self.comm_time_s is None or self.busiest_time_s is None:
             return None
-        return max(self.compute_time_s, self.memory_time_s, self.comm_time_s)
+        return max(self.compute_time_s, self.memory_time_s, self.comm_time_s, self.busiest_time_s)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "gpus": self.gpus, "flops": self.flops, "model_flops": self.model_flops,
                 "bytes": self.bytes, "comm_bytes": self.comm_bytes, "depth": self.depth,
                 "compute_time_s": self.compute_time_s, "memory_time_s": self.memory_time_s,
-                "comm_time_s": self.comm_time_s, "depth_time_s": self.depth_time_s, "time_s": self.time_s,
-                "brent": {"lower_s": self.time_s, "upper_s": self.brent_upper_s},
+                "comm_time_s": self.comm_time_s, "busiest_time_s": self.busiest_time_s,
+                "depth_time_s": self.depth_time_s, "time_s": self.time_s,
+                "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
                 "bound": self.bound, "note": self.note}
+
+
+def pass_units(layers: int) -> int:
+    """Sequential units of one forward pass: its layers, plus one for the model's ends (embedding,
+    rotary tables, mask, final norm, head) and one for what consumes the logits (the sampler in
+    generation, the loss or log-prob gather in training); each is a chain of about as many small
+    kernels as a layer (on the probe's CPU, Hugging Face generate at hidden 64 costs (L + 2) x
+    0.5 ms per step, the probed layer 0.44 ms)."""
+    return layers + 2
 
 
 def _times(hw: Hardware, achievable: float, gpus: int, flops: float, nbytes: float,
@@ -93,29 +115,36 @@ def _times(hw: Hardware, achievable: float, gpus: int, flops: float, nbytes: flo
     return compute, memory, (None if link is None else link / achievable)
 
 
+def brent(work_s: float, depth: float, hw: Hardware) -> tuple[float | None, float, float | None, float]:
+    """(span, lower, upper, predicted) for a stage whose roofline is work_s and depth D."""
+    if hw.op_latency_s is None:
+        return None, work_s, None, work_s
+    span = depth * hw.op_latency_s
+    lower, upper = max(work_s, span), work_s + span
+    return span, lower, upper, (lower if hw.overlaps_latency else upper)
+
+
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
-                comm: tuple[Collective, ...], depth: int, critical: Work, model_flops: float | None = None,
+                comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
                 note: str = "") -> StageCost:
-    """Time a stage from its totals (W/p) and its critical-path work (D)."""
+    """Time a stage from its totals (W/p), its busiest device's work and its depth D."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
     compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm)
     d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm)
-    if link is None or d_link is None:
-        roof = depth_time = time = upper = None
-    else:
-        roof = max(compute, memory, link)
-        depth_time = max(d_compute, d_memory, d_link)
-        time, upper = max(roof, depth_time), roof + depth_time
-    terms = {"compute": compute, "memory": memory, "comm": link if link is not None else 0.0}
+    busiest = span = lower = upper = time = None
+    if link is not None and d_link is not None:
+        busiest = max(d_compute, d_memory, d_link)
+        span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
+    terms = {"compute": compute, "memory": memory, "comm": link or 0.0, "latency": span or 0.0}
     return StageCost(name=name, gpus=gpus, flops=flops, model_flops=flops if model_flops is None else model_flops,
                      bytes=bytes, comm=comm, depth=depth, compute_time_s=compute, memory_time_s=memory,
-                     comm_time_s=link, depth_time_s=depth_time, time_s=time, brent_upper_s=upper,
-                     bound=max(terms, key=terms.__getitem__), note=note)
+                     comm_time_s=link, busiest_time_s=busiest, depth_time_s=span, time_s=time,
+                     brent_lower_s=lower, brent_upper_s=upper, bound=max(terms, key=terms.__getitem__), note=note)
 
 
 def empty_stage(name: str, *, gpus: int = 0, note: str = "") -> StageCost:
     """A stage this step does not run (or whose work is off the GPUs): zero cost."""
     return StageCost(name=name, gpus=gpus, flops=0.0, model_flops=0.0, bytes=0.0, comm=(), depth=0,
-                     compute_time_s=0.0, memory_time_s=0.0, comm_time_s=0.0, depth_time_s=0.0, time_s=0.0,
-                     brent_upper_s=0.0, bound="none", note=note)
+                     compute_time_s=0.0, memory_time_s=0.0, comm_time_s=0.0, busiest_time_s=0.0,
+                     depth_time_s=0.0, time_s=0.0, brent_lower_s=0.0, brent_upper_s=0.0, bound="none", note=note)

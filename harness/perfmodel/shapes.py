@@ -57,6 +57,9 @@ class WorkloadShape:
     gradient_checkpointing: bool = False
     fixed_length: bool = True
     mean_response_len: float | None = None  # only with fixed_length=False; None: response_len
+    # True: a prompt's G samples share one prefill (vLLM n > 1, prefix caching); False: every
+    # sequence is prefilled (Hugging Face generate on G repeated rows: TRL without vLLM).
+    shared_prefill: bool = True
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
@@ -65,7 +68,7 @@ class WorkloadShape:
         _positive(own, "prompt_len", self.prompt_len, minimum=0)
         _choice(own, "algorithm", self.algorithm, ALGORITHMS)
         for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
-                      "gradient_checkpointing", "fixed_length"):
+                      "gradient_checkpointing", "fixed_length", "shared_prefill"):
             _boolean(own, field, getattr(self, field))
         if self.micro_batch_tokens is not None:
             _positive(own, "micro_batch_tokens", self.micro_batch_tokens)

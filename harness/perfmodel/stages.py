@@ -19,8 +19,10 @@ Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x 
   DDP all-reduces gradients once per step: 2(n-1)/n either way. TP: 2 all-reduces per layer forward, 2 backward (and 2 more
   for a recomputed forward). Ulysses SP: 4 all-to-alls per layer and pass. PP: activations
   to the next stage forward, gradients back.
-* Depth: m micro-batches per mini-batch in sequence, each L/pp layers; a pipeline adds
-  pp - 1 micro-batch slots per mini-batch (the 1F1B bubble).
+* Depth: m micro-batches per mini-batch in sequence, each a pass of L/pp layers + 2
+  units (roofline.pass_units), x3 for training (a backward counts 2 units, as its FLOPs do;
+  x4 with checkpointing); a pipeline adds pp - 1 micro-batch slots per mini-batch (the 1F1B
+  bubble).
 
     from rlbench.perfmodel.stages import build_stages
     for stage in build_stages(arch, shape, parallel, hw, achievable=1.0):
@@ -36,7 +38,7 @@ from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.comm import (Collective, all_gather_bytes, all_reduce_bytes, all_to_all_bytes,
                                     link_bandwidth, merge)
 from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage
+from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.rollout import ACT_BYTES, decode_stage, prefill_stage
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
@@ -109,12 +111,15 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
     return build_stage(name, hw=hw, achievable=achievable, gpus=gpus, flops=flops, model_flops=model_flops,
                        bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
-                       depth=steps * (micro + pp - 1) * math.ceil(arch.layers / pp))
+                       depth=steps * (micro + pp - 1) * passes * pass_units(math.ceil(arch.layers / pp)))
 
 
 def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
     """GAE: ~5 FLOPs and 16 bytes (reward, value, advantage, return in fp32) per response token, a
-    reverse scan of depth R; GRPO: group normalisation, ~2 FLOPs and 8 bytes per token, depth 1."""
+    reverse scan of depth R; GRPO: group normalisation, ~2 FLOPs and 8 bytes per token, depth 1.
+
+    A scan step is a few elementwise kernels, fewer than a layer's, so R units over-count its
+    latency: an upper estimate where op_latency_s is known."""
     tokens = shape.sequences * shape.mean_response
     per_flop, per_byte, depth = (5, 16, shape.response_len) if shape.has_critic else (2, 8, 1)
     gpus = par.trainer_gpus
