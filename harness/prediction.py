@@ -16,8 +16,8 @@ from typing import Any
 
 from rlbench.errors import RLBenchError
 from rlbench.parallel import Parallelism
-from rlbench.perfmodel import (Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape, cpu_hardware,
-                               find_hardware, get_arch, load_hf_config, predict)
+from rlbench.perfmodel import (Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape, find_hardware,
+                               get_arch, load_hf_config, predict)
 from rlbench.workloads.spec import Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
@@ -88,11 +88,9 @@ def hardware_for(environment: dict[str, Any]) -> Hardware | None:
     """The cited row of the run's GPU, the measured CPU row on a CPU run, None for an unknown GPU."""
     if environment.get("gpus"):
         return find_hardware(environment["gpus"][0]["name"])
-    from rlbench.cpu_probe import cpu_peaks
+    from rlbench.cpu_probe import cpu_row
 
-    peaks = cpu_peaks()
-    return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"],
-                        source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
+    return cpu_row()  # peaks and per-op latency measured on this machine, cached
 
 
 def predict_run(workload: Workload, parallel: Parallelism, model: str, environment: dict[str, Any], *,

@@ -20,7 +20,9 @@ def test_json_has_the_documented_keys():
     assert names[:2] == ["generation_prefill", "generation_decode"] and "weight_sync" in names
     for stage in data["stages"]:
         assert {"name", "flops", "bytes", "comm_bytes", "time_s"} <= set(stage)
-    assert data["brent"]["lower_s"] <= data["step_time_s"] <= data["brent"]["upper_s"]
+    assert data["brent"]["lower_s"] <= data["step_time_s"]
+    # Datasheet GPU rows state no per-op latency, so the depth term (and Brent's upper bound) is unknown.
+    assert data["brent"]["upper_s"] is None
 
 
 def test_table_for_humans():

@@ -1,8 +1,11 @@
 """Work-depth performance model of an RL-for-LLM training step: pure functions and cited tables.
 
-No I/O (except `load_hf_config`, which reads one config.json), no framework imports. With
-the default achievable fraction 1.0 every time is a roofline lower bound; `brent` bounds
-bracket a greedy schedule. Formulas and sources are in each module's docstring.
+No I/O (except `load_hf_config`, which reads one config.json), no framework imports. Each
+stage costs a roofline work term W/p and a depth term D * t (D sequential layer-sized units,
+t the hardware's measured op latency; None on datasheet rows, which then get W/p alone, a
+lower bound with the default achievable fraction 1.0); Brent's bounds max(W/p, D t) and
+W/p + D t bracket a greedy schedule (roofline.py says which one is predicted, and why).
+Formulas and sources are in each module's docstring and in docs/perfmodel.md.
 
     from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
     work = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
@@ -11,7 +14,7 @@ bracket a greedy schedule. Formulas and sources are in each module's docstring.
 
 Modules: arch (shapes, parameter counts, built-in models), hardware (datasheet rows),
 shapes (workload and layout), flops (FLOP formulas), comm (collective bytes), roofline
-(stage timing and Brent bounds), rollout and stages (the ten stages), memory (per-GPU
+(stage timing, depth and Brent bounds), rollout and stages (the ten stages), memory (per-GPU
 memory), predict (the step DAG), sweep (ranked layouts).
 """
 

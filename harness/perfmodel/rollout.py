@@ -6,7 +6,8 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
 * Prefill: the G samples of a prompt share its KV cache (vLLM's n > 1 / prefix caching),
   so each prompt is prefilled once (shared_prefill=False: every sequence, as Hugging Face
   generate does with G repeated rows). Compute-bound for prompts of hundreds of tokens.
-  One forward of the replica's batch: depth L + 2 units.
+  The head runs on the last prompt position only (flops.prefill_flops). One forward of the
+  replica's batch: depth L + 2 units.
 * Decode: each step of an engine streams its weight shard from HBM once and reads the KV
   cache of every live sequence; FLOPs are 2N + 4*L*A*t per token. Memory-bound until the
   per-engine batch approaches peak / bandwidth (about 295 sequences on an H100).

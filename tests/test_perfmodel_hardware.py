@@ -1,0 +1,50 @@
+"""Hardware rows: dense peaks, citations, and no guessed numbers for unknown devices."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlbench.errors import RLBenchError
+from rlbench.perfmodel import HARDWARE, cpu_hardware, find_hardware, get_hardware
+
+
+def test_rows_are_dense_peaks() -> None:
+    # Datasheets headline 2:4-sparse tensor FLOPs; the table must hold half of them.
+    sparse_headline = {"A100-40GB": 624e12, "A100-80GB": 624e12, "H100-SXM": 1979e12, "H200": 1979e12,
+                       "B200": 4500e12, "L40S": 733e12}
+    for name, sparse in sparse_headline.items():
+        assert get_hardware(name).bf16_flops == pytest.approx(sparse / 2, rel=0.02), name  # L40S: 362.05 vs 733
+
+
+def test_published_bandwidths() -> None:
+    assert get_hardware("H100-SXM").hbm_bytes_per_s == 3.35e12
+    assert get_hardware("H200").hbm_bytes_per_s == 4.8e12
+    assert get_hardware("A100-80GB").hbm_bytes_per_s == 2039e9
+    assert get_hardware("H100-SXM").intra_node_bytes_per_s == 900e9 / 2  # NVLink, one direction
+
+
+def test_every_row_cites_a_source() -> None:
+    assert set(HARDWARE) == {"A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "L40S"}
+    for hw in HARDWARE.values():
+        assert "https://" in hw.source, hw.name
+
+
+def test_unknown_hardware_suggests_and_never_guesses() -> None:
+    with pytest.raises(RLBenchError, match=r"unknown hardware 'H10'; did you mean 'H100-SXM'"):
+        get_hardware("H10")
+    assert find_hardware("TPU-v9") is None
+    with pytest.raises(RLBenchError, match="cpu_hardware"):
+        get_hardware("cpu")
+
+
+def test_aliases() -> None:
+    assert get_hardware("h100") is get_hardware("H100-SXM")
+    assert get_hardware("NVIDIA H100 80GB HBM3") is get_hardware("H100-SXM")
+
+
+def test_cpu_row_from_measurements() -> None:
+    cpu = cpu_hardware(peak_flops=1e12, mem_bw=5e10)
+    assert (cpu.name, cpu.bf16_flops, cpu.hbm_bytes_per_s, cpu.gpus_per_node) == ("cpu", 1e12, 5e10, 1)
+    assert cpu.intra_node_bytes_per_s is None and cpu.tdp_w is None and cpu.usd_per_gpu_hour is None
+    with pytest.raises(ValueError, match=r"Hardware\.hbm_bytes_per_s"):
+        cpu_hardware(peak_flops=1e12, mem_bw=0)
