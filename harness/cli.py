@@ -119,6 +119,33 @@ def validate(workload: str) -> None:
                f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps")
 
 
+def _parse_threshold(text: str) -> float:
+    try:
+        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise RLBenchError(f"--threshold {text!r}: expected a fraction or a percentage, e.g. 5%") from None
+    if not 0 <= value < 1:
+        raise RLBenchError(f"--threshold {text!r}: must be in [0%, 100%)")
+    return value
+
+
+@main.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
+@_user_errors
+def compare(baseline: str, candidate: str, threshold: str) -> None:
+    """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold."""
+    from rlbench.compare import compare_records, format_table
+
+    results = compare_records(baseline, candidate, _parse_threshold(threshold))
+    click.echo(format_table(results))
+    regressed = [name for name, c in results if c.verdict == "regressed"]
+    if regressed:
+        click.echo(f"regressed: {', '.join(regressed)}")
+        sys.exit(1)
+
+
 def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
     """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
     from rlbench.parallel import KNOBS

@@ -1,0 +1,61 @@
+"""`rlbench compare BASELINE CANDIDATE`: per-metric ratio, significance and verdict of two run records.
+
+Records of different workloads, workload versions, frameworks or parallelism are
+refused rather than compared silently (asv drops results whose benchmark version
+changed). Only metrics with a direction are compared; warm-up steps are excluded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import RLBenchError
+from rlbench.record import load_record
+from rlbench.regression import Comparison, compare_samples
+from rlbench.schema import STEP_METRICS, SchemaError
+
+
+def _load(path: str | Path) -> dict[str, Any]:
+    try:
+        record = load_record(path)
+    except FileNotFoundError:
+        raise RLBenchError(f"{path} is not a run record folder (no run.json); pass a folder under results/") from None
+    except SchemaError as exc:
+        raise RLBenchError(f"{path}: {exc}") from None
+    if record["steps"] is None or record.get("status") != "succeeded":
+        raise RLBenchError(f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs")
+    return record
+
+
+def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal for two records to be comparable (steps and seed may differ)."""
+    workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}
+    return {"framework": record["framework"]["name"], "workload": workload, "parallel": record["parallel"]}
+
+
+def compare_records(baseline: str | Path, candidate: str | Path, threshold: float) -> list[tuple[str, Comparison]]:
+    base, cand = _load(baseline), _load(candidate)
+    key_b, key_c = configuration_key(base), configuration_key(cand)
+    if key_b != key_c:
+        differing = sorted(k for k in key_b if key_b[k] != key_c[k])
+        raise RLBenchError(f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
+                           "compare runs of one configuration")
+    results = []
+    for name, metric in STEP_METRICS.items():
+        if metric.direction == "neutral" or name not in base["steps"] or name not in cand["steps"]:
+            continue
+        b = base["steps"][base["steps"]["step"] > base["workload"]["warmup_steps"]][name]
+        c = cand["steps"][cand["steps"]["step"] > cand["workload"]["warmup_steps"]][name]
+        if b.notna().any() and c.notna().any():
+            results.append((name, compare_samples(b, c, direction=metric.direction, threshold=threshold)))
+    return results
+
+
+def format_table(results: list[tuple[str, Comparison]]) -> str:
+    lines = [f"{'metric':<26} {'unit':<10} {'better':<7} {'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"]
+    for name, c in results:
+        metric = STEP_METRICS[name]
+        lines.append(f"{name:<26} {metric.unit:<10} {metric.direction:<7} {c.ratio:7.3f} "
+                     f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}")
+    return "\n".join(lines)
