@@ -62,7 +62,9 @@ def test_sdpa_count_is_the_matmuls(backward: bool) -> None:
     passes = 3 if backward else 1  # the backward's two matmuls per forward matmul (dX, dW)
     counted, attention = _counted("sdpa", backward)
     matmuls, causal = _formula()
-    assert attention == 0  # CPU SDPA has no formula in the counter
+    # CPU SDPA has no formula in the counter; some transformers releases (5.10) compute the rotary
+    # angles with a tiny bmm (2*B*S*head_dim/2 FLOPs), which is all that may show up here.
+    assert attention <= 2 * BATCH * SEQ * CONFIG["hidden_size"] // CONFIG["num_attention_heads"] / 2
     assert counted == pytest.approx(passes * matmuls, rel=0.01)  # biases and norm weights in N: < 0.2%
     assert counted == pytest.approx(passes * (matmuls + causal), rel=0.05)  # attention is ~3% of this model
 
@@ -74,7 +76,8 @@ def test_eager_count_has_full_square_attention(backward: bool) -> None:
     matmuls, causal = _formula()
     assert counted == pytest.approx(passes * matmuls, rel=0.01)
     # eager multiplies the whole S x S score matrix: 4*L*A*S^2 per sequence, vs the causal S(S+1)/2
-    assert attention == pytest.approx(passes * causal * 2 * SEQ / (SEQ + 1), rel=1e-6)
+    # rel 1e-3 leaves room for the rotary-angle bmm some transformers releases add (~1e-4 of it)
+    assert attention == pytest.approx(passes * causal * 2 * SEQ / (SEQ + 1), rel=1e-3)
     assert counted + attention == pytest.approx(passes * (matmuls + causal), rel=0.05)
 
 
