@@ -1,10 +1,10 @@
 """Find and load workload YAML files into `Workload` dataclasses.
 
 A workload is named by its file stem (`workloads/gsm8k-grpo-tiny.yaml` is
-`gsm8k-grpo-tiny`) or given as a path. A file may start with `include: other.yaml`
-or a list of files
-(as lm-evaluation-harness task files do): the included mappings are the base, in
-order, and the file's own keys override them, nested mappings merged key by key.
+`gsm8k-grpo-tiny`) or given as a path. A file may start with `include:` naming one
+file or a list of files, as lm-evaluation-harness task files do: the included
+mappings are the base, in order, and the file's own keys override them, nested
+mappings merged key by key.
 
     rlbench validate workloads/gsm8k-grpo-tiny.yaml
 """
