@@ -53,6 +53,9 @@ def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFra
     notes = handle.notes() if handle is not None else {"disabled": "RLBENCH_SAMPLE_HZ=0"}
     if path is None or steps.empty or "step_start_unix_s" not in steps:
         return steps, notes
+    bounds = steps[["step_start_unix_s", "step_end_unix_s"]]
+    if bounds.isna().any().any():  # e.g. verl logs no wall-clock step times: keep the run-level samples only
+        return steps, {**notes, "aligned": False, "why": "the framework logged no wall-clock step boundaries"}
     per_step = per_step_telemetry(pd.read_parquet(path), steps[["step", "step_start_unix_s", "step_end_unix_s"]])
     joined = steps.merge(per_step[["step", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS), on="step", how="left")
     return joined, notes
