@@ -6,6 +6,7 @@ NVML when nvidia-ml-py is installed), so it is cheap and safe in the parent proc
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 import subprocess
@@ -49,6 +50,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache  # the machine's GPUs do not change within a process; NVML init is not free
 def gpus() -> tuple[list[dict[str, Any]], str | None]:
     """(GPUs with name and memory, driver version), empty where there is no NVIDIA GPU."""
     try:
