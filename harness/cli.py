@@ -146,6 +146,20 @@ def compare(baseline: str, candidate: str, threshold: str) -> None:
         sys.exit(1)
 
 
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True,
+              help="The HTML file to write (self-contained, opens offline).")
+@click.option("--history", is_flag=True, help="Show each metric over nights with detected change points.")
+@click.option("--threshold", default="5%", show_default=True, help="With --history: smallest change that counts.")
+@_user_errors
+def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) -> None:
+    """Render run records (folders, or results folders holding them) into one HTML report."""
+    from rlbench.reports.html import render_report
+
+    click.echo(str(render_report(list(results), out, history=history, threshold=_parse_threshold(threshold))))
+
+
 def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
     """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
     from rlbench.parallel import KNOBS

@@ -1,1 +1,1 @@
-"""Report rendering from run records (reports read only records, never a live run)."""
+"""HTML reports from run records: comparisons across runs and nightly history (`rlbench report`)."""

@@ -38,3 +38,13 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "rlbench", *args], capture_output=True, text=True,
                           env=full_env, cwd=cwd or PROJECT_ROOT, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def report_run(tmp_path_factory, model_cache) -> Path:
+    """One real 3-step TRL tiny run (2 steps after warm-up), shared by the report and nightly tests."""
+    pytest.importorskip("trl")
+    out = tmp_path_factory.mktemp("report-results")
+    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return Path(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,49 @@
+"""`rlbench report`: render run records into one self-contained HTML file.
+
+Everything the page needs is inside it: figures are base64 PNG, the stylesheet
+is inline, and there is no script, so it opens offline in any browser. The file
+is written atomically, so an interrupted report never leaves half a page.
+
+    render_report([Path("results")], Path("report.html"))
+    render_report([Path("results/nightly")], Path("history.html"), history=True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from rlbench.record import atomic_write_bytes, utc_now
+from rlbench.reports import figures, tables
+from rlbench.reports.history import history as build_history
+from rlbench.reports.load import load_runs
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("rlbench.reports", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+
+
+def render_report(paths: list[Path], out: Path, *, history: bool = False, threshold: float = 0.05) -> Path:
+    """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`."""
+    runs = load_runs(list(paths))
+    succeeded = [run for run in runs if run.record.get("status") == "succeeded"]
+    context = {
+        "title": "rlbench history" if history else "rlbench comparison",
+        "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
+        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs),
+        "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
+    }
+    if history:
+        series = build_history(succeeded, threshold)
+        context["history"] = {"series": series, "figure": figures.history_figure(series),
+                              "changes": [(s, c) for s in series for c in s.changes], "threshold": threshold}
+    else:
+        context["figures"] = figures.all_figures(succeeded)
+        context["vs_model"] = tables.vs_model_rows(succeeded)
+    html = _environment().get_template("report.html.j2").render(**context)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out, html.encode("utf-8"))
+    out.chmod(0o644)  # a report is for sharing (mkstemp creates files 0600)
+    return out

@@ -1,0 +1,117 @@
+"""The report's tables: one row per run with the headline metrics and their spread over steps.
+
+Each column names its unit and its direction (↑ higher is better, ↓ lower is better),
+so a reader never has to guess. Spread is the standard deviation over post-warm-up
+steps; `n` is how many steps that is. Values come from the record's own summary
+(computed by the runner when the run ended), never recomputed differently here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from rlbench.reports.load import RunView
+from rlbench.schema import STAGES
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    unit: str
+    direction: str  # "higher" | "lower" | "neutral"
+
+    @property
+    def header(self) -> str:
+        arrow = {"higher": " ↑", "lower": " ↓"}.get(self.direction, "")
+        return f"{self.title} ({self.unit}){arrow}"
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or not math.isfinite(value):
+        return "–"
+    if abs(value) >= 1e6 or (value != 0 and abs(value) < 1e-3):
+        return f"{value:.{digits - 1}e}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def _spread(summary: dict[str, Any], name: str, scale: float = 1.0) -> str:
+    s = summary.get(name)
+    if not s:
+        return "–"
+    return f"{_fmt(s['median'] * scale)} ± {_fmt(s['std'] * scale, 2)} (n={s['n']})"
+
+
+def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the framework × workload × parallelism table."""
+    columns = [
+        Column("step time", "s", "lower"), Column("throughput", "tokens/s", "higher"),
+        Column("throughput per GPU", "tokens/s/GPU", "higher"), Column("MFU", "%", "higher"),
+        Column("peak memory", "GB", "lower"), Column("energy per 1M tokens", "kJ", "lower"),
+        Column("cost per 1M tokens", "USD", "lower"), Column("reward", "1", "higher"),
+    ]
+    headers = ["run", "status", *(c.header for c in columns)]
+    rows = []
+    for run in runs:
+        summary = run.record.get("summary") or {}
+        costs = run.record.get("costs") or {}
+        # The GPU peak where there is one; a CPU run's peak is its process tree's resident memory.
+        memory = "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
+        energy = costs.get("energy_per_mtok_j")
+        rows.append([
+            run.label, run.record.get("status", "?"),
+            _spread(summary, "step_time_s"), _spread(summary, "tokens_per_s"),
+            _spread(summary, "tokens_per_s_per_gpu"), _spread(summary, "mfu", 100.0),
+            _spread(summary, memory) + ("" if memory == "peak_device_memory_gb" or memory not in summary else " host"),
+            _fmt(energy / 1e3 if energy is not None else None), _fmt(costs.get("cost_per_mtok_usd")),
+            _spread(summary, "reward_mean"),
+        ])
+    return headers, rows
+
+
+def stage_medians(run: RunView) -> dict[str, float]:
+    """Median seconds of each stage the framework reported, over post-warm-up steps."""
+    summary = run.record.get("summary") or {}
+    return {stage: summary[f"time_{stage}_s"]["median"] for stage in STAGES if f"time_{stage}_s" in summary}
+
+
+def vs_model_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    headers = ["run", "stage", "measured (s)", "predicted (s)", "measured / predicted"]
+    rows = []
+    for run in runs:
+        vs = run.record.get("vs_model") or {}
+        for stage, row in {**vs.get("stages", {}), "whole step": vs.get("step") or {}}.items():
+            if row:
+                rows.append([run.label, stage, _fmt(row.get("measured_s")), _fmt(row.get("predicted_s")),
+                             _fmt(row.get("measured_over_predicted"))])
+        if vs.get("bubble") is not None:
+            rows.append([run.label, "bubble 1 − W/(p·T)", "", "", _fmt(vs["bubble"])])
+    return headers, rows
+
+
+def environment_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    headers = ["run", "record", "framework", "rlbench", "hardware", "packages", "started (UTC)", "duration (s)"]
+    rows = []
+    for run in runs:
+        r, env = run.record, run.record.get("environment") or {}
+        gpus = env.get("gpus") or []
+        hardware = (f"{len(gpus)} × {gpus[0].get('name', 'GPU')}, driver {env.get('driver')}" if gpus
+                    else f"CPU: {env.get('cpu_model')} × {env.get('cpu_count')} cores, {_fmt(env.get('memory_gb'))} GB")
+        packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
+        fw = r["framework"]
+        rows.append([run.label, run.path.name, f"{fw['name']} {fw.get('version')}" + ("" if fw.get("tested") else " (untested)"),
+                     f"{r.get('rlbench', {}).get('version')} @ {str(r.get('rlbench', {}).get('git_sha') or '')[:10]}",
+                     hardware, f"Python {env.get('python')}; {packages}", r.get("started_at") or "",
+                     _fmt(r.get("duration_s"))])
+    return headers, rows
+
+
+def failure_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    headers = ["run", "record", "status", "cause", "message"]
+    rows = [[run.label, run.path.name, run.record.get("status"), (run.record.get("error") or {}).get("kind", ""),
+             (run.record.get("error") or {}).get("message", "")]
+            for run in runs if run.record.get("status") != "succeeded"]
+    return headers, rows
