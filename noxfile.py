@@ -26,6 +26,10 @@ def tests(session: nox.Session) -> None:
     """CPU test suite, including a real 2-step TRL GRPO run (GPU tests skip without a GPU)."""
     # verl installs CPU-only for its config-composition and metric-mapping tests (it cannot train on CPU).
     _install(session, "trl,verl,test")
+    # OpenRLHF without its GPU deps (flash-attn, vLLM, DeepSpeed): its CLI parser, logger and reward executor
+    # run from source in the tests; tensorboard writes and reads its event files (about 5 s in all).
+    session.install("--no-deps", "openrlhf==0.11.2")
+    session.install("tensorboard>=2.14")
     session.run("pytest", *(session.posargs or ["-q"]))
 
 

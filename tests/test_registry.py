@@ -19,7 +19,8 @@ def test_get_known_adapter():
 
 
 def test_typo_suggests_the_nearest_name():
-    with pytest.raises(RLBenchError, match="unknown framework 'trll'; did you mean 'trl'\\? available: trl"):
+    message = "unknown framework 'trll'; did you mean 'trl'\\? available: openrlhf, trl, verl"
+    with pytest.raises(RLBenchError, match=message):
         get_adapter("trll")
 
 
