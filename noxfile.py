@@ -1,4 +1,4 @@
-"""Sessions that set rlbench up from nothing and run it: `nox -s tests`, `nox -s demo`.
+"""Sessions that set rlbench up from nothing and run it: `nox -s tests`, `nox -s demo`, `nox -s nightly`.
 
 Each session installs into its own virtualenv. torch is pinned to the CPU build
 tested here (2.13.0); set RLBENCH_TORCH to another requirement (e.g. "torch" for a
@@ -38,3 +38,15 @@ def demo(session: nox.Session) -> None:
     """The embedded default benchmark: TRL GRPO on GSM8K with a tiny offline model, on CPU."""
     _install(session, "trl")
     session.run("rlbench", "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", *session.posargs)
+
+
+@nox.session
+def nightly(session: nox.Session) -> None:
+    """The nightly GPU benchmark matrix (benchmarks/nightly.yaml): compare with the baseline, fail on regression.
+
+    Meant for GPU runners: set RLBENCH_TORCH=torch (a CUDA build) and RLBENCH_NIGHTLY_DIR.
+    RLBENCH_NIGHTLY_EXTRAS picks the frameworks installed (default trl,verl,gpu).
+    Arguments after `--` go to `rlbench nightly` (e.g. --config other.yaml --update-baseline).
+    """
+    _install(session, os.environ.get("RLBENCH_NIGHTLY_EXTRAS", "trl,verl,gpu"))
+    session.run("rlbench", "nightly", *(session.posargs or ["--config", "benchmarks/nightly.yaml"]))

@@ -160,6 +160,24 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
     click.echo(str(render_report(list(results), out, history=history, threshold=_parse_threshold(threshold))))
 
 
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("benchmarks/nightly.yaml"), show_default=True, help="Matrix, baseline folder, threshold.")
+@click.option("--update-baseline", is_flag=True, help="After a clean night, copy its records into the baseline folder.")
+@_user_errors
+def nightly(config_path: Path, update_baseline: bool) -> None:
+    """Run the nightly matrix, compare with the baseline, write reports; exit 1 on regression or failure."""
+    from rlbench.nightly import format_night, run_night
+    from rlbench.nightly_config import load_nightly_config
+
+    night_dir, night = run_night(load_nightly_config(config_path), update_baseline=update_baseline,
+                                 echo=lambda line: click.echo(line, err=True))
+    click.echo(format_night(night))
+    click.echo(str(night_dir))
+    if night["status"] != "passed":
+        sys.exit(1)
+
+
 def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
     """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
     from rlbench.parallel import KNOBS

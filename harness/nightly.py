@@ -1,0 +1,156 @@
+"""`rlbench nightly`: run the fixed benchmark matrix, compare each run with its baseline, report.
+
+One night is one folder `<results>/<UTC time>/` holding a record per benchmark,
+`nightly.json` (what ran, against which baseline, every metric's verdict) and
+`report.html`; `<results>/history.html` is redrawn over every night so far.
+A benchmark that fails is recorded and the matrix goes on. The night fails
+(exit 1) when any benchmark failed or any metric regressed significantly beyond
+the threshold (`rlbench compare`'s rule); a benchmark with no baseline yet is
+reported, not failed, so the first night can seed the baseline
+(`--update-baseline` copies a clean night's records into it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from rlbench.compare import compare_records, configuration_key
+from rlbench.errors import RLBenchError
+from rlbench.nightly_config import Benchmark, NightlyConfig
+from rlbench.record import RUN_FILE, load_record, utc_now, write_json
+
+NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
+
+
+def _spec(bench: Benchmark, out: Path):
+    from rlbench.parallel import parse_parallel
+    from rlbench.runspec import RunSpec
+    from rlbench.workloads.catalog import load_workload
+
+    workload = load_workload(bench.workload)
+    return RunSpec(framework=bench.framework, workload=workload.with_steps(bench.steps) if bench.steps else workload,
+                   parallel=parse_parallel(bench.parallel), seed=bench.seed, out=out,
+                   timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", 7200.0)))
+
+
+def new_night_dir(results: Path) -> Path:
+    """A fresh folder named by UTC time; two jobs starting in the same second get distinct names."""
+    results.mkdir(parents=True, exist_ok=True)
+    stamp = utc_now()[:19].replace("-", "").replace(":", "") + "Z"
+    for suffix in ["", *(f"-{i}" for i in range(1, 100))]:
+        try:
+            (path := results / f"{stamp}{suffix}").mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise RLBenchError(f"could not create a new night folder under {results}")
+
+
+def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
+    """The newest succeeded baseline record of the same configuration, if any."""
+    if not baseline_dir.is_dir():
+        return None
+    key, found = configuration_key(record), []
+    for run_json in baseline_dir.rglob(RUN_FILE):
+        try:
+            candidate = load_record(run_json.parent)
+        except (ValueError, KeyError):
+            continue  # not a record this rlbench can read: never a silent baseline
+        if candidate.get("status") == "succeeded" and configuration_key(candidate) == key:
+            found.append((candidate.get("started_at") or "", run_json.parent))
+    return max(found)[1] if found else None
+
+
+def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, Any]:
+    """Compare one finished run with its baseline: per-metric verdicts and the regressed ones."""
+    baseline = find_baseline(baseline_dir, load_record(record_dir))
+    if baseline is None:
+        return {"baseline": None, "comparisons": {}, "regressed": [], "note": "no baseline of this configuration yet"}
+    results = compare_records(baseline, record_dir, threshold)
+    return {"baseline": str(baseline),
+            "comparisons": {name: dataclasses.asdict(c) for name, c in results},
+            "regressed": [name for name, c in results if c.verdict == "regressed"]}
+
+
+def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
+    from rlbench.runner import RunFailed, RunInterrupted, execute
+
+    entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
+    before = set(night_dir.iterdir())
+    try:
+        entry.update(status="succeeded", record=str(execute(_spec(bench, night_dir), echo=echo)))
+    except RunInterrupted:
+        raise
+    except RunFailed as exc:
+        created = sorted(p for p in set(night_dir.iterdir()) - before if p.is_dir())
+        entry.update(status="failed", error=str(exc), record=str(created[-1]) if created else None)
+    except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
+        entry.update(status="not run", error=str(exc))
+    return entry
+
+
+def run_night(config: NightlyConfig, *, update_baseline: bool = False,
+              echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+    """Run the matrix into a new night folder; returns it and the night summary (also in nightly.json)."""
+    from rlbench.reports.html import render_report
+
+    night_dir = new_night_dir(config.results)
+    night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
+                             "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}
+    write_json(night_dir / NIGHT_FILE, night)
+    try:
+        for bench in config.matrix:
+            echo(f"nightly: {bench.framework} on {bench.workload} {' '.join(bench.parallel)}".rstrip())
+            entry = _run_one(bench, night_dir, echo)
+            if entry["status"] == "succeeded":
+                entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
+            night["benchmarks"].append(entry)
+            write_json(night_dir / NIGHT_FILE, night)  # a killed job still leaves what finished
+    except BaseException:
+        night.update(status="interrupted", ended_at=utc_now())
+        write_json(night_dir / NIGHT_FILE, night)
+        raise
+    entries = night["benchmarks"]
+    failed = [e for e in entries if e["status"] != "succeeded"]
+    regressed = [e for e in entries if e.get("regressed")]
+    night.update(status="regressed" if regressed else "failed" if failed else "passed", ended_at=utc_now())
+    records = [Path(e["record"]) for e in entries if e["record"]]
+    baselines = [Path(e["baseline"]) for e in entries if e.get("baseline")]
+    if records:
+        render_report(list(dict.fromkeys(records + baselines)), night_dir / REPORT_FILE)
+        render_report([config.results], config.results / HISTORY_FILE, history=True, threshold=config.threshold)
+        night["report"], night["history"] = str(night_dir / REPORT_FILE), str(config.results / HISTORY_FILE)
+    if update_baseline and night["status"] == "passed":
+        night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
+    write_json(night_dir / NIGHT_FILE, night)
+    return night_dir, night
+
+
+def _promote(record_dir: Path, baseline_dir: Path) -> Path:
+    """Copy a record into the baseline folder under a temporary name, then rename: never half a baseline."""
+    baseline_dir.mkdir(parents=True, exist_ok=True)
+    target, staging = baseline_dir / record_dir.name, baseline_dir / f".{record_dir.name}.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(record_dir, staging)
+    staging.rename(target)
+    return target
+
+
+def format_night(night: dict[str, Any]) -> str:
+    lines = []
+    for e in night["benchmarks"]:
+        what = f"{e['framework']} {e['workload']} {' '.join(e['parallel'])}".strip()
+        if e["status"] != "succeeded":
+            lines.append(f"{what}: {e['status']}: {e.get('error', '')[:200]}")
+        elif e.get("baseline") is None:
+            lines.append(f"{what}: ok, no baseline yet")
+        else:
+            verdicts = ", ".join(f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items()
+                                 if m in ("step_time_s", "tokens_per_s", "mfu"))
+            lines.append(f"{what}: {'REGRESSED ' + ', '.join(e['regressed']) if e['regressed'] else 'ok'} ({verdicts})")
+    lines.append(f"night {night['status']}" + (f"; report: {night['report']}" if night.get("report") else ""))
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""`rlbench nightly` on CPU: a real TRL run against a stored baseline, a regression fails the night.
+
+The baseline is a real run's record with its step series rewritten to 10 ms steps,
+so tonight's real run is surely slower; a second baseline, a copy of tonight's
+run three times slower than its slowest step, must read as an improvement.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from rlbench.errors import RLBenchError
+from rlbench.nightly import judge
+from rlbench.nightly_config import load_nightly_config
+from tests.conftest import PROJECT_ROOT, run_cli
+
+STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
+
+
+def _baseline(source: Path, folder: Path, step_s: float) -> Path:
+    """A copy of a real record whose 5 steps each take about `step_s` seconds (1% spread between steps).
+
+    Stage times and throughputs are scaled by the same factor, so the copy reads
+    as the same work done at another speed.
+    """
+    run = folder / f"{source.name}-{step_s:g}s"
+    shutil.copytree(source, run)
+    steps = pd.read_parquet(run / "steps.parquet")
+    row = steps.iloc[-1]
+    rows = []
+    for step in range(1, STEPS + 1):
+        factor = step_s * (1 + 0.01 * step) / row["step_time_s"]
+        scaled = {name: row[name] * factor for name in steps if name.startswith("time_") or name == "step_time_s"}
+        scaled |= {name: row[name] / factor for name in steps if name.endswith("tokens_per_s")}
+        rows.append({**row.to_dict(), **scaled, "step": step})
+    pd.DataFrame(rows).astype(steps.dtypes.to_dict()).to_parquet(run / "steps.parquet", index=False)
+    record = json.loads((run / "run.json").read_text())
+    record["workload"]["steps"] = STEPS
+    (run / "run.json").write_text(json.dumps(record))
+    return run
+
+
+def _config(tmp_path: Path, matrix: list[dict]) -> Path:
+    path = tmp_path / "nightly.yaml"
+    path.write_text(yaml.safe_dump({"results": "runs", "baseline": "baseline", "threshold": "5%", "matrix": matrix}))
+    return path
+
+
+@pytest.mark.slow
+def test_a_slower_night_fails_and_the_matrix_goes_on(report_run, tmp_path):
+    # Steps of 10 ms: far faster than any real TRL step, so tonight's run is surely slower on any machine.
+    fast = _baseline(report_run, tmp_path / "baseline", step_s=0.01)
+    config = _config(tmp_path, [
+        {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS},
+        {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS, "parallel": ["dp=8"]},  # refused here
+    ])
+    result = run_cli("nightly", "--config", str(config), "--update-baseline", timeout=600)
+    assert result.returncode == 1, result.stderr
+    night_dir = Path(result.stdout.strip().splitlines()[-1])
+    night = json.loads((night_dir / "nightly.json").read_text())
+    assert night["status"] == "regressed" and night["ended_at"]
+    ran, refused = night["benchmarks"]
+    assert ran["status"] == "succeeded" and ran["baseline"] == str(fast)
+    assert "step_time_s" in ran["regressed"] and "tokens_per_s" in ran["regressed"]
+    assert ran["comparisons"]["step_time_s"]["ratio"] > 10
+    assert refused["status"] == "not run" and "dp=8" in refused["error"]
+    assert "REGRESSED" in result.stdout
+    assert (night_dir / "report.html").is_file() and (tmp_path / "runs" / "history.html").is_file()
+    assert not (tmp_path / "baseline" / Path(ran["record"]).name).exists()  # a bad night never becomes the baseline
+
+    tonight = pd.read_parquet(Path(ran["record"]) / "steps.parquet")["step_time_s"]
+    slow = _baseline(Path(ran["record"]), tmp_path / "slow-baseline", step_s=3 * tonight.max())
+    verdict = judge(Path(ran["record"]), slow.parent, 0.05)
+    assert verdict["baseline"] == str(slow) and verdict["regressed"] == []
+    assert verdict["comparisons"]["step_time_s"]["verdict"] == "improved"
+    assert judge(Path(ran["record"]), tmp_path / "none", 0.05)["note"].startswith("no baseline")
+
+
+def test_the_shipped_matrix_is_valid(monkeypatch):
+    monkeypatch.setenv("RLBENCH_NIGHTLY_DIR", "/var/lib/rlbench")
+    config = load_nightly_config(PROJECT_ROOT / "benchmarks" / "nightly.yaml")
+    assert config.baseline == Path("/var/lib/rlbench/baseline") and config.threshold == 0.05
+    from rlbench.adapters.registry import available
+    from rlbench.parallel import parse_parallel
+    from rlbench.workloads.catalog import load_workload
+
+    for bench in config.matrix:
+        assert bench.framework in available()
+        load_workload(bench.workload)
+        assert parse_parallel(bench.parallel).world_size == 8
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("matrix: []\nresults: r\nbaseline: b\n", "'matrix' must be a non-empty list"),
+    ("matrix: [{framework: trl}]\nresults: r\nbaseline: b\n", "'workload' is required"),
+    ("matrix: [{framework: trl, workload: w, gpus: 8}]\nresults: r\nbaseline: b\n", "unknown key(s) gpus"),
+    ("matrix: [{framework: trl, workload: w}]\nresults: ${RLBENCH_UNSET_FOR_TEST}/r\nbaseline: b\n", "unset environment"),
+    ("matrix: [{framework: trl, workload: w}\n", "not valid YAML at line"),
+])
+def test_bad_configs_are_refused_by_name(tmp_path, text, problem):
+    path = tmp_path / "n.yaml"
+    path.write_text(text)
+    with pytest.raises(RLBenchError, match=None) as info:
+        load_nightly_config(path)
+    assert problem in str(info.value)
+
+
+def test_nightly_cli_reports_a_missing_config(tmp_path):
+    result = run_cli("nightly", "--config", str(tmp_path / "absent.yaml"))
+    assert result.returncode == 2 and result.stderr.startswith("error: nightly config") and "Traceback" not in result.stderr
