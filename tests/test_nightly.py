@@ -82,9 +82,10 @@ def test_a_slower_night_fails_and_the_matrix_goes_on(report_run, tmp_path):
     assert judge(Path(ran["record"]), tmp_path / "none", 0.05)["note"].startswith("no baseline")
 
 
-def test_the_shipped_matrix_is_valid(monkeypatch):
+@pytest.mark.parametrize("name", ["nightly.yaml", "nightly-openrlhf.yaml"])
+def test_the_shipped_matrix_is_valid(monkeypatch, name):
     monkeypatch.setenv("RLBENCH_NIGHTLY_DIR", "/var/lib/rlbench")
-    config = load_nightly_config(PROJECT_ROOT / "benchmarks" / "nightly.yaml")
+    config = load_nightly_config(PROJECT_ROOT / "benchmarks" / name)
     assert config.baseline == Path("/var/lib/rlbench/baseline") and config.threshold == 0.05
     from rlbench.adapters.registry import available
     from rlbench.parallel import parse_parallel
@@ -114,3 +115,14 @@ def test_bad_configs_are_refused_by_name(tmp_path, text, problem):
 def test_nightly_cli_reports_a_missing_config(tmp_path):
     result = run_cli("nightly", "--config", str(tmp_path / "absent.yaml"))
     assert result.returncode == 2 and result.stderr.startswith("error: nightly config") and "Traceback" not in result.stderr
+
+
+def test_the_workflow_runs_the_shipped_configs_on_gpu_runners():
+    workflow = yaml.safe_load((PROJECT_ROOT / ".github" / "workflows" / "nightly.yml").read_text())
+    job = workflow["jobs"]["benchmark"]
+    assert "gpu" in job["runs-on"] and "self-hosted" in job["runs-on"]
+    assert workflow[True]["schedule"][0]["cron"]  # PyYAML reads the key `on` as True
+    for suite in job["strategy"]["matrix"]["include"]:
+        assert (PROJECT_ROOT / suite["config"]).is_file()
+    run_step = next(s for s in job["steps"] if s.get("name", "").startswith("Run the matrix"))
+    assert "nox -s nightly" in run_step["run"] and run_step["shell"] == "bash"
