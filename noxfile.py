@@ -25,7 +25,8 @@ def _install(session: nox.Session, extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """CPU test suite, including a real 2-step TRL GRPO run (GPU tests skip without a GPU)."""
     # verl installs CPU-only for its config-composition and metric-mapping tests (it cannot train on CPU).
-    _install(session, "trl,verl,test")
+    # ray: the sweep's Ray executor is tested against a loopback Ray head (ray[default], ~30 s to install).
+    _install(session, "trl,verl,ray,test")
     # OpenRLHF without its GPU deps (flash-attn, vLLM, DeepSpeed): its CLI parser, logger and reward executor
     # run from source in the tests; tensorboard writes and reads its event files (about 5 s in all).
     session.install("--no-deps", "openrlhf==0.11.2")

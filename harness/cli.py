@@ -237,5 +237,70 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         click.echo(sweep_table(ranked, skipped))
 
 
+@main.command()
+@click.option("--framework", help="Framework adapters, comma-separated: verl,openrlhf,trl.")
+@click.option("--workload", help="Workloads (names or YAML paths), comma-separated.")
+@click.option("--grid", "grid", multiple=True, metavar="KNOB=V1,V2",
+              help="Sweep a --parallel knob over values, repeatable: the grid is their product.")
+@click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="A knob fixed for every run.")
+@click.option("--steps", type=click.IntRange(min=1), help="Override the workloads' number of RL steps.")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs of each configuration (reported with their spread).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run (repeats share it).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives the sweep folder (index and one record per run).")
+@click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="local: one run after another here; ray: each run a job on a Ray cluster.")
+@click.option("--ray-address", help="Ray dashboard (job API) address, e.g. http://127.0.0.1:8265 (default $RAY_ADDRESS).")
+@click.option("--resume", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Continue an interrupted sweep folder: runs only the cells not finished.")
+@_user_errors
+def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], parallel: tuple[str, ...],
+          steps: int | None, repeats: int, seed: int, out: Path, executor_kind: str, ray_address: str | None,
+          resume: Path | None) -> None:
+    """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
+    from rlbench import sweep as sweeps
+    from rlbench.executors import make_executor, sigterm_as_ctrl_c
+    from rlbench.sweep_index import load_index
+    from rlbench.sweep_spread import format_summary, refusals
+
+    request = None
+    if framework or workload or grid:
+        if not (framework and workload):
+            raise RLBenchError("sweep: give both --framework and --workload (or only --resume SWEEP_DIR)")
+        request = sweeps.SweepRequest(
+            frameworks=sweeps.parse_list(framework), workloads=sweeps.parse_list(workload),
+            grid=sweeps.parse_grid(grid), parallel=parallel, steps=steps, seed=seed, repeats=repeats,
+            timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+    elif resume is None:
+        raise RLBenchError("sweep: give --framework and --workload, or --resume SWEEP_DIR")
+    executor = make_executor(executor_kind, ray_address)
+    sigterm_as_ctrl_c()  # `kill` stops the current run cleanly, like Ctrl-C
+    if resume is not None:
+        sweeps.check_resume(resume, request)
+        sweep_dir = resume
+    else:
+        sweep_dir = sweeps.start(request, executor, out)
+    echo = functools.partial(click.echo, err=True)
+    index = load_index(sweep_dir)
+    todo = sum(cell["status"] not in ("succeeded", "failed", "refused") for cell in index["cells"])
+    echo(f"sweep {sweep_dir}: {len(index['cells'])} cells, {todo} to run")
+    for line in refusals(index):
+        echo(f"  {line}")
+    try:
+        index = sweeps.run(sweep_dir, executor, echo)
+    except sweeps.SweepInterrupted:
+        click.echo(format_summary(load_index(sweep_dir)))
+        raise
+    click.echo(format_summary(index))
+    report = sweeps.final_report(sweep_dir, index, echo)
+    if report is not None:
+        click.echo(f"report: {report}")
+    click.echo(str(sweep_dir))
+    statuses = [cell["status"] for cell in index["cells"]]
+    if "failed" in statuses or "succeeded" not in statuses:
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     main()

@@ -94,8 +94,8 @@ def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[
         except OSError as exc:
             log.write(f"launch failed: {exc}\n".encode())
             return Outcome(None, "launch_error", 0.0)
-        on_start(process.pid)
         try:
+            on_start(process.pid)  # inside the try: a Ctrl-C while the sampler starts still stops the framework
             while process.poll() is None:
                 if time.perf_counter() - start > timeout_s:
                     _stop(process)

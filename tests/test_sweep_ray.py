@@ -1,0 +1,144 @@
+"""`rlbench sweep --executor ray` against a real Ray head started on loopback by this module.
+
+The head runs `ray start --head --block` (ray[default]: the job API is served by
+the dashboard) on free ports with its own temp folder; the sweep submits real
+`rlbench run` jobs of the TRL tiny workload through JobSubmissionClient. One job is
+stopped mid-run with `stop_job`: the sweep must record it as failed (`stopped`),
+bring its partial record back, and go on to the next run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from rlbench.record import load_record
+from rlbench.sweep_index import INDEX_FILE, load_index
+from tests.conftest import PROJECT_ROOT
+
+pytest.importorskip("trl")
+job_submission = pytest.importorskip("ray.job_submission")
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(model_cache):
+    import psutil
+
+    ray_cli = Path(sys.executable).with_name("ray")
+    temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    dashboard = _free_port()
+    # The jobs' `python` must be this interpreter: put its folder first on the head's PATH.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    head = subprocess.Popen(
+        [str(ray_cli), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(_free_port()),
+         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--num-cpus", "2", "--num-gpus", "0",
+         "--temp-dir", str(temp), "--disable-usage-stats",
+         # Every fixed default port on free ones, so other Ray instances on this machine do not clash.
+         *[arg for flag in ("--node-manager-port", "--object-manager-port", "--ray-client-server-port",
+                            "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                            "--runtime-env-agent-port", "--metrics-export-port")
+           for arg in (flag, str(_free_port()))]],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{dashboard}"
+    end = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{address}/api/version", timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > end or head.poll() is not None:
+                head.kill()
+                pytest.fail("the Ray head did not start")
+            time.sleep(1)
+    started = psutil.Process(head.pid).children(recursive=True)
+    yield address
+    head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        head.kill()
+    for proc in started:  # anything it left behind, by pid
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def _sweep(ray_head: str, out: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
+         "--steps", "2", "--out", str(out), "--executor", "ray", "--ray-address", ray_head, *args],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _training_job(client, sweep: subprocess.Popen) -> str:
+    """The id of the sweep's job once its framework has logged a step."""
+    end = time.monotonic() + 300
+    while True:
+        for job in client.list_jobs():
+            if job.status == job_submission.JobStatus.RUNNING and "step 1/2" in client.get_job_logs(job.submission_id):
+                return job.submission_id
+        assert time.monotonic() < end and sweep.poll() is None, "the job never started training"
+        time.sleep(1)
+
+
+def test_ray_sweep_survives_a_stopped_job(ray_head, tmp_path):
+    client = job_submission.JobSubmissionClient(ray_head)
+    out = tmp_path / "results"
+    sweep = _sweep(ray_head, out, "--grid", "placement=colocated,disaggregated", "--repeats", "2")
+    job_id = _training_job(client, sweep)
+    client.stop_job(job_id)
+    stdout, stderr = sweep.communicate(timeout=400)
+    assert sweep.returncode == 1, stderr  # one run failed (stopped)
+
+    (index_file,) = out.glob(f"*/{INDEX_FILE}")
+    sweep_dir = index_file.parent
+    index = load_index(sweep_dir)
+    stopped, refused, succeeded, refused_again = index["cells"]
+    assert refused["status"] == refused_again["status"] == "refused"
+    assert stopped["status"] == "failed" and stopped["error"]["kind"] == "stopped"
+    assert stopped["executor"] == {"kind": "ray", "address": ray_head, "job_id": job_id}
+    # The wrapper turned the stop into the runner's Ctrl-C and sent the partial record back.
+    assert load_record(sweep_dir / stopped["record"])["status"] == "interrupted"
+    assert stopped["error"]["log_tail"]
+    assert succeeded["status"] == "succeeded" and succeeded["executor"]["kind"] == "ray"
+    record = load_record(sweep_dir / succeeded["record"])
+    assert record["status"] == "succeeded" and record["steps"]["step"].tolist() == [1, 2]
+    assert {"framework.log", "steps.parquet", "run.json"} <= {p.name for p in (sweep_dir / succeeded["record"]).iterdir()}
+    assert client.get_job_status(succeeded["executor"]["job_id"]) == job_submission.JobStatus.SUCCEEDED
+    assert "failed: c000" in stdout and "stopped" in stdout and "step 2/2" in stderr
+
+
+def test_ctrl_c_stops_the_ray_job_and_keeps_its_record(ray_head, tmp_path):
+    client = job_submission.JobSubmissionClient(ray_head)
+    out = tmp_path / "results"
+    sweep = _sweep(ray_head, out)
+    job_id = _training_job(client, sweep)
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=200)
+    assert sweep.returncode == 130 and "rlbench sweep --resume" in stderr, stderr
+    assert client.get_job_status(job_id) == job_submission.JobStatus.STOPPED  # nothing left running on the cluster
+    (index_file,) = out.glob(f"*/{INDEX_FILE}")
+    (cell,) = load_index(index_file.parent)["cells"]
+    assert cell["status"] == "interrupted" and cell["error"]["kind"] == "interrupted"
+    assert load_record(index_file.parent / cell["record"])["status"] == "interrupted"
