@@ -26,6 +26,8 @@ PyTorch on a CPU runs each op on the thread that dispatched it, so dispatch and 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 
 from rlbench.errors import RLBenchError
@@ -49,7 +51,33 @@ class Hardware:
     gpus_per_node: int = 8
     op_latency_s: float | None = None  # seconds per sequential unit (one layer's kernel chain); None: unknown
     overlaps_latency: bool = True  # True: asynchronous dispatch (GPU streams); False: dispatch adds (CPU eager)
+    # Measured matmul FLOP/s by shape, ((rows, dim, flop_per_s), ...): a small matmul runs far below
+    # peak (cache blocking, threading overhead). Empty: every matmul at bf16_flops (datasheet rows).
+    matmul_rates: tuple[tuple[int, int, float], ...] = ()
     source: str = ""
+
+    def matmul_flops_per_s(self, rows: float | None, dim: float | None) -> float:
+        """FLOP/s of a [rows x dim] @ [dim x dim] matmul: bilinear in log-log over the measured grid,
+        clamped to its edges; the peak where nothing was measured or the shape is unknown."""
+        if not self.matmul_rates or not rows or not dim:
+            return self.bf16_flops
+        table = {(m, k): r for m, k, r in self.matmul_rates}
+        ms, ks = sorted({m for m, _ in table}), sorted({k for _, k in table})
+
+        def bracket(axis: list[int], value: float) -> tuple[int, int, float]:
+            value = min(max(value, axis[0]), axis[-1])
+            hi = next(i for i, a in enumerate(axis) if a >= value)
+            lo = max(hi - 1, 0)
+            if axis[hi] == axis[lo]:
+                return lo, hi, 0.0
+            return lo, hi, (math.log(value) - math.log(axis[lo])) / (math.log(axis[hi]) - math.log(axis[lo]))
+
+        m0, m1, fm = bracket(ms, rows)
+        k0, k1, fk = bracket(ks, dim)
+        log_rate = sum(weight * math.log(table[(ms[i], ks[j])]) for i, j, weight in
+                       ((m0, k0, (1 - fm) * (1 - fk)), (m1, k0, fm * (1 - fk)),
+                        (m0, k1, (1 - fm) * fk), (m1, k1, fm * fk)))
+        return math.exp(log_rate)
 
     def __post_init__(self) -> None:
         for field in ("bf16_flops", "hbm_bytes_per_s"):
@@ -59,6 +87,10 @@ class Hardware:
         if self.op_latency_s is not None and (not isinstance(self.op_latency_s, (int, float))
                                               or self.op_latency_s <= 0):
             raise ValueError(f"Hardware.op_latency_s={self.op_latency_s!r}: must be a positive number or None")
+        grid = {(m, k) for m, k, _ in self.matmul_rates}
+        if self.matmul_rates and (len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid})
+                                  or any(r <= 0 for _, _, r in self.matmul_rates)):
+            raise ValueError("Hardware.matmul_rates: must be a full (rows x dim) grid of positive FLOP/s")
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise ValueError(f"Hardware.gpus_per_node={self.gpus_per_node!r}: must be a positive integer")
 
@@ -120,19 +152,21 @@ def find_hardware(name: str) -> Hardware | None:
 
 
 def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None = None,
-                 mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
+                 matmul_rates: tuple[tuple[int, int, float], ...] = (), mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
                  name: str = "cpu", source: str = "measured at run time") -> Hardware:
     """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth, per-layer op latency).
 
     It has one device. Multi-device communication on a CPU row has no link bandwidth, so any
     predicted collective comes out None rather than a guess. Dispatch does not overlap the
     arithmetic on a CPU (overlaps_latency=False), so stage times are W/p + D * op_latency_s.
+    `matmul_rates` are the probe's FLOP/s by matmul shape (rows, dim), used for each stage's shape.
     """
     return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
                     hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
                     inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
                     gpus_per_node=1, op_latency_s=None if op_latency_s is None else float(op_latency_s),
-                    overlaps_latency=False, source=source)
+                    overlaps_latency=False, matmul_rates=tuple((int(m), int(k), float(r)) for m, k, r in matmul_rates),
+                    source=source)
 
 
 def with_price(hw: Hardware, usd_per_gpu_hour: float | None) -> Hardware:

@@ -71,6 +71,7 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
     return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
                        flops=prefills * per_prompt, bytes=busy * weights + prefills * kv_write,
                        comm=comm, depth=pass_units(arch.layers), critical=critical,
+                       matmul_rows=per_replica * shape.prompt_len, matmul_dim=arch.hidden,
                        note="prompt KV shared by the group's samples" if shape.shared_prefill
                        else "every sequence prefilled (no prefix sharing)")
 
@@ -95,4 +96,5 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
     return build_stage("generation_decode", hw=hw, achievable=achievable, gpus=pool,
                        flops=seqs * per_seq_flops, bytes=busy * steps * weights + seqs * per_seq_kv,
-                       comm=comm, depth=steps * pass_units(arch.layers), critical=critical, note=note)
+                       comm=comm, depth=steps * pass_units(arch.layers), critical=critical, note=note,
+                       matmul_rows=per_replica, matmul_dim=arch.hidden)  # one token per sequence per step

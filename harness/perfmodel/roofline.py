@@ -108,8 +108,8 @@ def pass_units(layers: int) -> int:
 
 
 def _times(hw: Hardware, achievable: float, gpus: int, flops: float, nbytes: float,
-           comm: tuple[Collective, ...]) -> tuple[float, float, float | None]:
-    compute = flops / (gpus * hw.bf16_flops * achievable)
+           comm: tuple[Collective, ...], rate: float) -> tuple[float, float, float | None]:
+    compute = flops / (gpus * rate * achievable)
     memory = nbytes / (gpus * hw.hbm_bytes_per_s * achievable)
     link = comm_time_s(comm)
     return compute, memory, (None if link is None else link / achievable)
@@ -126,12 +126,16 @@ def brent(work_s: float, depth: float, hw: Hardware) -> tuple[float | None, floa
 
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
                 comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
-                note: str = "") -> StageCost:
-    """Time a stage from its totals (W/p), its busiest device's work and its depth D."""
+                matmul_rows: float | None = None, matmul_dim: float | None = None, note: str = "") -> StageCost:
+    """Time a stage from its totals (W/p), its busiest device's work and its depth D.
+
+    matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
+    where the hardware row measured FLOP/s by shape (the CPU probe), compute runs at that rate."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
-    compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm)
-    d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm)
+    rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim)
+    compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm, rate)
+    d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate)
     busiest = span = lower = upper = time = None
     if link is not None and d_link is not None:
         busiest = max(d_compute, d_memory, d_link)

@@ -1,0 +1,58 @@
+"""Matmul FLOP/s by shape: the CPU row's measured grid is interpolated per stage, datasheet rows use the peak."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, predict
+from rlbench.perfmodel.arch import ModelArch
+
+GRID = ((16, 64, 1e9), (16, 256, 4e9), (1024, 64, 16e9), (1024, 256, 64e9))
+
+
+def _row(rates=GRID):
+    return cpu_hardware(100e9, 20e9, op_latency_s=1e-4, matmul_rates=rates)
+
+
+def test_grid_points_are_returned_exactly():
+    hw = _row()
+    for rows, dim, rate in GRID:
+        assert hw.matmul_flops_per_s(rows, dim) == pytest.approx(rate)
+
+
+def test_between_points_it_is_log_log_linear():
+    hw = _row()
+    # halfway in log(rows) and log(dim): the geometric mean of the four corners
+    expected = math.prod(r for _, _, r in GRID) ** 0.25
+    assert hw.matmul_flops_per_s(128, 128) == pytest.approx(expected)
+
+
+def test_outside_the_grid_it_clamps_and_without_a_grid_it_is_the_peak():
+    hw = _row()
+    assert hw.matmul_flops_per_s(1, 8) == pytest.approx(1e9)
+    assert hw.matmul_flops_per_s(1e6, 1e4) == pytest.approx(64e9)
+    assert hw.matmul_flops_per_s(None, 64) == hw.bf16_flops
+    assert _row(()).matmul_flops_per_s(16, 64) == 100e9
+
+
+def test_a_partial_grid_is_refused():
+    with pytest.raises(ValueError, match="full"):
+        _row(GRID[:3])
+
+
+def test_stages_run_at_their_own_shape():
+    arch = ModelArch(name="t", layers=2, hidden=256, heads=4, kv_heads=2, ffn=688, vocab=2048)
+    shape = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=64, response_len=32,
+                          use_kl_reference=False, recompute_old_logprob=False, shared_prefill=False,
+                          micro_batch_size=16)
+    par = ParallelShape(gpus=1)
+    flat = {s.name: s for s in predict(arch, shape, par, _row(((16, 256, 64e9), (1024, 256, 64e9),
+                                                               (16, 64, 64e9), (1024, 64, 64e9)))).stages}
+    shaped = {s.name: s for s in predict(arch, shape, par, _row()).stages}
+    # decode multiplies 16 rows (one token per sequence): the grid's slow small-matmul rate
+    assert shaped["generation_decode"].compute_time_s == pytest.approx(
+        flat["generation_decode"].compute_time_s * 64e9 / 4e9)
+    # training multiplies all 16 x 96 tokens at once: at the grid's edge, 64 GFLOP/s, as flat
+    assert shaped["actor_update"].compute_time_s == pytest.approx(flat["actor_update"].compute_time_s)
