@@ -7,6 +7,10 @@ machine does, measured with torch (the library the frameworks compute with):
   flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
   run far below the square peak on a CPU (blocking, thread start-up), and a model's stages
   differ exactly in those shapes; the model interpolates this grid per stage;
+* train_matmul_rates: the same for training, over rows x dims: FLOP/s of the forward and
+  backward of a Qwen2-style gated MLP (gate, up, down; ffn = 2.6875 x dim, Qwen2.5's ratio),
+  i.e. each matmul's three GEMMs (output, input gradient, weight gradient, the last one
+  contracting over the rows) and the activation between them;
 * mem_bytes_per_s: a large tensor copy (read + write);
 * op_latency_s: the sequential unit of the model's depth term (perfmodel/roofline.py): one
   decode step of one Qwen2/Llama-style decoder layer (RMSNorm, q/k/v/o projections with rotary
@@ -31,9 +35,10 @@ from typing import Any
 
 from rlbench.environment import cpu_model, package_version
 
-PROBE_VERSION = 3  # 2: op_latency_s added; 3: matmul_rates by shape
+PROBE_VERSION = 4  # 2: op_latency_s added; 3: matmul_rates by shape; 4: train_matmul_rates
 RATE_ROWS = (16, 64, 256, 1024, 4096)
 RATE_DIMS = (64, 128, 256, 512, 1024)
+TRAIN_ROWS = (64, 256, 1024, 2048)  # up to a 16-sequence micro-batch of ~128 tokens
 RATE_MIN_S = 0.05  # repeat a small matmul until this long has passed, so its best repeat is a clean one
 MATMUL_N = 1024  # 2*N^3 = 2.1 GFLOP per matmul: long enough to time, short on a 2-core machine
 COPY_BYTES = 256 * 2**20  # well past any cache, so the copy streams from DRAM
@@ -118,6 +123,18 @@ def measure_op_latency(repeats: int = LATENCY_REPEATS) -> float:
         return _best_seconds(lambda: layer(*args), repeats)
 
 
+def _best_of_budget(fn) -> float:
+    """Best repeat of fn, repeated at least REPEATS times and for at least RATE_MIN_S."""
+    fn()
+    best, start, count = float("inf"), time.perf_counter(), 0
+    while count < REPEATS or time.perf_counter() - start < RATE_MIN_S:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        count += 1
+    return best
+
+
 def measure_matmul_rates() -> list[list[float]]:
     """[[rows, dim, FLOP/s], ...] over RATE_ROWS x RATE_DIMS (best repeat of each shape)."""
     import torch
@@ -127,14 +144,26 @@ def measure_matmul_rates() -> list[list[float]]:
         w = torch.randn(dim, dim)
         for rows in RATE_ROWS:
             x = torch.randn(rows, dim)
-            torch.mm(x, w)
-            best, start, count = float("inf"), time.perf_counter(), 0
-            while count < REPEATS or time.perf_counter() - start < RATE_MIN_S:
-                t0 = time.perf_counter()
-                torch.mm(x, w)
-                best = min(best, time.perf_counter() - t0)
-                count += 1
-            rates.append([rows, dim, 2 * rows * dim * dim / best])
+            rates.append([rows, dim, 2 * rows * dim * dim / _best_of_budget(lambda: torch.mm(x, w))])
+    return rates
+
+
+def measure_train_matmul_rates() -> list[list[float]]:
+    """[[rows, dim, FLOP/s], ...]: forward + backward of a gated MLP over TRAIN_ROWS x RATE_DIMS."""
+    import torch
+    from torch import nn
+
+    rates = []
+    for dim in RATE_DIMS:
+        ffn = round(2.6875 * dim)
+        gate, up, down = nn.Linear(dim, ffn, bias=False), nn.Linear(dim, ffn, bias=False), nn.Linear(ffn, dim, bias=False)
+        for rows in TRAIN_ROWS:
+            x = torch.randn(rows, dim, requires_grad=True)
+
+            def step():
+                down(nn.functional.silu(gate(x)) * up(x)).sum().backward()
+
+            rates.append([rows, dim, 3 * 3 * 2 * rows * dim * ffn / _best_of_budget(step)])
     return rates
 
 
@@ -153,12 +182,14 @@ def measure() -> dict[str, Any]:
         "mem_bytes_per_s": 2 * COPY_BYTES / copy_s,
         "op_latency_s": measure_op_latency(),
         "matmul_rates": measure_matmul_rates(),
+        "train_matmul_rates": measure_train_matmul_rates(),
         "threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
         "torch": torch.__version__,
         "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
                   f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
-                  f"torch.mm [rows x dim] @ [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}",
+                  f"torch.mm [rows x dim] @ [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
+                  f"gated-MLP forward + backward, rows {TRAIN_ROWS}, dims {RATE_DIMS}",
     }
 
 
@@ -188,6 +219,7 @@ def cpu_row(peaks: dict[str, Any] | None = None):
     peaks = peaks if peaks is not None else cpu_peaks()
     return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"], op_latency_s=peaks.get("op_latency_s"),
                         matmul_rates=tuple(tuple(row) for row in peaks.get("matmul_rates", ())),
+                        train_matmul_rates=tuple(tuple(row) for row in peaks.get("train_matmul_rates", ())),
                         source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
 
 

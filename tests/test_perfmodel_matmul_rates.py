@@ -56,3 +56,16 @@ def test_stages_run_at_their_own_shape():
         flat["generation_decode"].compute_time_s * 64e9 / 4e9)
     # training multiplies all 16 x 96 tokens at once: at the grid's edge, 64 GFLOP/s, as flat
     assert shaped["actor_update"].compute_time_s == pytest.approx(flat["actor_update"].compute_time_s)
+
+
+def test_training_stages_use_the_training_grid():
+    train = tuple((m, k, r / 2) for m, k, r in GRID)
+    hw = cpu_hardware(100e9, 20e9, matmul_rates=GRID, train_matmul_rates=train)
+    assert hw.matmul_flops_per_s(16, 64, training=True) == pytest.approx(0.5e9)
+    assert hw.matmul_flops_per_s(16, 64) == pytest.approx(1e9)
+    arch = ModelArch(name="t", layers=2, hidden=256, heads=4, kv_heads=2, ffn=688, vocab=2048)
+    shape = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=64, response_len=32, micro_batch_size=16)
+    both = {s.name: s for s in predict(arch, shape, ParallelShape(gpus=1), hw).stages}
+    forward_only = {s.name: s for s in predict(arch, shape, ParallelShape(gpus=1), _row()).stages}
+    assert both["actor_update"].compute_time_s == pytest.approx(2 * forward_only["actor_update"].compute_time_s)
+    assert both["ref_logprob"].compute_time_s == pytest.approx(forward_only["ref_logprob"].compute_time_s)

@@ -54,14 +54,19 @@ class Hardware:
     # Measured matmul FLOP/s by shape, ((rows, dim, flop_per_s), ...): a small matmul runs far below
     # peak (cache blocking, threading overhead). Empty: every matmul at bf16_flops (datasheet rows).
     matmul_rates: tuple[tuple[int, int, float], ...] = ()
+    # The same for training: FLOP/s of a gated-MLP forward + backward (the three GEMMs of each matmul:
+    # output, input gradient, weight gradient, plus the activation between them) by (rows, dim).
+    train_matmul_rates: tuple[tuple[int, int, float], ...] = ()
     source: str = ""
 
-    def matmul_flops_per_s(self, rows: float | None, dim: float | None) -> float:
-        """FLOP/s of a [rows x dim] @ [dim x dim] matmul: bilinear in log-log over the measured grid,
-        clamped to its edges; the peak where nothing was measured or the shape is unknown."""
-        if not self.matmul_rates or not rows or not dim:
+    def matmul_flops_per_s(self, rows: float | None, dim: float | None, training: bool = False) -> float:
+        """FLOP/s of a [rows x dim] matmul (forward, or forward + backward when `training`):
+        bilinear in log-log over the measured grid, clamped to its edges; the peak where nothing
+        was measured or the shape is unknown."""
+        rates = self.train_matmul_rates if training and self.train_matmul_rates else self.matmul_rates
+        if not rates or not rows or not dim:
             return self.bf16_flops
-        table = {(m, k): r for m, k, r in self.matmul_rates}
+        table = {(m, k): r for m, k, r in rates}
         ms, ks = sorted({m for m, _ in table}), sorted({k for _, k in table})
 
         def bracket(axis: list[int], value: float) -> tuple[int, int, float]:
@@ -87,10 +92,12 @@ class Hardware:
         if self.op_latency_s is not None and (not isinstance(self.op_latency_s, (int, float))
                                               or self.op_latency_s <= 0):
             raise ValueError(f"Hardware.op_latency_s={self.op_latency_s!r}: must be a positive number or None")
-        grid = {(m, k) for m, k, _ in self.matmul_rates}
-        if self.matmul_rates and (len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid})
-                                  or any(r <= 0 for _, _, r in self.matmul_rates)):
-            raise ValueError("Hardware.matmul_rates: must be a full (rows x dim) grid of positive FLOP/s")
+        for field in ("matmul_rates", "train_matmul_rates"):
+            rates = getattr(self, field)
+            grid = {(m, k) for m, k, _ in rates}
+            if rates and (len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid})
+                          or any(r <= 0 for _, _, r in rates)):
+                raise ValueError(f"Hardware.{field}: must be a full (rows x dim) grid of positive FLOP/s")
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise ValueError(f"Hardware.gpus_per_node={self.gpus_per_node!r}: must be a positive integer")
 
@@ -151,21 +158,27 @@ def find_hardware(name: str) -> Hardware | None:
         return None
 
 
+def _grid(rates) -> tuple[tuple[int, int, float], ...]:
+    return tuple((int(m), int(k), float(r)) for m, k, r in rates)
+
+
 def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None = None,
-                 matmul_rates: tuple[tuple[int, int, float], ...] = (), mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
+                 matmul_rates: tuple[tuple[int, int, float], ...] = (),
+                 train_matmul_rates: tuple[tuple[int, int, float], ...] = (), mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
                  name: str = "cpu", source: str = "measured at run time") -> Hardware:
     """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth, per-layer op latency).
 
     It has one device. Multi-device communication on a CPU row has no link bandwidth, so any
     predicted collective comes out None rather than a guess. Dispatch does not overlap the
     arithmetic on a CPU (overlaps_latency=False), so stage times are W/p + D * op_latency_s.
-    `matmul_rates` are the probe's FLOP/s by matmul shape (rows, dim), used for each stage's shape.
+    `matmul_rates` / `train_matmul_rates` are the probe's FLOP/s by shape (rows, dim), forward and
+    forward + backward, used for each stage's shape.
     """
     return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
                     hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
                     inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
                     gpus_per_node=1, op_latency_s=None if op_latency_s is None else float(op_latency_s),
-                    overlaps_latency=False, matmul_rates=tuple((int(m), int(k), float(r)) for m, k, r in matmul_rates),
+                    overlaps_latency=False, matmul_rates=_grid(matmul_rates), train_matmul_rates=_grid(train_matmul_rates),
                     source=source)
 
 

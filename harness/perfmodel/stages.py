@@ -111,7 +111,7 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
     return build_stage(name, hw=hw, achievable=achievable, gpus=gpus, flops=flops, model_flops=model_flops,
                        bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
-                       matmul_rows=per_rank * shape.mean_seq_len / micro / sp, matmul_dim=arch.hidden / tp,
+                       matmul_rows=per_rank * shape.mean_seq_len / micro / sp, matmul_dim=arch.hidden / tp, training=training,
                        depth=steps * (micro + pp - 1) * passes * pass_units(math.ceil(arch.layers / pp)))
 
 
