@@ -1,4 +1,4 @@
-"""The `rlbench` command line: run, ls, validate.
+"""The `rlbench` command line: run, ls, validate, predict, compare, report, nightly, sweep.
 
 User mistakes (`RLBenchError`) print one line, `error: <problem and fix>`, and
 exit 2 with no traceback; Ctrl-C exits 130 with the partial record kept.
@@ -7,6 +7,8 @@ New knobs go into workload files or `--parallel key=value`, not new flags.
     rlbench run --framework trl --workload gsm8k-grpo-tiny
     rlbench ls
     rlbench validate gsm8k-grpo
+    rlbench report results/ --out report.html
+    rlbench sweep --framework trl --workload gsm8k-grpo-tiny --grid placement=colocated,disaggregated
 """
 
 from __future__ import annotations
