@@ -121,16 +121,6 @@ def validate(workload: str) -> None:
                f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps")
 
 
-def _parse_threshold(text: str) -> float:
-    try:
-        value = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise RLBenchError(f"--threshold {text!r}: expected a fraction or a percentage, e.g. 5%") from None
-    if not 0 <= value < 1:
-        raise RLBenchError(f"--threshold {text!r}: must be in [0%, 100%)")
-    return value
-
-
 @main.command()
 @click.argument("baseline")
 @click.argument("candidate")
@@ -138,9 +128,9 @@ def _parse_threshold(text: str) -> float:
 @_user_errors
 def compare(baseline: str, candidate: str, threshold: str) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold."""
-    from rlbench.compare import compare_records, format_table
+    from rlbench.compare import compare_records, format_table, parse_threshold
 
-    results = compare_records(baseline, candidate, _parse_threshold(threshold))
+    results = compare_records(baseline, candidate, parse_threshold(threshold))
     click.echo(format_table(results))
     regressed = [name for name, c in results if c.verdict == "regressed"]
     if regressed:
@@ -157,9 +147,10 @@ def compare(baseline: str, candidate: str, threshold: str) -> None:
 @_user_errors
 def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) -> None:
     """Render run records (folders, or results folders holding them) into one HTML report."""
+    from rlbench.compare import parse_threshold
     from rlbench.reports.html import render_report
 
-    click.echo(str(render_report(list(results), out, history=history, threshold=_parse_threshold(threshold))))
+    click.echo(str(render_report(list(results), out, history=history, threshold=parse_threshold(threshold))))
 
 
 @main.command()

@@ -28,6 +28,18 @@ def _load(path: str | Path) -> dict[str, Any]:
     return record
 
 
+def parse_threshold(text: object, where: str = "--threshold") -> float:
+    """'5%' or '0.05' -> 0.05; anything else is one RLBenchError naming `where`."""
+    raw = str(text).strip()
+    try:
+        value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError:
+        raise RLBenchError(f"{where} {raw!r}: expected a fraction or a percentage, e.g. 5%") from None
+    if not 0 <= value < 1:
+        raise RLBenchError(f"{where} {raw!r}: must be in [0%, 100%)")
+    return value
+
+
 def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
     """What must be equal for two records to be comparable (steps and seed may differ)."""
     workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}

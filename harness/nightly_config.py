@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from rlbench.compare import parse_threshold
 from rlbench.errors import RLBenchError
 
 TOP_KEYS = {"results", "baseline", "threshold", "matrix"}
@@ -51,17 +52,6 @@ def _path(value: object, key: str, where: Path) -> Path:
         raise RLBenchError(f"{where}: '{key}: {value}' uses an unset environment variable; set it or write the path")
     path = Path(expanded).expanduser()
     return path if path.is_absolute() else where.parent / path
-
-
-def parse_threshold(text: object, where: str = "--threshold") -> float:
-    raw = str(text).strip()
-    try:
-        value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
-    except ValueError:
-        raise RLBenchError(f"{where} {raw!r}: expected a fraction or a percentage, e.g. 5%") from None
-    if not 0 <= value < 1:
-        raise RLBenchError(f"{where} {raw!r}: must be in [0%, 100%)")
-    return value
 
 
 def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
