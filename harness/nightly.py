@@ -1,6 +1,6 @@
 """`rlbench nightly`: run the fixed benchmark matrix, compare each run with its baseline, report.
 
-One night is one folder `<results>/<UTC time>/` holding a record per benchmark,
+One night is one folder `<results>/<UTC time>-night-<hex>/` holding a record per benchmark,
 `nightly.json` (what ran, against which baseline, every metric's verdict) and
 `report.html`; `<results>/history.html` is redrawn over every night so far.
 A benchmark that fails is recorded and the matrix goes on. The night fails
@@ -21,7 +21,7 @@ from typing import Any, Callable
 from rlbench.compare import compare_records, configuration_key
 from rlbench.errors import RLBenchError
 from rlbench.nightly_config import Benchmark, NightlyConfig
-from rlbench.record import RUN_FILE, load_record, utc_now, write_json
+from rlbench.record import RUN_FILE, load_record, new_unique_dir, utc_now, write_json
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
@@ -35,19 +35,6 @@ def _spec(bench: Benchmark, out: Path):
     return RunSpec(framework=bench.framework, workload=workload.with_steps(bench.steps) if bench.steps else workload,
                    parallel=parse_parallel(bench.parallel), seed=bench.seed, out=out,
                    timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", 7200.0)))
-
-
-def new_night_dir(results: Path) -> Path:
-    """A fresh folder named by UTC time; two jobs starting in the same second get distinct names."""
-    results.mkdir(parents=True, exist_ok=True)
-    stamp = utc_now()[:19].replace("-", "").replace(":", "") + "Z"
-    for suffix in ["", *(f"-{i}" for i in range(1, 100))]:
-        try:
-            (path := results / f"{stamp}{suffix}").mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise RLBenchError(f"could not create a new night folder under {results}")
 
 
 def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
@@ -98,7 +85,7 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     """Run the matrix into a new night folder; returns it and the night summary (also in nightly.json)."""
     from rlbench.reports.html import render_report
 
-    night_dir = new_night_dir(config.results)
+    night_dir = new_unique_dir(config.results, "night", "night")
     night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
                              "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}
     write_json(night_dir / NIGHT_FILE, night)

@@ -30,19 +30,27 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def new_run_dir(out: Path, framework: str, workload: str) -> Path:
-    """Create a fresh, uniquely named run folder under `out` (absolute: the framework runs inside it)."""
+def new_unique_dir(out: Path, label: str, what: str = "run") -> Path:
+    """Create `out/<UTC stamp>-<label>-<random hex>` exclusively (absolute: frameworks run inside it).
+
+    Run, sweep and night folders all come from here, so two processes writing into one
+    results folder never share a folder."""
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     for _ in range(5):
-        path = out / f"{stamp}-{framework}-{workload}-{secrets.token_hex(3)}"
+        path = out / f"{stamp}-{label}-{secrets.token_hex(3)}"
         try:
             path.mkdir()
             return path
         except FileExistsError:
             continue
-    raise RuntimeError(f"could not create a unique run folder under {out}")
+    raise RuntimeError(f"could not create a unique {what} folder under {out}")
+
+
+def new_run_dir(out: Path, framework: str, workload: str) -> Path:
+    """Create a fresh, uniquely named run folder under `out`."""
+    return new_unique_dir(out, f"{framework}-{workload}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

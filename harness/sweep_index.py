@@ -18,14 +18,12 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.record import utc_now, write_json
+from rlbench.record import new_unique_dir, utc_now, write_json
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
 SWEEP_SCHEMA_VERSION = 1
@@ -63,17 +61,7 @@ CELL_FIELDS: dict[str, str] = {
 
 def create_sweep_dir(out: Path) -> Path:
     """A fresh, uniquely named sweep folder under `out`, created exclusively."""
-    out = out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for _ in range(5):
-        path = out / f"{stamp}-sweep-{secrets.token_hex(3)}"
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"could not create a unique sweep folder under {out}")
+    return new_unique_dir(out, "sweep", "sweep")
 
 
 def save_index(sweep_dir: Path, index: dict[str, Any]) -> None:
