@@ -64,7 +64,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,6 +71,7 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.adapters.openrlhf_reward import label
 from rlbench.environment import gpus, package_version
 from rlbench.errors import RLBenchError
@@ -350,19 +350,9 @@ def write_jsonl(prompts: Path, jsonl: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Pre-launch step: PROMPTS JSONL -- COMMAND. Checks the machine, converts, then execs COMMAND."""
-    args = sys.argv[1:] if argv is None else argv
-    if "--" not in args or args.index("--") != 2 or len(args) < 4:
-        print("usage: python -m rlbench.adapters.openrlhf_adapter PROMPTS JSONL -- COMMAND...", file=sys.stderr)
-        return 2
-    ready, why = machine_ready()
-    if not ready:
-        print(f"OpenRLHF cannot run on this machine: {why}", file=sys.stderr)  # the runner's error message
-        return 2
-    count = write_jsonl(Path(args[0]), Path(args[1]))
-    print(f"rlbench: wrote {count} prompts to {args[1]}; starting OpenRLHF (it shuffles prompt order)", flush=True)
-    command = args[3:]
-    os.execv(command[0], command)  # same pid and process group: the runner's timeout and Ctrl-C still apply
-    return 0  # not reached
+    return run_prelaunch(sys.argv[1:] if argv is None else argv, module="rlbench.adapters.openrlhf_adapter",
+                         data_name="JSONL", framework="OpenRLHF", machine_ready=machine_ready, convert=write_jsonl,
+                         note=" (it shuffles prompt order)")
 
 
 if __name__ == "__main__":

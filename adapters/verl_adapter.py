@@ -66,7 +66,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -75,6 +74,7 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.environment import gpus, package_version
 from rlbench.errors import RLBenchError
 from rlbench.inputs import RunInputs
@@ -389,19 +389,8 @@ def write_parquet(prompts: Path, parquet: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
-    args = sys.argv[1:] if argv is None else argv
-    if "--" not in args or args.index("--") != 2 or len(args) < 4:
-        print("usage: python -m rlbench.adapters.verl_adapter PROMPTS PARQUET -- COMMAND...", file=sys.stderr)
-        return 2
-    ready, why = machine_ready()
-    if not ready:
-        print(f"verl cannot run on this machine: {why}", file=sys.stderr)  # the runner's error message
-        return 2
-    count = write_parquet(Path(args[0]), Path(args[1]))
-    print(f"rlbench: wrote {count} prompts to {args[1]}; starting verl", flush=True)
-    command = args[3:]
-    os.execv(command[0], command)  # same pid and process group: the runner's timeout and Ctrl-C still apply
-    return 0  # not reached
+    return run_prelaunch(sys.argv[1:] if argv is None else argv, module="rlbench.adapters.verl_adapter",
+                         data_name="PARQUET", framework="verl", machine_ready=machine_ready, convert=write_parquet)
 
 
 if __name__ == "__main__":

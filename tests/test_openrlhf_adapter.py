@@ -25,6 +25,7 @@ from unittest.mock import MagicMock
 import pytest
 
 import rlbench.adapters.openrlhf_adapter as module
+from rlbench.adapters import prelaunch
 from rlbench.adapters.openrlhf_reward import reward_func
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
@@ -441,7 +442,7 @@ def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys
 def test_prelaunch_step_writes_the_jsonl_then_execs_openrlhf(tmp_path, monkeypatch):
     launched = []
     monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
-    monkeypatch.setattr(module.os, "execv", lambda path, argv: launched.append(argv))
+    monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), tmp_path / "prompts.jsonl")
     module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "o.jsonl"), "--", "/usr/bin/python3", "-m", "x"])
     assert launched == [["/usr/bin/python3", "-m", "x"]]

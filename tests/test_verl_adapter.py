@@ -27,6 +27,7 @@ from rlbench.workloads.prompts import PromptRecord, write_prompts
 verl = pytest.importorskip("verl")
 
 import rlbench.adapters.verl_adapter as module  # noqa: E402
+from rlbench.adapters import prelaunch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
@@ -323,7 +324,7 @@ def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys
 def test_prelaunch_step_writes_the_parquet_then_execs_verl(tmp_path, monkeypatch):
     launched = []
     monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
-    monkeypatch.setattr(module.os, "execv", lambda path, argv: launched.append(argv))
+    monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), tmp_path / "prompts.jsonl")
     module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/usr/bin/python3", "-m", "x"])
     assert launched == [["/usr/bin/python3", "-m", "x"]] and (tmp_path / "p.parquet").is_file()
