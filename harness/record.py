@@ -23,7 +23,7 @@ import pandas as pd
 
 from rlbench.schema import SCHEMA_VERSION, STEP_METRICS, migrate
 
-RUN_FILE, STEPS_FILE = "run.json", "steps.parquet"
+RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
 
 
 def utc_now() -> str:

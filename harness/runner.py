@@ -30,12 +30,11 @@ from rlbench.environment import collect_environment, rlbench_identity
 from rlbench.errors import RLBenchError
 from rlbench.inputs import prepare_inputs
 from rlbench.prediction import measured_vs_predicted, predict_run
-from rlbench.record import new_run_dir, summarize, utc_now, write_json, write_run_json, write_steps
+from rlbench.record import PREDICTION_FILE, new_run_dir, summarize, utc_now, write_json, write_run_json, write_steps
 from rlbench.runspec import RunSpec
 from rlbench.workloads.prompts import write_prompts
 
 LOG_FILE = "framework.log"
-PREDICTION_FILE = "prediction.json"
 POLL_S = 0.5
 LOG_TAIL_LINES = 30
 _OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")

@@ -16,10 +16,9 @@ from typing import Any
 import pandas as pd
 
 from rlbench.errors import RLBenchError
-from rlbench.record import RUN_FILE, load_record
+from rlbench.profiling import COMM_FILE, TELEMETRY_FILE
+from rlbench.record import PREDICTION_FILE, RUN_FILE, load_record
 from rlbench.schema import SchemaError
-
-TELEMETRY_FILE, COMM_FILE, PREDICTION_FILE = "telemetry.parquet", "comm.parquet", "prediction.json"
 
 
 @dataclass(frozen=True)
