@@ -14,7 +14,6 @@ New knobs go into workload files or `--parallel key=value`, not new flags.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import click
 
 from rlbench.errors import RLBenchError
 
-DEFAULT_TIMEOUT_S = 7200.0
 
 
 def _user_errors(fn):
@@ -67,19 +65,14 @@ def main() -> None:
 def run(framework: str, workload: str, steps: int | None, parallel: tuple[str, ...], out: Path, seed: int,
         dry_run: bool) -> None:
     """Run one benchmark and write its record under --out."""
-    from rlbench.parallel import parse_parallel
     from rlbench.runner import dry_run as plan_only
     from rlbench.runner import execute
-    from rlbench.runspec import RunSpec
-    from rlbench.workloads.catalog import load_workload
+    from rlbench.runspec import build_run_spec
 
     from rlbench.adapters.registry import get_adapter
 
     get_adapter(framework)  # an unknown framework is reported before the workload is read
-    loaded = load_workload(workload)
-    spec = RunSpec(framework=framework, workload=loaded.with_steps(steps) if steps else loaded,
-                   parallel=parse_parallel(parallel), seed=seed, out=out,
-                   timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+    spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out)
     if dry_run:
         click.echo(plan_only(spec))
         return
@@ -256,6 +249,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
     from rlbench.executors import make_executor, sigterm_as_ctrl_c
     from rlbench.sweep_index import load_index
     from rlbench.sweep_spread import format_summary, refusals
+    from rlbench.runspec import run_timeout_s
 
     request = None
     if framework or workload or grid:
@@ -264,7 +258,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         request = sweeps.SweepRequest(
             frameworks=sweeps.parse_list(framework), workloads=sweeps.parse_list(workload),
             grid=sweeps.parse_grid(grid), parallel=parallel, steps=steps, seed=seed, repeats=repeats,
-            timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", DEFAULT_TIMEOUT_S)))
+            timeout_s=run_timeout_s())
     elif resume is None:
         raise RLBenchError("sweep: give --framework and --workload, or --resume SWEEP_DIR")
     executor = make_executor(executor_kind, ray_address)

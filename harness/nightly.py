@@ -13,7 +13,6 @@ reported, not failed, so the first night can seed the baseline
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -24,17 +23,6 @@ from rlbench.nightly_config import Benchmark, NightlyConfig
 from rlbench.record import RUN_FILE, load_record, new_unique_dir, utc_now, write_json
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
-
-
-def _spec(bench: Benchmark, out: Path):
-    from rlbench.parallel import parse_parallel
-    from rlbench.runspec import RunSpec
-    from rlbench.workloads.catalog import load_workload
-
-    workload = load_workload(bench.workload)
-    return RunSpec(framework=bench.framework, workload=workload.with_steps(bench.steps) if bench.steps else workload,
-                   parallel=parse_parallel(bench.parallel), seed=bench.seed, out=out,
-                   timeout_s=float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", 7200.0)))
 
 
 def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
@@ -65,11 +53,14 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
     from rlbench.runner import RunFailed, RunInterrupted, execute
+    from rlbench.runspec import build_run_spec
 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
     before = set(night_dir.iterdir())
     try:
-        entry.update(status="succeeded", record=str(execute(_spec(bench, night_dir), echo=echo)))
+        spec = build_run_spec(bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed,
+                              out=night_dir)
+        entry.update(status="succeeded", record=str(execute(spec, echo=echo)))
     except RunInterrupted:
         raise
     except RunFailed as exc:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlbench.parallel import Parallelism
 from rlbench.workloads.spec import Workload
+
+DEFAULT_TIMEOUT_S = 7200.0  # per run; $RLBENCH_RUN_TIMEOUT_S overrides it
+
+
+def run_timeout_s() -> float:
+    return float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", DEFAULT_TIMEOUT_S))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,3 +34,14 @@ class RunSpec:
             "seed": self.seed,
             "timeout_s": self.timeout_s,
         }
+
+
+def build_run_spec(framework: str, workload: str, parallel: tuple[str, ...] | list[str], *, steps: int | None,
+                   seed: int, out: Path) -> RunSpec:
+    """The spec of `rlbench run` (and of each nightly benchmark): workload by name or path, --steps applied."""
+    from rlbench.parallel import parse_parallel
+    from rlbench.workloads.catalog import load_workload
+
+    loaded = load_workload(workload)
+    return RunSpec(framework=framework, workload=loaded.with_steps(steps) if steps else loaded,
+                   parallel=parse_parallel(parallel), seed=seed, out=out, timeout_s=run_timeout_s())
