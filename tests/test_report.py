@@ -102,3 +102,13 @@ def test_report_cli_refuses_folders_without_records(tmp_path):
     result = run_cli("report", str(tmp_path / "missing"))
     assert result.returncode == 2 and "no such folder" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_cli_names_an_unreadable_record(tmp_path):
+    broken = tmp_path / "20260101T000000Z-trl-x-abc123"
+    broken.mkdir()
+    (broken / "run.json").write_text("{not json")
+    result = run_cli("report", str(tmp_path), "--out", str(tmp_path / "r.html"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "not a readable run record" in result.stderr and str(broken) in result.stderr
+    assert not (tmp_path / "r.html").exists()
