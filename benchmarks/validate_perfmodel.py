@@ -10,6 +10,11 @@ Nothing is fitted to the measurements: every constant comes from the probe.
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv                # table
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --reference 256,32 --json
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --bound roofline   # without the depth term
+    python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --floor /tmp/calib/grid.csv
+
+--floor adds the framework's measured per-step floor (perfmodel/floor.py) to each stage: it is
+measured from calibration runs of the same framework (another grid.csv, e.g. hidden 64 at
+response lengths 8 and 16, outside the validated grid) as what the model leaves unexplained there.
 
 --bound picks which time of each stage is compared: "predicted" (the model's choice; on a CPU
 the Brent upper bound W/p + D*t), "lower" (max(W/p, D*t)), "upper", or "roofline" (the CPU row
@@ -30,6 +35,7 @@ from typing import Any
 
 from rlbench.cpu_probe import cpu_peaks, cpu_row
 from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
+from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
 from rlbench.record import load_record
 
 METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update": "time_update_actor_s"}
@@ -67,7 +73,8 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
         fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared)
 
 
-def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted") -> dict[str, Any]:
+def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
+         floor: FrameworkFloor | None = None) -> dict[str, Any]:
     folder = Path(row["record"])
     record = load_record(folder)
     arch = load_hf_config(Path(record["model_path"]) / "config.json")
@@ -77,11 +84,24 @@ def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted") -> dict[st
     predicted = {"step": sum(getattr(s, attr) for s in p.stages)}  # one device: the stages add
     for metric, stages in MODEL_STAGES.items():
         predicted[metric] = sum(getattr(p.stage(name), attr) for name in stages)
+    if floor is not None:
+        extra = {m: floor.seconds(m, shape.response_len) for m in MODEL_STAGES}
+        predicted = {m: t + (sum(extra.values()) if m == "step" else extra[m]) for m, t in predicted.items()}
     return {"hidden": int(row["hidden"]), "response_length": int(row["response_length"]),
             "prompt_len": shape.prompt_len, "params": arch.param_count().total,
             "measured": {m: _median(record["summary"], key) for m, key in METRICS.items()},
             "predicted": predicted,
             "span_s": sum(s.depth_time_s or 0.0 for s in p.stages)}
+
+
+def read_floor(path: Path, hw: Hardware, bound: str) -> FrameworkFloor:
+    """The framework floor from a calibration grid.csv (see perfmodel/floor.py)."""
+    with path.open() as handle:
+        cells = [cell(row, hw, bound) for row in csv.DictReader(handle)]
+    stages = list(MODEL_STAGES)
+    return measure_floor([(c["response_length"], {m: c["measured"][m] for m in stages},
+                           {m: c["predicted"][m] for m in stages}) for c in cells],
+                         source="calibration runs " + ", ".join(f"h{c['hidden']}/L{c['response_length']}" for c in cells))
 
 
 def compare(cells: list[dict[str, Any]], reference: tuple[int, int]) -> dict[str, Any]:
@@ -128,20 +148,27 @@ def main() -> None:
     parser.add_argument("--reference", default="256,32", help="HIDDEN,LENGTH of the reference cell")
     parser.add_argument("--bound", choices=list(BOUNDS), default="predicted", help="which stage time to compare")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.add_argument("--floor", type=Path, help="calibration grid.csv: add the framework floor measured there")
     args = parser.parse_args()
     hidden, length = (int(x) for x in args.reference.split(","))
     peaks = cpu_peaks()
     hw = cpu_row(peaks)
     if args.bound == "roofline":
         hw = dataclasses.replace(hw, op_latency_s=None)
+    floor = read_floor(args.floor, hw, args.bound) if args.floor else None
     with args.grid.open() as handle:
-        cells = [cell(row, hw, args.bound) for row in csv.DictReader(handle)]
-    result = compare(cells, (hidden, length)) | {"bound": args.bound}
+        cells = [cell(row, hw, args.bound, floor) for row in csv.DictReader(handle)]
+    result = compare(cells, (hidden, length)) | {"bound": args.bound,
+                                                  "floor": None if floor is None else floor.to_dict()}
     if args.json:
         print(json.dumps({"hardware": {k: peaks[k] for k in ("fp32_flops_per_s", "mem_bytes_per_s", "op_latency_s",
                                                              "cpu_model", "threads", "method")}, **result}, indent=2))
     else:
         print(table(result, peaks))
+        if floor is not None:
+            print("framework floor (" + floor.source + "): " + ", ".join(
+                f"{m} {floor.fixed_s.get(m, 0) * 1e3:.1f} ms + {floor.per_decode_step_s.get(m, 0) * 1e3:.2f} ms/token"
+                for m in MODEL_STAGES))
 
 
 if __name__ == "__main__":

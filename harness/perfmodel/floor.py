@@ -1,0 +1,69 @@
+"""A framework's per-step time floor, measured from calibration runs where the arithmetic is negligible.
+
+The roofline and the depth term (roofline.py) price a stage's arithmetic and its kernel chain.
+What they do not price is the framework's own Python around them: Hugging Face `generate`'s
+logits processors, stopping criteria and cache bookkeeping on every decode step, and the
+Trainer's per-step work (optimizer and scheduler step, gradient clipping, TRL's metric
+gathering and logging). No hardware probe measures that; it belongs to the framework.
+
+So it is measured the only honest way: real runs of the same framework on a model so small
+(hidden 64) that the model predicts almost no time, at two response lengths L1 < L2. For each
+measured stage the floor is what the model leaves unexplained there, excess = measured - predicted:
+* generation: fixed + per_decode_step * L (the generate loop pays its bookkeeping once per token):
+  the two points give both numbers;
+* update: fixed only (the Trainer pays once per optimizer step): the mean of the two excesses.
+A negative excess is clipped to 0: a floor cannot make a stage faster than its arithmetic.
+The calibration cells are outside the grid the model is validated on, so nothing is fitted
+to the cells it predicts.
+
+    floor = measure_floor([(8, {"gen": 0.06, "update": 0.13}, {"gen": 0.018, "update": 0.032}),
+                           (16, {"gen": 0.10, "update": 0.15}, {"gen": 0.031, "update": 0.035})])
+    floor.seconds("gen", response_len=32)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Which stages pay a floor per decode step (generation) and which once per step (the rest).
+PER_DECODE_STEP = frozenset({"gen"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FrameworkFloor:
+    fixed_s: dict[str, float]  # seconds per step, by stage
+    per_decode_step_s: dict[str, float]  # seconds per generated token position, by stage
+    source: str = ""
+
+    def seconds(self, stage: str, response_len: int) -> float:
+        """The floor added to a stage's predicted time at this response length (0 for an unknown stage)."""
+        return self.fixed_s.get(stage, 0.0) + self.per_decode_step_s.get(stage, 0.0) * response_len
+
+    def to_dict(self) -> dict[str, object]:
+        return {"fixed_s": self.fixed_s, "per_decode_step_s": self.per_decode_step_s, "source": self.source}
+
+
+Calibration = tuple[int, dict[str, float], dict[str, float]]  # (response_len, measured_s, predicted_s) by stage
+
+
+def measure_floor(cells: list[Calibration], source: str = "") -> FrameworkFloor:
+    """The floor from calibration cells at two (or more) response lengths; see the module docstring."""
+    lengths = sorted({length for length, _, _ in cells})
+    if len(lengths) < 2:
+        raise ValueError("a framework floor needs calibration runs at two response lengths at least")
+    short = [c for c in cells if c[0] == lengths[0]]
+    long_ = [c for c in cells if c[0] == lengths[-1]]
+    stages = set.intersection(*(set(m) & set(p) for _, m, p in cells))
+
+    def excess(group: list[Calibration], stage: str) -> float:
+        return sum(m[stage] - p[stage] for _, m, p in group) / len(group)
+
+    fixed, per_step = {}, {}
+    for stage in sorted(stages):
+        if stage in PER_DECODE_STEP:
+            slope = max((excess(long_, stage) - excess(short, stage)) / (lengths[-1] - lengths[0]), 0.0)
+            per_step[stage] = slope
+            fixed[stage] = max(excess(short, stage) - slope * lengths[0], 0.0)
+        else:
+            fixed[stage] = max(excess(cells, stage), 0.0)
+    return FrameworkFloor(fixed_s=fixed, per_decode_step_s=per_step, source=source)
