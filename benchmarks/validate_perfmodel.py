@@ -5,7 +5,8 @@ record), predicts every cell with the record's own model config.json, its measur
 prompt length, its response length and layout, on the cached CPU row of `rlbench.cpu_probe`
 (matmul peak, copy bandwidth, per-layer op latency), and compares measured with predicted
 step, generation and update times, as absolute times and as ratios to a reference cell.
-Nothing is fitted to the measurements: every constant comes from the probe.
+Nothing is fitted to the measurements: every constant comes from the probe (and, with --floor,
+from calibration runs outside the grid).
 
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv                # table
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --reference 256,32 --json
@@ -94,10 +95,15 @@ def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
             "span_s": sum(s.depth_time_s or 0.0 for s in p.stages)}
 
 
+def read_cells(path: Path, hw: Hardware, bound: str, floor: FrameworkFloor | None = None) -> list[dict[str, Any]]:
+    """Every row of a grid.csv, measured and predicted."""
+    with path.open() as handle:
+        return [cell(row, hw, bound, floor) for row in csv.DictReader(handle)]
+
+
 def read_floor(path: Path, hw: Hardware, bound: str) -> FrameworkFloor:
     """The framework floor from a calibration grid.csv (see perfmodel/floor.py)."""
-    with path.open() as handle:
-        cells = [cell(row, hw, bound) for row in csv.DictReader(handle)]
+    cells = read_cells(path, hw, bound)
     stages = list(MODEL_STAGES)
     return measure_floor([(c["response_length"], {m: c["measured"][m] for m in stages},
                            {m: c["predicted"][m] for m in stages}) for c in cells],
@@ -156,8 +162,7 @@ def main() -> None:
     if args.bound == "roofline":
         hw = dataclasses.replace(hw, op_latency_s=None)
     floor = read_floor(args.floor, hw, args.bound) if args.floor else None
-    with args.grid.open() as handle:
-        cells = [cell(row, hw, args.bound, floor) for row in csv.DictReader(handle)]
+    cells = read_cells(args.grid, hw, args.bound, floor)
     result = compare(cells, (hidden, length)) | {"bound": args.bound,
                                                   "floor": None if floor is None else floor.to_dict()}
     if args.json:
