@@ -80,14 +80,11 @@ def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
     record = load_record(folder)
     arch = load_hf_config(Path(record["model_path"]) / "config.json")
     shape = shape_of(record, folder)
-    p = predict(arch, shape, ParallelShape(gpus=1), hw)
+    p = predict(arch, shape, ParallelShape(gpus=1), hw, floor=floor)
     attr = BOUNDS[bound]
     predicted = {"step": sum(getattr(s, attr) for s in p.stages)}  # one device: the stages add
     for metric, stages in MODEL_STAGES.items():
         predicted[metric] = sum(getattr(p.stage(name), attr) for name in stages)
-    if floor is not None:
-        extra = {m: floor.seconds(m, shape.response_len) for m in MODEL_STAGES}
-        predicted = {m: t + (sum(extra.values()) if m == "step" else extra[m]) for m, t in predicted.items()}
     return {"hidden": int(row["hidden"]), "response_length": int(row["response_length"]),
             "prompt_len": shape.prompt_len, "params": arch.param_count().total,
             "measured": {m: _median(record["summary"], key) for m, key in METRICS.items()},

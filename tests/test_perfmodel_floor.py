@@ -20,3 +20,23 @@ def test_floor_is_clipped_at_zero_and_needs_two_lengths():
     assert floor.seconds("update", 8) == 0.0
     with pytest.raises(ValueError, match="two response lengths"):
         measure_floor([(8, {"update": 0.1}, {"update": 0.05})])
+
+
+def test_predict_adds_the_floor_to_the_stages_that_pay_it():
+    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+    from rlbench.perfmodel.floor import FrameworkFloor
+
+    work = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
+    floor = FrameworkFloor(fixed_s={"gen": 0.5, "update": 2.0}, per_decode_step_s={"gen": 0.01}, source="test cells")
+    bare = predict("Qwen2.5-0.5B-Instruct", work, ParallelShape(gpus=1), "H100-SXM")
+    with_floor = predict("Qwen2.5-0.5B-Instruct", work, ParallelShape(gpus=1), "H100-SXM", floor=floor)
+    decode, update = with_floor.stage("generation_decode"), with_floor.stage("actor_update")
+    assert decode.floor_s == pytest.approx(0.5 + 256 * 0.01)
+    assert decode.time_s == pytest.approx(bare.stage("generation_decode").time_s + decode.floor_s)
+    assert update.time_s == pytest.approx(bare.stage("actor_update").time_s + 2.0)
+    assert with_floor.stage("reward").time_s == bare.stage("reward").time_s
+    assert with_floor.step_time_s == pytest.approx(bare.step_time_s + 0.5 + 2.56 + 2.0)
+    assert with_floor.brent_lower_s == pytest.approx(bare.brent_lower_s + 5.06)
+    assert with_floor.mfu < bare.mfu
+    assert any("test cells" in note for note in with_floor.notes)
+    assert with_floor.to_dict()["stages"][1]["floor_s"] > 0

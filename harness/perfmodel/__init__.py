@@ -15,7 +15,8 @@ Formulas and sources are in each module's docstring and in docs/perfmodel.md.
 Modules: arch (shapes, parameter counts, built-in models), hardware (datasheet rows),
 shapes (workload and layout), flops (FLOP formulas), comm (collective bytes), roofline
 (stage timing, depth and Brent bounds), rollout and stages (the ten stages), memory (per-GPU
-memory), predict (the step DAG), sweep (ranked layouts).
+memory), floor (a framework's measured per-step floor), predict (the step DAG), sweep (ranked
+layouts).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from rlbench.perfmodel import flops
 from rlbench.perfmodel.arch import BUILTIN_ARCHS, ModelArch, ParamCount, from_hf_config, get_arch, load_hf_config
 from rlbench.perfmodel.comm import Collective
+from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
 from rlbench.perfmodel.hardware import HARDWARE, Hardware, cpu_hardware, find_hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
 from rlbench.perfmodel.predict import Prediction, predict
@@ -32,8 +34,8 @@ from rlbench.perfmodel.stages import build_stages
 from rlbench.perfmodel.sweep import sweep
 
 __all__ = [
-    "BUILTIN_ARCHS", "HARDWARE", "Collective", "Hardware", "MemoryEstimate", "ModelArch", "ParallelShape",
+    "BUILTIN_ARCHS", "HARDWARE", "Collective", "FrameworkFloor", "Hardware", "MemoryEstimate", "ModelArch", "ParallelShape",
     "ParamCount", "Prediction", "StageCost", "WorkloadShape", "build_stages", "cpu_hardware",
     "estimate_memory", "find_hardware", "flops", "from_hf_config", "get_arch", "get_hardware",
-    "load_hf_config", "predict", "sweep",
+    "load_hf_config", "measure_floor", "predict", "sweep",
 ]

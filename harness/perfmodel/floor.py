@@ -13,6 +13,8 @@ measured stage the floor is what the model leaves unexplained there, excess = me
   the two points give both numbers;
 * update: fixed only (the Trainer pays once per optimizer step): the mean of the two excesses.
 A negative excess is clipped to 0: a floor cannot make a stage faster than its arithmetic.
+`predict(..., floor=...)` adds it to the model stage that pays it (MODEL_STAGE: the decode loop
+for generation, the actor update for the update), so step time, tokens/s and MFU include it.
 The calibration cells are outside the grid the model is validated on, so nothing is fitted
 to the cells it predicts.
 
@@ -23,10 +25,16 @@ to the cells it predicts.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from rlbench.perfmodel.roofline import StageCost
 
 # Which stages pay a floor per decode step (generation) and which once per step (the rest).
 PER_DECODE_STEP = frozenset({"gen"})
+# The model stage that pays each measured floor: generate's bookkeeping runs in the decode loop,
+# the Trainer's once per optimizer step beside the actor update.
+MODEL_STAGE = {"gen": "generation_decode", "update": "actor_update"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,6 +49,29 @@ class FrameworkFloor:
 
     def to_dict(self) -> dict[str, object]:
         return {"fixed_s": self.fixed_s, "per_decode_step_s": self.per_decode_step_s, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FrameworkFloor":
+        return cls(fixed_s=dict(data["fixed_s"]), per_decode_step_s=dict(data["per_decode_step_s"]),
+                   source=str(data.get("source", "")))
+
+
+def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: int) -> list[StageCost]:
+    """Stages with the floor added to the time (and both Brent bounds) of the stage that pays it."""
+    extra = {MODEL_STAGE[m]: floor.seconds(m, response_len) for m in MODEL_STAGE}
+    out = []
+    for stage in stages:
+        seconds = extra.get(stage.name, 0.0)
+        if not seconds or stage.time_s is None:
+            out.append(stage)
+            continue
+        terms = {"compute": stage.compute_time_s, "memory": stage.memory_time_s, "comm": stage.comm_time_s or 0.0,
+                 "latency": stage.depth_time_s or 0.0, "framework": seconds}
+        out.append(dataclasses.replace(
+            stage, time_s=stage.time_s + seconds, floor_s=seconds, bound=max(terms, key=terms.__getitem__),
+            brent_lower_s=None if stage.brent_lower_s is None else stage.brent_lower_s + seconds,
+            brent_upper_s=None if stage.brent_upper_s is None else stage.brent_upper_s + seconds))
+    return out
 
 
 Calibration = tuple[int, dict[str, float], dict[str, float]]  # (response_len, measured_s, predicted_s) by stage

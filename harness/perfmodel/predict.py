@@ -21,6 +21,9 @@ Definitions (PERF-NOTES.md conventions):
   brent_lower_s and brent_upper_s combine the stages' bounds the same way. Without a measured
   op latency (every datasheet row) the upper bound is None and the step time is the roofline,
   a lower bound with achievable=1.0.
+* floor: a framework's own per-step time that no hardware number prices (generate's per-token
+  bookkeeping, the Trainer's optimizer step and logging), measured by `rlbench calibrate`
+  (floor.py); when given it is added to the stages that pay it, so every figure above includes it.
 Anything that needs an unknown number (a link, a TDP, a price, a latency) is None, never a guess.
 
     from rlbench.perfmodel import predict, WorkloadShape, ParallelShape
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlbench.perfmodel.arch import ModelArch, get_arch
+from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
 from rlbench.perfmodel.roofline import StageCost
@@ -111,8 +115,11 @@ def _ratio(num: float, den: float | None) -> float | None:
 
 
 def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape, hardware: Hardware | str, *,
-            gpu_hour_usd: float | None = None, kwh_usd: float = 0.0, achievable: float = 1.0) -> Prediction:
-    """Predict one steady-state RL step; see the module docstring for every definition."""
+            gpu_hour_usd: float | None = None, kwh_usd: float = 0.0, achievable: float = 1.0,
+            floor: FrameworkFloor | None = None) -> Prediction:
+    """Predict one steady-state RL step; see the module docstring for every definition.
+
+    floor: a framework's measured per-step floor (floor.py), added to the stages that pay it."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     if not isinstance(achievable, (int, float)) or not 0 < achievable <= 1:
@@ -121,6 +128,9 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
         raise ValueError("gpu_hour_usd and kwh_usd must not be negative")
     notes: list[str] = []
     stages = build_stages(arch, shape, parallel, hw, achievable=achievable)
+    if floor is not None:
+        stages = apply_floor(stages, floor, shape.response_len)
+        notes.append(f"includes the framework floor measured by {floor.source or 'calibration runs'}")
     overlap = parallel.async_mode == "one-step" and parallel.placement == "disaggregated"
     if parallel.async_mode == "one-step" and not overlap:
         notes.append("async_mode='one-step' ignored for timing: colocated pools share the GPUs, so stages add")

@@ -71,8 +71,9 @@ class StageCost:
     time_s: float | None  # predicted: Brent's lower or upper bound, by hw.overlaps_latency
     brent_lower_s: float | None  # max(W/p, D * t)
     brent_upper_s: float | None  # W/p + D * t; None without a measured latency
-    bound: str  # "compute", "memory", "comm", "latency" (largest term) or "none" (no work)
+    bound: str  # "compute", "memory", "comm", "latency", "framework" (largest term) or "none" (no work)
     note: str = ""
+    floor_s: float = 0.0  # the framework's measured per-step floor included in time_s (perfmodel/floor.py)
 
     @property
     def comm_bytes(self) -> dict[str, float]:
@@ -95,7 +96,7 @@ class StageCost:
                 "comm_time_s": self.comm_time_s, "busiest_time_s": self.busiest_time_s,
                 "depth_time_s": self.depth_time_s, "time_s": self.time_s,
                 "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
-                "bound": self.bound, "note": self.note}
+                "bound": self.bound, "note": self.note, "floor_s": self.floor_s}
 
 
 def pass_units(layers: int) -> int:
