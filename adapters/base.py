@@ -13,6 +13,7 @@ import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from packaging.specifiers import SpecifierSet
@@ -79,6 +80,11 @@ class Adapter(ABC):
     @abstractmethod
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         """The framework's per-step metrics as rows in rlbench's vocabulary (may be partial)."""
+
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """WorkloadShape fields (perfmodel/shapes.py) that this framework's launch fixes beyond the
+        workload, e.g. its micro-batch size: the model then predicts the work the framework ran."""
+        return {}
 
     def metrics_file(self, run_dir: Path) -> Path:
         """Where the framework's raw per-step metrics land (watched for progress)."""

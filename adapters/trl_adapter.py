@@ -147,6 +147,13 @@ class TRLAdapter(Adapter):
         env.update({"TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
         return LaunchPlan(argv=argv, env=env, files={LAUNCH_FILE: json.dumps(launch, indent=2)})
 
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """Micro-batch = per_device_train_batch_size; without vLLM, Hugging Face generate prefills
+        each of the G repeated rows of a prompt (no shared prefix)."""
+        config = self.grpo_config(spec, Path("."))
+        return {"micro_batch_size": int(config["per_device_train_batch_size"]),
+                "shared_prefill": bool(config["use_vllm"])}
+
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

@@ -16,25 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
-from rlbench.workloads.catalog import WORKLOAD_DIR
-
-
-def grid_workload(folder: Path, hidden: int, length: int, steps: int) -> Path:
-    name = f"tiny-h{hidden}-r{length}"
-    mapping = {
-        "include": [str(WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml")],
-        "name": name,
-        "max_response_length": length,
-        "steps": steps,
-        # head_dim stays 64, as the tiny workloads fix it; the FFN keeps Qwen's ~2.7x ratio.
-        "model": {"tiny": {"hidden_size": hidden, "num_heads": hidden // 64, "num_kv_heads": max(hidden // 128, 1),
-                           "intermediate_size": int(hidden * 2.6875)}},
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(mapping))
-    return path
+from rlbench.calibrate import tiny_workload
 
 
 def main() -> None:
@@ -48,7 +30,7 @@ def main() -> None:
     rows = []
     for hidden in map(int, args.widths.split(",")):
         for length in map(int, args.lengths.split(",")):
-            workload = grid_workload(args.out, hidden, length, args.steps)
+            workload = tiny_workload(args.out, hidden, length, args.steps)
             done = subprocess.run([sys.executable, "-m", "rlbench", "run", "--framework", "trl", "--workload",
                                    str(workload), "--out", str(args.out / "records")],
                                   capture_output=True, text=True, check=True)

@@ -39,8 +39,8 @@ from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_co
 from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
 from rlbench.record import load_record
 
-METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update": "time_update_actor_s"}
-MODEL_STAGES = {"gen": ("generation_prefill", "generation_decode"), "update": ("actor_update",)}
+METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update_actor": "time_update_actor_s"}
+MODEL_STAGES = {"gen": ("generation_prefill", "generation_decode"), "update_actor": ("actor_update",)}
 BOUNDS = {"predicted": "time_s", "lower": "brent_lower_s", "upper": "brent_upper_s", "roofline": "time_s"}
 
 
@@ -138,8 +138,8 @@ def table(result: dict[str, Any], peaks: dict[str, Any]) -> str:
             f"{c['hidden']:>4} {c['response_length']:>3} | {m['step']:>9.3f} {p['step']:>6.3f} {c['span_s']:>5.2f} | "
             f"{r['step']['measured']:>6.2f}/{r['step']['predicted']:<7.2f} {e['step']:>+5.0%} | "
             f"{m['gen']:>5.2f}/{p['gen']:<5.2f} {r['gen']['measured']:>4.2f}/{r['gen']['predicted']:<5.2f} "
-            f"{e['gen']:>+5.0%} | {m['update']:>5.2f}/{p['update']:<5.2f} "
-            f"{r['update']['measured']:>4.2f}/{r['update']['predicted']:<5.2f} {e['update']:>+5.0%}")
+            f"{e['gen']:>+5.0%} | {m['update_actor']:>5.2f}/{p['update_actor']:<5.2f} "
+            f"{r['update_actor']['measured']:>4.2f}/{r['update_actor']['predicted']:<5.2f} {e['update_actor']:>+5.0%}")
     worst = result["max_abs_ratio_error"]
     lines += ["", "max |ratio error|: " + ", ".join(f"{m} {worst[m]:.0%}" for m in METRICS)]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The `rlbench` command line: run, ls, validate, predict, compare, report, nightly, sweep.
+"""The `rlbench` command line: run, ls, validate, predict, calibrate, compare, report, nightly, sweep.
 
 User mistakes (`RLBenchError`) print one line, `error: <problem and fix>`, and
 exit 2 with no traceback; Ctrl-C exits 130 with the partial record kept.
@@ -9,6 +9,7 @@ New knobs go into workload files or `--parallel key=value`, not new flags.
     rlbench validate gsm8k-grpo
     rlbench report results/ --out report.html
     rlbench sweep --framework trl --workload gsm8k-grpo-tiny --grid placement=colocated,disaggregated
+    rlbench calibrate --framework trl
 """
 
 from __future__ import annotations
@@ -186,11 +187,13 @@ def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2", help="Rank layouts over a grid, repeatable.")
 @click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
+@click.option("--framework", help="--hardware cpu: add this framework's floor measured by `rlbench calibrate`.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_user_errors
 def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
-            sweeps: tuple[str, ...], gpu_hour_usd: float | None, as_json: bool) -> None:
+            sweeps: tuple[str, ...], gpu_hour_usd: float | None, framework: str | None, as_json: bool) -> None:
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
+    import dataclasses
     import itertools
     import json
 
@@ -201,10 +204,15 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
 
     arch = arch_for(model_config)
     row = hardware_for({}) if hardware.lower() == "cpu" else get_hardware(hardware)
-    shape = workload_shape(load_workload(workload))
+    loaded = load_workload(workload)
+    shape = workload_shape(loaded)
+    floor = None
+    if framework:  # the framework's own launch of this workload, and the floor measured for it here
+        floor = _measured_floor(framework, hardware)
+        shape = dataclasses.replace(shape, **_framework_shape(framework, loaded, parallel))
     grid = _parse_sweep(sweeps)
     if not grid:
-        result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd)
+        result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
     ranked, skipped = [], []
@@ -212,7 +220,7 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         combo = dict(zip(grid, values))
         try:
             pairs = (*parallel, *(f"{k}={v}" for k, v in combo.items()))
-            ranked.append((combo, predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd)))
+            ranked.append((combo, predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd, floor)))
         except RLBenchError as exc:
             skipped.append((combo, str(exc)))
     ranked.sort(key=lambda item: (item[1]["step_time_s"] is None, item[1]["step_time_s"] or 0.0))
@@ -221,6 +229,51 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
                                "skipped": [{"layout": c, "reason": r} for c, r in skipped]}, indent=2))
     else:
         click.echo(sweep_table(ranked, skipped))
+
+
+def _framework_shape(framework: str, workload, parallel: tuple[str, ...]) -> dict:
+    """What the framework's launch fixes beyond the workload (e.g. TRL's micro-batch): Adapter.model_shape."""
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.parallel import parse_parallel
+    from rlbench.runspec import RunSpec
+
+    return get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
+                                                      parallel=parse_parallel(parallel)))
+
+
+def _measured_floor(framework: str, hardware: str):
+    """The floor `rlbench calibrate` cached for this framework here; only this machine's CPU has one."""
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.floor_cache import load_floor
+
+    get_adapter(framework)
+    if hardware.lower() != "cpu":
+        raise RLBenchError(f"--framework {framework}: a framework floor is measured on this machine, so it applies "
+                           f"to --hardware cpu only, not {hardware}; drop --framework")
+    floor, why_not = load_floor(framework)
+    if floor is None:
+        raise RLBenchError(f"--framework {framework}: {why_not}")
+    return floor
+
+
+@main.command()
+@click.option("--framework", required=True, help="Framework adapter to calibrate: see `rlbench ls`.")
+@click.option("--lengths", default="8,16", show_default=True,
+              help="Response lengths of the calibration runs, comma-separated (two at least).")
+@click.option("--steps", type=click.IntRange(min=2), default=4, show_default=True,
+              help="RL steps per calibration run (the first is warm-up).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/calibration"),
+              show_default=True, help="Folder that receives the calibration runs' records.")
+@_user_errors
+def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
+    """Measure a framework's per-step floor here with tiny real runs; later predictions include it."""
+    from rlbench.calibrate import calibrate as run_calibration
+    from rlbench.calibrate import describe, parse_lengths
+
+    floor, cells, cache = run_calibration(framework, parse_lengths(lengths), steps=steps, out=out,
+                                          echo=functools.partial(click.echo, err=True))
+    click.echo(describe(floor, cells))
+    click.echo(str(cache))
 
 
 @main.command()

@@ -4,20 +4,23 @@ Turns rlbench's workload, parallelism, model and machine into the pure model's
 inputs (`rlbench.perfmodel`), and a finished run's summary into measured/predicted
 ratios per stage. CPU runs use the peaks measured on this machine (`cpu_probe`);
 a GPU missing from the cited hardware table gives no prediction ("n/a"), never a
-guessed peak.
+guessed peak. Where `rlbench calibrate` measured the framework's per-step floor on this
+machine, the prediction includes it (floor_cache.py).
 
     rlbench predict --model-config Qwen/Qwen2.5-7B-Instruct --workload math-grpo --hardware H100-SXM --gpus 8
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
+from rlbench.floor_cache import load_floor
 from rlbench.parallel import Parallelism
-from rlbench.perfmodel import (Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape, find_hardware,
-                               get_arch, load_hf_config, predict)
+from rlbench.perfmodel import (FrameworkFloor, Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape,
+                               find_hardware, get_arch, load_hf_config, predict)
 from rlbench.workloads.spec import Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
@@ -65,13 +68,14 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
 
 
 def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...] | list[str], gpus: int,
-                   hardware: Hardware, gpu_hour_usd: float | None = None) -> dict[str, Any]:
+                   hardware: Hardware, gpu_hour_usd: float | None = None,
+                   floor: FrameworkFloor | None = None) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
     from rlbench.parallel import parse_parallel
 
     try:
         layout = parallel_shape(parse_parallel(pairs), gpus)
-        return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd).to_dict()
+        return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor).to_dict()
     except ValueError as exc:
         raise RLBenchError(str(exc)) from None
 
@@ -94,8 +98,13 @@ def hardware_for(environment: dict[str, Any]) -> Hardware | None:
 
 
 def predict_run(workload: Workload, parallel: Parallelism, model: str, environment: dict[str, Any], *,
-                prompt_len: float | None, recompute_old_logprob: bool) -> dict[str, Any]:
-    """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none."""
+                prompt_len: float | None, recompute_old_logprob: bool, shape_fields: dict[str, Any] | None = None,
+                framework: str | None = None) -> dict[str, Any]:
+    """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
+
+    shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
+    framework: with a floor cached for it on this machine (`rlbench calibrate`), the prediction
+    includes it; "floor" says which, or why there is none."""
     try:
         arch = arch_for(model)
     except RLBenchError as exc:
@@ -106,10 +115,13 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
-    result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware)
+    shape = dataclasses.replace(shape, **(shape_fields or {}))
+    floor, why_not = load_floor(framework) if framework else (None, "no framework given")
+    result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
     return {"available": True, "hardware": hardware.name, "hardware_source": hardware.source,
-            "inputs": {"prompt_len": shape.prompt_len, "response_len": shape.response_len, "gpus": gpus},
-            **result.to_dict()}
+            "inputs": {"prompt_len": shape.prompt_len, "response_len": shape.response_len, "gpus": gpus,
+                       **(shape_fields or {})},
+            "floor": floor.to_dict() if floor else {"reason": why_not}, **result.to_dict()}
 
 
 def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +140,7 @@ def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -
         predicted = sum(times) if times and None not in times else None
         if measured is not None and predicted:
             out["stages"][column] = {"measured_s": measured, "predicted_s": predicted,
+                                     "floor_s": sum(stages[n].get("floor_s", 0.0) for n in names if n in stages),
                                      "measured_over_predicted": measured / predicted}
     step = summary.get("step_time_s", {}).get("median")
     if step and prediction.get("step_time_s"):

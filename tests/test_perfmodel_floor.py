@@ -6,20 +6,20 @@ from rlbench.perfmodel.floor import measure_floor
 
 
 def test_generation_floor_splits_fixed_and_per_token_update_is_fixed():
-    floor = measure_floor([(8, {"gen": 0.06, "update": 0.13}, {"gen": 0.018, "update": 0.032}),
-                           (16, {"gen": 0.10, "update": 0.15}, {"gen": 0.031, "update": 0.035})])
+    floor = measure_floor([(8, {"gen": 0.06, "update_actor": 0.13}, {"gen": 0.018, "update_actor": 0.032}),
+                           (16, {"gen": 0.10, "update_actor": 0.15}, {"gen": 0.031, "update_actor": 0.035})])
     # gen excess 0.042 at L8, 0.069 at L16 -> 3.375 ms per token, 15 ms fixed
     assert floor.per_decode_step_s["gen"] == pytest.approx(0.003375)
     assert floor.seconds("gen", 32) == pytest.approx(0.015 + 32 * 0.003375)
-    assert floor.seconds("update", 32) == pytest.approx((0.098 + 0.115) / 2)
+    assert floor.seconds("update_actor", 32) == pytest.approx((0.098 + 0.115) / 2)
     assert floor.seconds("unknown", 32) == 0.0
 
 
 def test_floor_is_clipped_at_zero_and_needs_two_lengths():
-    floor = measure_floor([(8, {"update": 0.01}, {"update": 0.05}), (16, {"update": 0.02}, {"update": 0.06})])
-    assert floor.seconds("update", 8) == 0.0
+    floor = measure_floor([(8, {"update_actor": 0.01}, {"update_actor": 0.05}), (16, {"update_actor": 0.02}, {"update_actor": 0.06})])
+    assert floor.seconds("update_actor", 8) == 0.0
     with pytest.raises(ValueError, match="two response lengths"):
-        measure_floor([(8, {"update": 0.1}, {"update": 0.05})])
+        measure_floor([(8, {"update_actor": 0.1}, {"update_actor": 0.05})])
 
 
 def test_predict_adds_the_floor_to_the_stages_that_pay_it():
@@ -27,7 +27,7 @@ def test_predict_adds_the_floor_to_the_stages_that_pay_it():
     from rlbench.perfmodel.floor import FrameworkFloor
 
     work = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
-    floor = FrameworkFloor(fixed_s={"gen": 0.5, "update": 2.0}, per_decode_step_s={"gen": 0.01}, source="test cells")
+    floor = FrameworkFloor(fixed_s={"gen": 0.5, "update_actor": 2.0}, per_decode_step_s={"gen": 0.01}, source="test cells")
     bare = predict("Qwen2.5-0.5B-Instruct", work, ParallelShape(gpus=1), "H100-SXM")
     with_floor = predict("Qwen2.5-0.5B-Instruct", work, ParallelShape(gpus=1), "H100-SXM", floor=floor)
     decode, update = with_floor.stage("generation_decode"), with_floor.stage("actor_update")

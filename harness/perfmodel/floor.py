@@ -8,18 +8,19 @@ gathering and logging). No hardware probe measures that; it belongs to the frame
 
 So it is measured the only honest way: real runs of the same framework on a model so small
 (hidden 64) that the model predicts almost no time, at two response lengths L1 < L2. For each
-measured stage the floor is what the model leaves unexplained there, excess = measured - predicted:
+measured stage (rlbench's stage columns, time_<stage>_s) the floor is what the model leaves
+unexplained there, excess = measured - predicted:
 * generation: fixed + per_decode_step * L (the generate loop pays its bookkeeping once per token):
   the two points give both numbers;
-* update: fixed only (the Trainer pays once per optimizer step): the mean of the two excesses.
+* update_actor: fixed only (the Trainer pays once per optimizer step): the mean of the two excesses.
 A negative excess is clipped to 0: a floor cannot make a stage faster than its arithmetic.
 `predict(..., floor=...)` adds it to the model stage that pays it (MODEL_STAGE: the decode loop
-for generation, the actor update for the update), so step time, tokens/s and MFU include it.
+for generation, the actor update for update_actor), so step time, tokens/s and MFU include it.
 The calibration cells are outside the grid the model is validated on, so nothing is fitted
 to the cells it predicts.
 
-    floor = measure_floor([(8, {"gen": 0.06, "update": 0.13}, {"gen": 0.018, "update": 0.032}),
-                           (16, {"gen": 0.10, "update": 0.15}, {"gen": 0.031, "update": 0.035})])
+    floor = measure_floor([(8, {"gen": 0.06, "update_actor": 0.13}, {"gen": 0.018, "update_actor": 0.032}),
+                           (16, {"gen": 0.10, "update_actor": 0.15}, {"gen": 0.031, "update_actor": 0.035})])
     floor.seconds("gen", response_len=32)
 """
 
@@ -34,7 +35,7 @@ from rlbench.perfmodel.roofline import StageCost
 PER_DECODE_STEP = frozenset({"gen"})
 # The model stage that pays each measured floor: generate's bookkeeping runs in the decode loop,
 # the Trainer's once per optimizer step beside the actor update.
-MODEL_STAGE = {"gen": "generation_decode", "update": "actor_update"}
+MODEL_STAGE = {"gen": "generation_decode", "update_actor": "actor_update"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,101 @@
+"""`rlbench calibrate`: real TRL runs measure the framework floor, cache it, and predictions then include it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlbench.floor_cache import floor_file, load_floor, save_floor
+from rlbench.perfmodel import FrameworkFloor
+from tests.conftest import run_cli
+
+FLOOR = FrameworkFloor(fixed_s={"gen": 0.02, "update_actor": 0.15}, per_decode_step_s={"gen": 0.003},
+                       source="test calibration")
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _one_error_line(result) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    return result.stderr
+
+
+def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
+    assert "two different positive response lengths" in _one_error_line(
+        run_cli("calibrate", "--framework", "trl", "--lengths", "8"))
+    assert "unknown framework 'nope'" in _one_error_line(run_cli("calibrate", "--framework", "nope"))
+    assert not floor_file("trl").exists()
+
+
+def test_predict_with_a_framework_needs_its_floor_and_the_cpu(own_cache):
+    args = ("predict", "--model-config", "Qwen2.5-0.5B-Instruct", "--workload", "gsm8k-grpo-tiny")
+    assert "rlbench calibrate --framework trl" in _one_error_line(run_cli(*args, "--hardware", "cpu",
+                                                                          "--framework", "trl"))
+    save_floor("trl", FLOOR, [])
+    assert "--hardware cpu only" in _one_error_line(run_cli(*args, "--hardware", "H100-SXM", "--framework", "trl"))
+
+
+def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
+    path = save_floor("trl", FLOOR, [])
+    assert load_floor("trl") == (FLOOR, "")
+    cached = json.loads(path.read_text())
+    path.write_text(json.dumps(cached | {"framework_version": "0.0.1"}))
+    floor, why = load_floor("trl")
+    assert floor is None and "framework_version" in why and "rlbench calibrate --framework trl" in why
+
+
+def test_run_predictions_include_the_cached_floor(own_cache):
+    from rlbench.parallel import parse_parallel
+    from rlbench.prediction import predict_run
+    from rlbench.workloads.catalog import load_workload
+
+    workload = load_workload("gsm8k-grpo-tiny")
+    args = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {})
+    bare = predict_run(*args, prompt_len=90, recompute_old_logprob=False, framework="trl")
+    assert "rlbench calibrate" in bare["floor"]["reason"]
+    save_floor("trl", FLOOR, [])
+    floored = predict_run(*args, prompt_len=90, recompute_old_logprob=False, framework="trl")
+    assert floored["floor"]["source"] == "test calibration"
+    added = FLOOR.seconds("gen", workload.max_response_length) + FLOOR.seconds("update_actor", 0)
+    assert floored["step_time_s"] == pytest.approx(bare["step_time_s"] + added)
+
+
+@pytest.mark.slow
+def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
+    pytest.importorskip("trl")
+    env = {"RLBENCH_CACHE": str(tmp_path / "cache")}
+    result = run_cli("calibrate", "--framework", "trl", "--lengths", "4,8", "--steps", "2",
+                     "--out", str(tmp_path / "calibration"), env=env)
+    assert result.returncode == 0, result.stderr
+    cache = Path(result.stdout.strip().splitlines()[-1])
+    assert "floor: gen" in result.stdout and cache.name == "floor-trl.json"
+    cached = json.loads(cache.read_text())
+    assert cached["framework"] == "trl" and cached["framework_version"] and cached["threads"] >= 1
+    assert [c["response_len"] for c in cached["cells"]] == [4, 8]
+    for cell in cached["cells"]:
+        record = json.loads((Path(cell["record"]) / "run.json").read_text())
+        assert record["status"] == "succeeded"
+        assert cell["measured_s"]["gen"] == record["summary"]["time_gen_s"]["median"]
+        assert 0 < cell["predicted_s"]["gen"] and 0 < cell["predicted_s"]["update_actor"]
+        # The run's prediction is of what TRL ran: its micro-batch, every row prefilled by HF generate.
+        inputs = json.loads((Path(cell["record"]) / "prediction.json").read_text())["inputs"]
+        assert inputs["shared_prefill"] is False and inputs["micro_batch_size"] == 16
+    floor = cached["floor"]
+    assert set(floor["fixed_s"]) == {"gen", "update_actor"} and min(floor["fixed_s"].values()) >= 0
+    # The Trainer's step (optimizer, logging) costs far more than a hidden-64 model's arithmetic.
+    assert floor["fixed_s"]["update_actor"] > 0
+
+    model = json.loads((Path(cached["cells"][0]["record"]) / "run.json").read_text())["model_path"]
+    shown = run_cli("predict", "--model-config", model, "--workload", "gsm8k-grpo-tiny", "--hardware", "cpu",
+                    "--framework", "trl", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    stages = {s["name"]: s for s in json.loads(shown.stdout)["stages"]}
+    assert stages["actor_update"]["floor_s"] == pytest.approx(floor["fixed_s"]["update_actor"])
+    assert stages["generation_decode"]["floor_s"] > 0 or floor["fixed_s"]["gen"] == 0
