@@ -12,10 +12,12 @@ from calibration runs outside the grid).
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --reference 256,32 --json
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --bound roofline   # without the depth term
     python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --floor /tmp/calib/grid.csv
+    python benchmarks/validate_perfmodel.py /tmp/grid/grid.csv --floor ~/.cache/rlbench/floor-trl.json
 
 --floor adds the framework's measured per-step floor (perfmodel/floor.py) to each stage: it is
 measured from calibration runs of the same framework (another grid.csv, e.g. hidden 64 at
-response lengths 8 and 16, outside the validated grid) as what the model leaves unexplained there.
+response lengths 8 and 16, outside the validated grid) as what the model leaves unexplained there,
+or read from the file `rlbench calibrate --framework trl` caches.
 
 --bound picks which time of each stage is compared: "predicted" (the model's choice; on a CPU
 the Brent upper bound W/p + D*t), "lower" (max(W/p, D*t)), "upper", or "roofline" (the CPU row
@@ -99,7 +101,9 @@ def read_cells(path: Path, hw: Hardware, bound: str, floor: FrameworkFloor | Non
 
 
 def read_floor(path: Path, hw: Hardware, bound: str) -> FrameworkFloor:
-    """The framework floor from a calibration grid.csv (see perfmodel/floor.py)."""
+    """The framework floor from `rlbench calibrate`'s cache file, or from a calibration grid.csv."""
+    if path.suffix == ".json":
+        return FrameworkFloor.from_dict(json.loads(path.read_text())["floor"])
     cells = read_cells(path, hw, bound)
     stages = list(MODEL_STAGES)
     return measure_floor([(c["response_length"], {m: c["measured"][m] for m in stages},
@@ -151,7 +155,8 @@ def main() -> None:
     parser.add_argument("--reference", default="256,32", help="HIDDEN,LENGTH of the reference cell")
     parser.add_argument("--bound", choices=list(BOUNDS), default="predicted", help="which stage time to compare")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.add_argument("--floor", type=Path, help="calibration grid.csv: add the framework floor measured there")
+    parser.add_argument("--floor", type=Path,
+                        help="calibration grid.csv or rlbench calibrate's floor-<framework>.json: add that floor")
     args = parser.parse_args()
     hidden, length = (int(x) for x in args.reference.split(","))
     peaks = cpu_peaks()

@@ -15,6 +15,17 @@ def test_generation_floor_splits_fixed_and_per_token_update_is_fixed():
     assert floor.seconds("unknown", 32) == 0.0
 
 
+def test_more_lengths_fit_a_least_squares_line():
+    # excess 0.01 + 0.002 L, plus 0.02 at L 16 only: mean length 56/3, Sxx = sum((L - 56/3)^2)
+    cells = [(length, {"gen": 0.01 + 0.002 * length + bump}, {"gen": 0.0})
+             for length, bump in ((8, 0), (16, 0.02), (32, 0))]
+    floor = measure_floor(cells)
+    mean_len = 56 / 3
+    sxx = sum((length - mean_len) ** 2 for length in (8, 16, 32))
+    assert floor.per_decode_step_s["gen"] == pytest.approx(0.002 + 0.02 * (16 - mean_len) / sxx)
+    assert floor.seconds("gen", mean_len) == pytest.approx(sum(m["gen"] for _, m, _ in cells) / 3)
+
+
 def test_floor_is_clipped_at_zero_and_needs_two_lengths():
     floor = measure_floor([(8, {"update_actor": 0.01}, {"update_actor": 0.05}), (16, {"update_actor": 0.02}, {"update_actor": 0.06})])
     assert floor.seconds("update_actor", 8) == 0.0

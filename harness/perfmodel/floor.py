@@ -11,8 +11,8 @@ So it is measured the only honest way: real runs of the same framework on a mode
 measured stage (rlbench's stage columns, time_<stage>_s) the floor is what the model leaves
 unexplained there, excess = measured - predicted:
 * generation: fixed + per_decode_step * L (the generate loop pays its bookkeeping once per token):
-  the two points give both numbers;
-* update_actor: fixed only (the Trainer pays once per optimizer step): the mean of the two excesses.
+  the line through the points (least squares with more than two lengths);
+* update_actor: fixed only (the Trainer pays once per optimizer step): the mean excess.
 A negative excess is clipped to 0: a floor cannot make a stage faster than its arithmetic.
 `predict(..., floor=...)` adds it to the model stage that pays it (MODEL_STAGE: the decode loop
 for generation, the actor update for update_actor), so step time, tokens/s and MFU include it.
@@ -78,24 +78,30 @@ def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: in
 Calibration = tuple[int, dict[str, float], dict[str, float]]  # (response_len, measured_s, predicted_s) by stage
 
 
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) through (x, y) points with two distinct x at least."""
+    n = len(points)
+    mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points))
+    return mean_y - slope * mean_x, slope
+
+
 def measure_floor(cells: list[Calibration], source: str = "") -> FrameworkFloor:
-    """The floor from calibration cells at two (or more) response lengths; see the module docstring."""
-    lengths = sorted({length for length, _, _ in cells})
-    if len(lengths) < 2:
+    """The floor from calibration cells at two (or more) response lengths; see the module docstring.
+
+    With more than two lengths the generation line is a least-squares fit of excess on length."""
+    if len({length for length, _, _ in cells}) < 2:
         raise ValueError("a framework floor needs calibration runs at two response lengths at least")
-    short = [c for c in cells if c[0] == lengths[0]]
-    long_ = [c for c in cells if c[0] == lengths[-1]]
     stages = set.intersection(*(set(m) & set(p) for _, m, p in cells))
-
-    def excess(group: list[Calibration], stage: str) -> float:
-        return sum(m[stage] - p[stage] for _, m, p in group) / len(group)
-
     fixed, per_step = {}, {}
     for stage in sorted(stages):
+        excess = [(float(length), m[stage] - p[stage]) for length, m, p in cells]
         if stage in PER_DECODE_STEP:
-            slope = max((excess(long_, stage) - excess(short, stage)) / (lengths[-1] - lengths[0]), 0.0)
+            intercept, slope = _line(excess)
+            slope = max(slope, 0.0)
             per_step[stage] = slope
-            fixed[stage] = max(excess(short, stage) - slope * lengths[0], 0.0)
+            # Refit the intercept under the clipped slope, so the line still passes through the mean.
+            fixed[stage] = max(sum(y - slope * x for x, y in excess) / len(excess), 0.0)
         else:
-            fixed[stage] = max(excess(cells, stage), 0.0)
+            fixed[stage] = max(sum(y for _, y in excess) / len(excess), 0.0)
     return FrameworkFloor(fixed_s=fixed, per_decode_step_s=per_step, source=source)
