@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--lengths", default="16,32,64")
     parser.add_argument("--widths", default="128,256,512")
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
