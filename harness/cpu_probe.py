@@ -11,6 +11,10 @@ machine does, measured with torch (the library the frameworks compute with):
   backward of a Qwen2-style gated MLP (gate, up, down; ffn = 2.6875 x dim, Qwen2.5's ratio),
   i.e. each matmul's three GEMMs (output, input gradient, weight gradient, the last one
   contracting over the rows) and the activation between them;
+* streamed_matmul_rates: the forward grid again at decode-sized rows, each matmul on the next
+  weight of a pool of STREAM_POOL_BYTES, so its weights come from beyond the cache as in a
+  decode step, which reads the whole model once; with cache_bytes (per-core L2 from sysfs x
+  threads) the model picks it for passes whose weights do not fit;
 * mem_bytes_per_s: a large tensor copy (read + write);
 * op_latency_s: the sequential unit of the model's depth term (perfmodel/roofline.py): one
   decode step of one Qwen2/Llama-style decoder layer (RMSNorm, q/k/v/o projections with rotary
@@ -20,7 +24,7 @@ machine does, measured with torch (the library the frameworks compute with):
   synchronisation floor that every layer pays however small it is.
 The best of several repeats is kept (a peak, not a mean: other processes only slow a repeat
 down), cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, thread count, torch
-version and probe version. The probe takes about 1 s (plus importing torch).
+version and probe version. The probe takes a few seconds (plus importing torch).
 
     python -m rlbench.cpu_probe
 """
@@ -35,10 +39,12 @@ from typing import Any
 
 from rlbench.environment import cpu_model, package_version
 
-PROBE_VERSION = 4  # 2: op_latency_s added; 3: matmul_rates by shape; 4: train_matmul_rates
+PROBE_VERSION = 5  # 2: op_latency_s added; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed
 RATE_ROWS = (16, 64, 256, 1024, 4096)
 RATE_DIMS = (64, 128, 256, 512, 1024)
 TRAIN_ROWS = (64, 256, 1024, 2048)  # up to a 16-sequence micro-batch of ~128 tokens
+STREAM_ROWS = (16, 64, 256)  # sequences per decode step
+STREAM_POOL_BYTES = 64 * 2**20  # many times any per-core L2, so a weight is evicted before its reuse
 RATE_MIN_S = 0.05  # repeat a small matmul until this long has passed, so its best repeat is a clean one
 MATMUL_N = 1024  # 2*N^3 = 2.1 GFLOP per matmul: long enough to time, short on a 2-core machine
 COPY_BYTES = 256 * 2**20  # well past any cache, so the copy streams from DRAM
@@ -167,6 +173,38 @@ def measure_train_matmul_rates() -> list[list[float]]:
     return rates
 
 
+def measure_streamed_matmul_rates() -> list[list[float]]:
+    """[[rows, dim, FLOP/s], ...] over STREAM_ROWS x RATE_DIMS, each matmul on the next weight of a pool."""
+    import torch
+
+    rates = []
+    for dim in RATE_DIMS:
+        pool = [torch.randn(dim, dim) for _ in range(max(2, STREAM_POOL_BYTES // (dim * dim * 4)))]
+        for rows in STREAM_ROWS:
+            x, turn = torch.randn(rows, dim), [0]
+
+            def step():
+                turn[0] = (turn[0] + 1) % len(pool)
+                torch.mm(x, pool[turn[0]])
+
+            rates.append([rows, dim, 2 * rows * dim * dim / _best_of_budget(step)])
+    return rates
+
+
+def l2_cache_bytes() -> float | None:
+    """One core's L2 from sysfs (Linux), None where it cannot be read."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(root.glob("index*")) if root.is_dir() else ():
+        try:
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip().upper()
+                scale = {"K": 2**10, "M": 2**20}.get(size[-1:], 1)
+                return float(size.rstrip("KM")) * scale
+        except (OSError, ValueError):
+            return None
+    return None
+
+
 def measure() -> dict[str, Any]:
     import torch
 
@@ -176,6 +214,7 @@ def measure() -> dict[str, Any]:
     dst = torch.empty_like(src)
     copy_s = _best_seconds(lambda: dst.copy_(src))
     unit = ", ".join(f"{k} {v}" for k, v in UNIT.items())
+    l2 = l2_cache_bytes()
     return {
         "fp32_flops_per_s": 2 * MATMUL_N**3 / matmul_s,
         # A copy reads and writes every byte: 2x the buffer size crosses the memory bus.
@@ -183,13 +222,18 @@ def measure() -> dict[str, Any]:
         "op_latency_s": measure_op_latency(),
         "matmul_rates": measure_matmul_rates(),
         "train_matmul_rates": measure_train_matmul_rates(),
+        "streamed_matmul_rates": measure_streamed_matmul_rates(),
+        # Each thread's GEMM block reads its share of the weights through its own core's L2.
+        "cache_bytes": None if l2 is None else l2 * torch.get_num_threads(),
         "threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
         "torch": torch.__version__,
         "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
                   f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
                   f"torch.mm [rows x dim] @ [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
-                  f"gated-MLP forward + backward, rows {TRAIN_ROWS}, dims {RATE_DIMS}",
+                  f"gated-MLP forward + backward, rows {TRAIN_ROWS}, dims {RATE_DIMS}; "
+                  f"torch.mm over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
+                  "L2 from /sys/devices/system/cpu/cpu0/cache",
     }
 
 
@@ -220,6 +264,8 @@ def cpu_row(peaks: dict[str, Any] | None = None):
     return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"], op_latency_s=peaks.get("op_latency_s"),
                         matmul_rates=tuple(tuple(row) for row in peaks.get("matmul_rates", ())),
                         train_matmul_rates=tuple(tuple(row) for row in peaks.get("train_matmul_rates", ())),
+                        streamed_matmul_rates=tuple(tuple(row) for row in peaks.get("streamed_matmul_rates", ())),
+                        cache_bytes=peaks.get("cache_bytes"),
                         source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
 
 

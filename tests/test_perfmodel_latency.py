@@ -89,3 +89,17 @@ def test_probe_cache_holds_latency_and_builds_the_row(tmp_path, monkeypatch) -> 
     (tmp_path / "cpu_probe.json").write_text(json.dumps(old))
     fake["op_latency_s"] = 5e-4
     assert cpu_probe.cpu_peaks()["op_latency_s"] == 5e-4
+
+
+def test_probe_reads_the_l2_size_and_builds_the_streamed_row(tmp_path, monkeypatch) -> None:
+    from rlbench import cpu_probe
+
+    l2 = cpu_probe.l2_cache_bytes()
+    assert l2 is None or 16 * 2**10 <= l2 <= 1 * 2**30  # KiB to MiB, as sysfs states it
+    peaks = {"fp32_flops_per_s": 5e10, "mem_bytes_per_s": 1e10, "op_latency_s": 4e-4, "method": "fake",
+             "cpu_model": "fake", "matmul_rates": [[16, 64, 2e9]], "streamed_matmul_rates": [[16, 64, 1e9]],
+             "cache_bytes": 4 * 2**20}
+    row = cpu_probe.cpu_row(peaks)
+    assert row.cache_bytes == 4 * 2**20
+    assert row.matmul_flops_per_s(16, 64, weight_bytes=8 * 2**20) == pytest.approx(1e9)
+    assert row.matmul_flops_per_s(16, 64, weight_bytes=2 * 2**20) == pytest.approx(2e9)

@@ -69,3 +69,22 @@ def test_training_stages_use_the_training_grid():
     forward_only = {s.name: s for s in predict(arch, shape, ParallelShape(gpus=1), _row()).stages}
     assert both["actor_update"].compute_time_s == pytest.approx(2 * forward_only["actor_update"].compute_time_s)
     assert both["ref_logprob"].compute_time_s == pytest.approx(forward_only["ref_logprob"].compute_time_s)
+
+
+def test_decode_streams_weights_that_do_not_fit_in_the_cache():
+    streamed = tuple((m, k, r / 4) for m, k, r in GRID)
+    arch = ModelArch(name="t", layers=2, hidden=256, heads=4, kv_heads=2, ffn=688, vocab=2048)
+    weights = arch.weight_bytes()
+    shape = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=64, response_len=32, micro_batch_size=16)
+
+    def decode(cache_bytes):
+        hw = cpu_hardware(100e9, 20e9, matmul_rates=GRID, streamed_matmul_rates=streamed, cache_bytes=cache_bytes)
+        assert hw.matmul_flops_per_s(16, 64, weight_bytes=weights) == pytest.approx(
+            0.25e9 if cache_bytes and cache_bytes < weights else 1e9)
+        return {s.name: s for s in predict(arch, shape, ParallelShape(gpus=1), hw).stages}
+
+    cold, hot, unknown = decode(weights / 2), decode(weights * 2), decode(None)
+    assert cold["generation_decode"].compute_time_s == pytest.approx(4 * hot["generation_decode"].compute_time_s)
+    assert unknown["generation_decode"].compute_time_s == hot["generation_decode"].compute_time_s
+    # training re-reads each weight across many rows: never the streamed grid
+    assert cold["actor_update"].compute_time_s == hot["actor_update"].compute_time_s

@@ -57,13 +57,23 @@ class Hardware:
     # The same for training: FLOP/s of a gated-MLP forward + backward (the three GEMMs of each matmul:
     # output, input gradient, weight gradient, plus the activation between them) by (rows, dim).
     train_matmul_rates: tuple[tuple[int, int, float], ...] = ()
+    # The forward rate again, with the weights cycled through a pool far larger than the cache, so
+    # every matmul reads its weights from beyond it: a decode step streams the whole model once,
+    # and a skinny matmul on cold weights runs several times below the cache-hot rate.
+    streamed_matmul_rates: tuple[tuple[int, int, float], ...] = ()
+    cache_bytes: float | None = None  # the cache the threads share (CPU: per-core L2 x threads); None: unknown
     source: str = ""
 
-    def matmul_flops_per_s(self, rows: float | None, dim: float | None, training: bool = False) -> float:
+    def matmul_flops_per_s(self, rows: float | None, dim: float | None, training: bool = False,
+                           weight_bytes: float | None = None) -> float:
         """FLOP/s of a [rows x dim] matmul (forward, or forward + backward when `training`):
         bilinear in log-log over the measured grid, clamped to its edges; the peak where nothing
-        was measured or the shape is unknown."""
+        was measured or the shape is unknown. A forward pass whose weights (`weight_bytes`, read
+        once per pass) do not fit in `cache_bytes` runs at the streamed rate where one was measured."""
         rates = self.train_matmul_rates if training and self.train_matmul_rates else self.matmul_rates
+        if (not training and self.streamed_matmul_rates and weight_bytes and self.cache_bytes
+                and weight_bytes > self.cache_bytes):
+            rates = self.streamed_matmul_rates
         if not rates or not rows or not dim:
             return self.bf16_flops
         table = {(m, k): r for m, k, r in rates}
@@ -92,7 +102,7 @@ class Hardware:
         if self.op_latency_s is not None and (not isinstance(self.op_latency_s, (int, float))
                                               or self.op_latency_s <= 0):
             raise ValueError(f"Hardware.op_latency_s={self.op_latency_s!r}: must be a positive number or None")
-        for field in ("matmul_rates", "train_matmul_rates"):
+        for field in ("matmul_rates", "train_matmul_rates", "streamed_matmul_rates"):
             rates = getattr(self, field)
             grid = {(m, k) for m, k, _ in rates}
             if rates and (len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid})
@@ -164,7 +174,9 @@ def _grid(rates) -> tuple[tuple[int, int, float], ...]:
 
 def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None = None,
                  matmul_rates: tuple[tuple[int, int, float], ...] = (),
-                 train_matmul_rates: tuple[tuple[int, int, float], ...] = (), mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
+                 train_matmul_rates: tuple[tuple[int, int, float], ...] = (),
+                 streamed_matmul_rates: tuple[tuple[int, int, float], ...] = (), cache_bytes: float | None = None,
+                 mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
                  name: str = "cpu", source: str = "measured at run time") -> Hardware:
     """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth, per-layer op latency).
 
@@ -172,14 +184,16 @@ def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None
     predicted collective comes out None rather than a guess. Dispatch does not overlap the
     arithmetic on a CPU (overlaps_latency=False), so stage times are W/p + D * op_latency_s.
     `matmul_rates` / `train_matmul_rates` are the probe's FLOP/s by shape (rows, dim), forward and
-    forward + backward, used for each stage's shape.
+    forward + backward, used for each stage's shape; `streamed_matmul_rates` the forward rate on
+    weights beyond `cache_bytes`, used where a pass's weights do not fit there.
     """
     return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
                     hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
                     inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
                     gpus_per_node=1, op_latency_s=None if op_latency_s is None else float(op_latency_s),
                     overlaps_latency=False, matmul_rates=_grid(matmul_rates), train_matmul_rates=_grid(train_matmul_rates),
-                    source=source)
+                    streamed_matmul_rates=_grid(streamed_matmul_rates),
+                    cache_bytes=None if cache_bytes is None else float(cache_bytes), source=source)
 
 
 def with_price(hw: Hardware, usd_per_gpu_hour: float | None) -> Hardware:

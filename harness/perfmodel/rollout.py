@@ -97,4 +97,5 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     return build_stage("generation_decode", hw=hw, achievable=achievable, gpus=pool,
                        flops=seqs * per_seq_flops, bytes=busy * steps * weights + seqs * per_seq_kv,
                        comm=comm, depth=steps * pass_units(arch.layers), critical=critical, note=note,
-                       matmul_rows=per_replica, matmul_dim=arch.hidden)  # one token per sequence per step
+                       # one token per sequence per step; each step reads the engine's whole weight shard
+                       matmul_rows=per_replica, matmul_dim=arch.hidden, weight_bytes=weights / tp)

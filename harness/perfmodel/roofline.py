@@ -128,15 +128,16 @@ def brent(work_s: float, depth: float, hw: Hardware) -> tuple[float | None, floa
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
                 comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
                 matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
-                note: str = "") -> StageCost:
+                weight_bytes: float | None = None, note: str = "") -> StageCost:
     """Time a stage from its totals (W/p), its busiest device's work and its depth D.
 
     matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
     where the hardware row measured FLOP/s by shape (the CPU probe), compute runs at that rate
-    (the forward + backward rate for a `training` stage)."""
+    (the forward + backward rate for a `training` stage; the streamed rate when the `weight_bytes`
+    one device reads per pass exceed its cache)."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
-    rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training)
+    rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training, weight_bytes)
     compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm, rate)
     d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate)
     busiest = span = lower = upper = time = None
