@@ -260,7 +260,7 @@ def _measured_floor(framework: str, hardware: str):
 @click.option("--framework", required=True, help="Framework adapter to calibrate: see `rlbench ls`.")
 @click.option("--lengths", default="8,16", show_default=True,
               help="Response lengths of the calibration runs, comma-separated (two at least).")
-@click.option("--steps", type=click.IntRange(min=2), default=8, show_default=True,
+@click.option("--steps", type=click.IntRange(min=2), default=16, show_default=True,
               help="RL steps per calibration run (up to 3 warm-up steps are left out).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/calibration"),
               show_default=True, help="Folder that receives the calibration runs' records.")

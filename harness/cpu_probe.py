@@ -24,7 +24,7 @@ machine does, measured with torch (the library the frameworks compute with):
   synchronisation floor that every layer pays however small it is.
 The best of several repeats is kept (a peak, not a mean: other processes only slow a repeat
 down), cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, thread count, torch
-version and probe version. The probe takes a few seconds (plus importing torch).
+version and probe version. The probe takes about 10 s on 2 cores (plus importing torch).
 
     python -m rlbench.cpu_probe
 """
