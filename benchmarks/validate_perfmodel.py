@@ -73,7 +73,8 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
         mini_batch_prompts=workload.get("mini_batch_prompts"),
         micro_batch_size=int(trl.get("per_device_train_batch_size", sequences)),
         gradient_checkpointing=bool(workload.get("gradient_checkpointing", False)),
-        fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared)
+        fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared,
+        dtype_bytes=4 if trl.get("model_init_kwargs", {}).get("dtype") == "float32" else 2)
 
 
 def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",

@@ -163,3 +163,18 @@ def test_accepts_objects_and_cpu_row() -> None:
                 ParallelShape(gpus=1), cpu_hardware(peak_flops=1e12, mem_bw=5e10))
     assert p.step_time_s > 0 and p.cost_per_mtok_usd is None and p.energy_j is None
     assert get_hardware(H100).bf16_flops == 989e12
+
+
+def test_fp32_doubles_the_bytes_a_decode_moves():
+    import dataclasses
+
+    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+
+    bf16 = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
+    fp32 = dataclasses.replace(bf16, dtype_bytes=4)
+    decode = [predict("Qwen2.5-0.5B-Instruct", s, ParallelShape(gpus=1), "H100-SXM").stage("generation_decode")
+              for s in (bf16, fp32)]
+    assert decode[1].bytes == pytest.approx(2 * decode[0].bytes)
+    assert decode[1].flops == decode[0].flops
+    with pytest.raises(ValueError, match="dtype_bytes"):
+        dataclasses.replace(bf16, dtype_bytes=3)

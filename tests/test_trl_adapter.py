@@ -69,3 +69,15 @@ def test_not_installed_framework_is_refused(monkeypatch):
     monkeypatch.setattr(type(adapter), "version", lambda self: None)
     with pytest.raises(RLBenchError, match=r"framework 'trl' is not installed; install it with pip install 'rlbench\[trl\]'"):
         adapter.check(_spec())
+
+
+def test_model_shape_is_what_trl_launches_on_this_cpu():
+    from rlbench.environment import gpus
+
+    if gpus()[0]:
+        pytest.skip("the CPU launch only")
+    workload = load_workload("gsm8k-grpo-tiny")
+    shape = get_adapter("trl").model_shape(RunSpec(framework="trl", workload=workload, parallel=Parallelism()))
+    # HF generate over G repeated rows, one micro-batch per mini-batch, fp32 on a CPU
+    assert shape == {"micro_batch_size": workload.mini_batch_prompts * workload.algorithm.group_size,
+                     "shared_prefill": False, "dtype_bytes": 4}

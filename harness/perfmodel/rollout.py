@@ -35,19 +35,17 @@ from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
-ACT_BYTES = 2  # bf16 activations and weights
-
-
-def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int) -> float:
+def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = 2) -> float:
     """A token's KV cache on one GPU of a tp-wide engine (KV heads replicate when tp > kv_heads)."""
     heads_per_gpu = math.ceil(arch.kv_heads / tp)
-    return arch.kv_bytes_per_token() * heads_per_gpu / arch.kv_heads
+    return arch.kv_bytes_per_token(dtype_bytes) * heads_per_gpu / arch.kv_heads
 
 
-def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float) -> list[Collective]:
+def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float,
+                    dtype_bytes: int = 2) -> list[Collective]:
     if tp == 1:
         return []
-    size = all_reduce_bytes(tp, tokens * arch.hidden * ACT_BYTES)
+    size = all_reduce_bytes(tp, tokens * arch.hidden * dtype_bytes)
     return [Collective(kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size,
                        bandwidth=link_bandwidth(hw, tp, 1))]
 
@@ -62,10 +60,10 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
         else shape.sequences
     per_replica = math.ceil(prefills / replicas)
     per_prompt = fl.prefill_flops(arch, shape.prompt_len)
-    kv_write = shape.prompt_len * arch.kv_bytes_per_token()
-    weights = arch.weight_bytes()
+    kv_write = shape.prompt_len * arch.kv_bytes_per_token(shape.dtype_bytes)
+    weights = arch.weight_bytes(shape.dtype_bytes)
     busy = min(replicas, prefills)  # replicas with work
-    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * shape.prompt_len, 1))
+    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * shape.prompt_len, 1, shape.dtype_bytes))
     critical = Work(flops=per_replica * per_prompt / tp,
                     bytes=(weights + per_replica * kv_write) / tp, comm=comm)
     return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
@@ -84,12 +82,13 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     busy = min(replicas, seqs)
     mean_r, prompt = shape.mean_response, shape.prompt_len
     per_seq_flops = fl.decode_flops(arch, prompt, mean_r)
-    kvb = arch.kv_bytes_per_token()
+    kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
     per_seq_kv = kvb * (fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
-    weights = arch.weight_bytes()
-    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps))
+    weights = arch.weight_bytes(shape.dtype_bytes)
+    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps, shape.dtype_bytes))
     critical = Work(flops=per_replica * per_seq_flops / tp,
-                    bytes=steps * weights / tp + per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp) / kvb,
+                    bytes=steps * weights / tp
+                    + per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb,
                     comm=comm)
     note = "memory-bound below ~peak/bandwidth sequences per engine"
     if not shape.fixed_length:

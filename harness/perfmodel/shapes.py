@@ -60,9 +60,14 @@ class WorkloadShape:
     # True: a prompt's G samples share one prefill (vLLM n > 1, prefix caching); False: every
     # sequence is prefilled (Hugging Face generate on G repeated rows: TRL without vLLM).
     shared_prefill: bool = True
+    # Bytes per weight, activation and KV element as the framework computes: 2 for bf16/fp16
+    # (every GPU recipe here), 4 for fp32 (the frameworks' CPU path).
+    dtype_bytes: int = 2
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
+        if self.dtype_bytes not in (2, 4) or isinstance(self.dtype_bytes, bool):
+            raise ValueError(f"{own}.dtype_bytes={self.dtype_bytes!r}: must be 2 (bf16/fp16) or 4 (fp32)")
         for field in ("prompts_per_step", "group_size", "response_len", "ppo_epochs", "micro_batch_size"):
             _positive(own, field, getattr(self, field))
         _positive(own, "prompt_len", self.prompt_len, minimum=0)

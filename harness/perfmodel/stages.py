@@ -39,7 +39,7 @@ from rlbench.perfmodel.comm import (Collective, all_gather_bytes, all_reduce_byt
                                     link_bandwidth, merge)
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
-from rlbench.perfmodel.rollout import ACT_BYTES, decode_stage, prefill_stage
+from rlbench.perfmodel.rollout import decode_stage, prefill_stage
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 ADAM_BYTES_PER_PARAM = 28
@@ -57,7 +57,7 @@ def _trainer_comm(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
     tp, pp, sp, dp = par.tp, par.pp, par.sp, par.data_parallel
     layers = math.ceil(arch.layers / pp)
     passes = (2 + (1 if shape.gradient_checkpointing else 0)) if training else 1  # fwd-equivalents that talk
-    act = micro_tokens / sp * arch.hidden * ACT_BYTES  # one micro-batch's activations on one GPU
+    act = micro_tokens / sp * arch.hidden * shape.dtype_bytes  # one micro-batch's activations on one GPU
     out: list[Collective] = []
     if par.sharding == "full" and par.dp_group > 1:
         gather = all_gather_bytes(par.dp_group, shard_bytes)
@@ -91,7 +91,7 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     """A forward (log-probs, values, reward model) or a full update over the step's sequences."""
     tp, pp, sp, dp, gpus = par.tp, par.pp, par.sp, par.data_parallel, par.trainer_gpus
     params = params if params is not None else arch.param_count().total
-    shard_bytes = params * ACT_BYTES / (tp * pp)  # one model-parallel shard, before FSDP
+    shard_bytes = params * shape.dtype_bytes / (tp * pp)  # one model-parallel shard, before FSDP
     epochs, minis = (shape.ppo_epochs, shape.mini_batches) if training else (1, 1)
     per_rank = math.ceil(shape.sequences / minis / dp)
     micro = shape.micro_batches(per_rank)
