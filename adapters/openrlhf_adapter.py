@@ -195,6 +195,10 @@ class OpenRLHFAdapter(Adapter):
         events = sorted(folder.glob("events.out.tfevents.*")) if folder.is_dir() else []
         return events[-1] if events else folder / "events.out.tfevents"
 
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """Dynamic batching with packed samples: micro-batches of train.max_tokens_per_gpu tokens (bf16 only)."""
+        return {"micro_batch_tokens": _batches(spec)["train.max_tokens_per_gpu"]}
+
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)
         rows = [normalize(step, values, end) for step, (values, end) in sorted(steps.items())

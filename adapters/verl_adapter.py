@@ -233,6 +233,11 @@ class VerlAdapter(Adapter):
             env["HF_HUB_OFFLINE"] = "1"
         return LaunchPlan(argv=argv, env=env)
 
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked."""
+        return {"micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+                "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2}
+
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
         rows = []

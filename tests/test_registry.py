@@ -32,3 +32,23 @@ def test_import_and_help_import_no_framework():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("framework, expected", [
+    ("verl", {"micro_batch_tokens": 16384, "dtype_bytes": 2}),  # dynamic bsz at the 16k-token budget
+    ("openrlhf", {"micro_batch_tokens": 16384}),  # packed samples at the same budget
+])
+def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
+    import dataclasses
+
+    from rlbench.parallel import Parallelism
+    from rlbench.prediction import workload_shape
+    from rlbench.runspec import RunSpec
+    from rlbench.workloads.catalog import load_workload
+
+    workload = load_workload("gsm8k-grpo")
+    fields = get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
+                                                        parallel=Parallelism()))
+    assert fields == expected
+    shape = dataclasses.replace(workload_shape(workload), **fields)  # valid WorkloadShape fields
+    assert shape.micro_batch_tokens == 16384
