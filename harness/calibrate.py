@@ -22,13 +22,15 @@ import yaml
 
 from rlbench.errors import RLBenchError
 from rlbench.perfmodel import FrameworkFloor, measure_floor
+from rlbench.perfmodel.floor import MODEL_STAGE
+from rlbench.prediction import STAGE_MAP
 from rlbench.workloads.catalog import WORKLOAD_DIR
 
 BASE_WORKLOAD = "gsm8k-grpo-tiny"
 WARMUP_STEPS = 3
 HIDDEN = 64  # small enough that the arithmetic is a few ms: what remains is the framework's
 # rlbench's measured stage columns the floor covers -> the model stages that predict each.
-MEASURED = {"gen": ("generation_prefill", "generation_decode"), "update_actor": ("actor_update",)}
+MEASURED = {column: STAGE_MAP[column] for column in MODEL_STAGE}
 
 
 def tiny_workload(folder: Path, hidden: int, length: int, steps: int) -> Path:

@@ -202,7 +202,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         files=sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")),
     )
     if not steps.empty:
-        prediction = _prediction(spec, inputs.model, environment, steps, adapter.model_shape(spec))
+        prediction = _prediction(spec, adapter, inputs.model, environment, steps)
         write_json(run_dir / PREDICTION_FILE, prediction)
         record["files"] = sorted(set(record["files"]) | {PREDICTION_FILE})
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
@@ -226,15 +226,16 @@ def _gpu_price(environment: dict[str, Any]) -> float | None:
     return row.usd_per_gpu_hour if row is not None else None
 
 
-def _prediction(spec: RunSpec, model: str, environment: dict[str, Any], steps: pd.DataFrame,
-                shape_fields: dict[str, Any]) -> dict[str, Any]:
+def _prediction(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any],
+                steps: pd.DataFrame) -> dict[str, Any]:
     """The model's prediction for this run's exact work: its measured mean prompt length, and the
     old-log-prob pass only where the framework ran one (TRL skips it when updates align with generation)."""
     prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
         return predict_run(spec.workload, spec.parallel, model, environment, prompt_len=prompt_len,
-                           recompute_old_logprob=recompute, shape_fields=shape_fields, framework=spec.framework)
+                           recompute_old_logprob=recompute, shape_fields=adapter.model_shape(spec),
+                           framework=spec.framework)
     except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rlbench.perfmodel.roofline import StageCost
+from rlbench.perfmodel.roofline import StageCost, largest_term
 
 # Which stages pay a floor per decode step (generation) and which once per step (the rest).
 PER_DECODE_STEP = frozenset({"gen"})
@@ -66,10 +66,10 @@ def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: in
         if not seconds or stage.time_s is None:
             out.append(stage)
             continue
-        terms = {"compute": stage.compute_time_s, "memory": stage.memory_time_s, "comm": stage.comm_time_s or 0.0,
-                 "latency": stage.depth_time_s or 0.0, "framework": seconds}
+        bound = largest_term(stage.compute_time_s, stage.memory_time_s, stage.comm_time_s, stage.depth_time_s,
+                             framework=seconds)
         out.append(dataclasses.replace(
-            stage, time_s=stage.time_s + seconds, floor_s=seconds, bound=max(terms, key=terms.__getitem__),
+            stage, time_s=stage.time_s + seconds, floor_s=seconds, bound=bound,
             brent_lower_s=None if stage.brent_lower_s is None else stage.brent_lower_s + seconds,
             brent_upper_s=None if stage.brent_upper_s is None else stage.brent_upper_s + seconds))
     return out
@@ -78,12 +78,11 @@ def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: in
 Calibration = tuple[int, dict[str, float], dict[str, float]]  # (response_len, measured_s, predicted_s) by stage
 
 
-def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares (intercept, slope) through (x, y) points with two distinct x at least."""
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope through (x, y) points with two distinct x at least."""
     n = len(points)
     mean_x, mean_y = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    slope = (sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points))
-    return mean_y - slope * mean_x, slope
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
 
 
 def measure_floor(cells: list[Calibration], source: str = "") -> FrameworkFloor:
@@ -97,10 +96,9 @@ def measure_floor(cells: list[Calibration], source: str = "") -> FrameworkFloor:
     for stage in sorted(stages):
         excess = [(float(length), m[stage] - p[stage]) for length, m, p in cells]
         if stage in PER_DECODE_STEP:
-            intercept, slope = _line(excess)
-            slope = max(slope, 0.0)
+            slope = max(_slope(excess), 0.0)
             per_step[stage] = slope
-            # Refit the intercept under the clipped slope, so the line still passes through the mean.
+            # The intercept under the (clipped) slope: the line passes through the mean point.
             fixed[stage] = max(sum(y - slope * x for x, y in excess) / len(excess), 0.0)
         else:
             fixed[stage] = max(sum(y for _, y in excess) / len(excess), 0.0)

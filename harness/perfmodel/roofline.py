@@ -125,6 +125,13 @@ def brent(work_s: float, depth: float, hw: Hardware) -> tuple[float | None, floa
     return span, lower, upper, (lower if hw.overlaps_latency else upper)
 
 
+def largest_term(compute: float, memory: float, comm: float | None, span: float | None, framework: float = 0.0) -> str:
+    """A stage's `bound`: the name of its largest time term."""
+    terms = {"compute": compute, "memory": memory, "comm": comm or 0.0, "latency": span or 0.0,
+             "framework": framework}
+    return max(terms, key=terms.__getitem__)
+
+
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
                 comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
                 matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
@@ -144,11 +151,10 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
     if link is not None and d_link is not None:
         busiest = max(d_compute, d_memory, d_link)
         span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
-    terms = {"compute": compute, "memory": memory, "comm": link or 0.0, "latency": span or 0.0}
     return StageCost(name=name, gpus=gpus, flops=flops, model_flops=flops if model_flops is None else model_flops,
                      bytes=bytes, comm=comm, depth=depth, compute_time_s=compute, memory_time_s=memory,
                      comm_time_s=link, busiest_time_s=busiest, depth_time_s=span, time_s=time,
-                     brent_lower_s=lower, brent_upper_s=upper, bound=max(terms, key=terms.__getitem__), note=note)
+                     brent_lower_s=lower, brent_upper_s=upper, bound=largest_term(compute, memory, link, span), note=note)
 
 
 def empty_stage(name: str, *, gpus: int = 0, note: str = "") -> StageCost:
