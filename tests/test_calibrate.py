@@ -34,6 +34,24 @@ def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
     assert not floor_file("trl").exists()
 
 
+def test_a_framework_that_cannot_run_here_is_refused_before_anything_is_written(own_cache, tmp_path):
+    from rlbench.environment import gpus
+
+    if gpus()[0]:
+        pytest.skip("verl can run on a GPU machine")
+    out = tmp_path / "calibration"
+    assert "'verl' cannot run on this machine" in _one_error_line(
+        run_cli("calibrate", "--framework", "verl", "--out", str(out)))
+    assert not out.exists() and not floor_file("verl").exists()
+
+
+def test_an_unreadable_floor_file_is_named_with_the_fix(own_cache):
+    floor_file("trl").parent.mkdir(parents=True)
+    floor_file("trl").write_text("{not json")
+    floor, why = load_floor("trl")
+    assert floor is None and "unreadable" in why and "rlbench calibrate --framework trl" in why
+
+
 def test_predict_with_a_framework_needs_its_floor_and_the_cpu(own_cache):
     args = ("predict", "--model-config", "Qwen2.5-0.5B-Instruct", "--workload", "gsm8k-grpo-tiny")
     assert "rlbench calibrate --framework trl" in _one_error_line(run_cli(*args, "--hardware", "cpu",
