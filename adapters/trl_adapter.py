@@ -149,11 +149,13 @@ class TRLAdapter(Adapter):
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
         """Micro-batch = per_device_train_batch_size; without vLLM, Hugging Face generate prefills
-        each of the G repeated rows of a prompt (no shared prefix); on a CPU the model is fp32."""
+        each of the G repeated rows of a prompt (no shared prefix) and grows its DynamicCache by
+        concatenation; on a CPU the model is fp32."""
         config = self.grpo_config(spec, Path("."))
         fp32 = config["model_init_kwargs"]["dtype"] == "float32" and not config["bf16"]
         return {"micro_batch_size": int(config["per_device_train_batch_size"]),
-                "shared_prefill": bool(config["use_vllm"]), "dtype_bytes": 4 if fp32 else 2}
+                "shared_prefill": bool(config["use_vllm"]), "dtype_bytes": 4 if fp32 else 2,
+                "kv_cache": "paged" if config["use_vllm"] else "concat"}
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)

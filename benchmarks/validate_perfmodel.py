@@ -24,6 +24,8 @@ the Brent upper bound W/p + D*t), "lower" (max(W/p, D*t)), "upper", or "roofline
 without its op latency: W/p alone).
 
 Ratio error of a cell = (predicted / predicted_ref) / (measured / measured_ref) - 1.
+A cell measured several times (measure_tiny_grid.py --repeats) is the median of its runs'
+medians; the column "rep" is the spread of their step times (max / min - 1).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import csv
 import json
 import dataclasses
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +66,8 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
     prompt_len = _median(summary, "prompt_tokens") / responses
     sequences = workload["prompts_per_step"] * workload["algorithm"]["group_size"]
     trl = _trl_launch(folder)
-    # TRL without vLLM generates with Hugging Face generate over G repeated rows: no shared prefill.
+    # TRL without vLLM generates with Hugging Face generate over G repeated rows: no shared
+    # prefill, and a KV cache grown by concatenation.
     shared = bool(trl.get("use_vllm", True)) if trl else True
     return WorkloadShape(
         prompts_per_step=workload["prompts_per_step"], group_size=workload["algorithm"]["group_size"],
@@ -74,6 +78,7 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
         micro_batch_size=int(trl.get("per_device_train_batch_size", sequences)),
         gradient_checkpointing=bool(workload.get("gradient_checkpointing", False)),
         fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared,
+        kv_cache="paged" if shared else "concat",
         dtype_bytes=4 if trl.get("model_init_kwargs", {}).get("dtype") == "float32" else 2)
 
 
@@ -95,10 +100,24 @@ def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
             "span_s": sum(s.depth_time_s or 0.0 for s in p.stages)}
 
 
+def merge_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cell from its repeated runs (measure_tiny_grid.py --repeats): the median of their
+    measured medians, and the spread of their step times (max / min - 1) beside it."""
+    merged = dict(runs[0])
+    merged["measured"] = {m: statistics.median(r["measured"][m] for r in runs) for m in METRICS}
+    steps = [r["measured"]["step"] for r in runs]
+    merged["repeats"], merged["repeat_spread"] = len(runs), max(steps) / min(steps) - 1
+    return merged
+
+
 def read_cells(path: Path, hw: Hardware, bound: str, floor: FrameworkFloor | None = None) -> list[dict[str, Any]]:
-    """Every row of a grid.csv, measured and predicted."""
+    """Every cell of a grid.csv, measured and predicted; a cell's repeated rows merged."""
     with path.open() as handle:
-        return [cell(row, hw, bound, floor) for row in csv.DictReader(handle)]
+        runs = [cell(row, hw, bound, floor) for row in csv.DictReader(handle)]
+    by_cell: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        by_cell.setdefault((run["hidden"], run["response_length"]), []).append(run)
+    return [merge_repeats(group) for group in by_cell.values()]
 
 
 def read_floor(path: Path, hw: Hardware, bound: str) -> FrameworkFloor:
@@ -135,12 +154,13 @@ def table(result: dict[str, Any], peaks: dict[str, Any]) -> str:
              f"op latency {peaks['op_latency_s'] * 1e3:.3f} ms ({peaks['cpu_model']}, {peaks['threads']} threads)",
              f"stage times: {result['bound']}; ratios vs h{ref['hidden']}/L{ref['response_length']}; "
              "err = predicted ratio / measured ratio - 1", "",
-             f"{'h':>4} {'L':>3} | {'step meas':>9} {'pred':>6} {'span':>5} | {'step ratio m/p':>14} {'err':>5} | "
+             f"{'h':>4} {'L':>3} | {'step meas':>9} {'rep':>4} {'pred':>6} {'span':>5} | {'step ratio m/p':>14} {'err':>5} | "
              f"{'gen m/p s':>11} {'ratio m/p':>10} {'err':>5} | {'upd m/p s':>11} {'ratio m/p':>10} {'err':>5}"]
     for c in result["cells"]:
         m, p, r, e = c["measured"], c["predicted"], c["ratio"], c["ratio_error"]
         lines.append(
-            f"{c['hidden']:>4} {c['response_length']:>3} | {m['step']:>9.3f} {p['step']:>6.3f} {c['span_s']:>5.2f} | "
+            f"{c['hidden']:>4} {c['response_length']:>3} | {m['step']:>9.3f} {c['repeat_spread']:>4.0%} "
+            f"{p['step']:>6.3f} {c['span_s']:>5.2f} | "
             f"{r['step']['measured']:>6.2f}/{r['step']['predicted']:<7.2f} {e['step']:>+5.0%} | "
             f"{m['gen']:>5.2f}/{p['gen']:<5.2f} {r['gen']['measured']:>4.2f}/{r['gen']['predicted']:<5.2f} "
             f"{e['gen']:>+5.0%} | {m['update_actor']:>5.2f}/{p['update_actor']:<5.2f} "

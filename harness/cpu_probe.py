@@ -3,7 +3,10 @@
 The performance model's "cpu" hardware row has no datasheet: its numbers are what this
 machine does, measured with torch (the library the frameworks compute with):
 * fp32_flops_per_s: a square fp32 matmul;
-* matmul_rates: fp32 FLOP/s of [rows x dim] @ [dim x dim] over a grid of rows (tokens in
+* matmul_rates: fp32 FLOP/s of a [rows x dim] input through a [dim x dim] nn.Linear weight
+  (torch.nn.functional.linear: x @ W^T on a weight stored [out, in], as every torch.nn model
+  holds it; torch.mm on an [in, out] weight ran 1.5x faster at 16 rows here, a layout no
+  framework runs) over a grid of rows (tokens in
   flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
   run far below the square peak on a CPU (blocking, thread start-up), and a model's stages
   differ exactly in those shapes; the model interpolates this grid per stage;
@@ -39,7 +42,7 @@ from typing import Any
 
 from rlbench.environment import cpu_model, package_version
 
-PROBE_VERSION = 5  # 2: op_latency_s added; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed
+PROBE_VERSION = 6  # 2: op_latency_s; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed; 6: nn.Linear layout
 RATE_ROWS = (16, 64, 256, 1024, 4096)
 RATE_DIMS = (64, 128, 256, 512, 1024)
 TRAIN_ROWS = (64, 256, 1024, 2048)  # up to a 16-sequence micro-batch of ~128 tokens
@@ -147,10 +150,10 @@ def measure_matmul_rates() -> list[list[float]]:
 
     rates = []
     for dim in RATE_DIMS:
-        w = torch.randn(dim, dim)
+        w = torch.randn(dim, dim)  # [out, in], as nn.Linear stores it
         for rows in RATE_ROWS:
             x = torch.randn(rows, dim)
-            rates.append([rows, dim, 2 * rows * dim * dim / _best_of_budget(lambda: torch.mm(x, w))])
+            rates.append([rows, dim, 2 * rows * dim * dim / _best_of_budget(lambda: torch.nn.functional.linear(x, w))])
     return rates
 
 
@@ -185,7 +188,7 @@ def measure_streamed_matmul_rates() -> list[list[float]]:
 
             def step():
                 turn[0] = (turn[0] + 1) % len(pool)
-                torch.mm(x, pool[turn[0]])
+                torch.nn.functional.linear(x, pool[turn[0]])
 
             rates.append([rows, dim, 2 * rows * dim * dim / _best_of_budget(step)])
     return rates
@@ -230,9 +233,9 @@ def measure() -> dict[str, Any]:
         "torch": torch.__version__,
         "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
                   f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
-                  f"torch.mm [rows x dim] @ [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
+                  f"nn.functional.linear [rows x dim] x [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
                   f"gated-MLP forward + backward, rows {TRAIN_ROWS}, dims {RATE_DIMS}; "
-                  f"torch.mm over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
+                  f"nn.functional.linear over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
                   "L2 from /sys/devices/system/cpu/cpu0/cache",
     }
 

@@ -106,6 +106,7 @@ def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
         # The run's prediction is of what TRL ran: its micro-batch, every row prefilled by HF generate.
         inputs = json.loads((Path(cell["record"]) / "prediction.json").read_text())["inputs"]
         assert inputs["shared_prefill"] is False and inputs["micro_batch_size"] == 16
+        assert inputs["kv_cache"] == "concat"
     floor = cached["floor"]
     assert set(floor["fixed_s"]) == {"gen", "update_actor"} and min(floor["fixed_s"].values()) >= 0
     # The Trainer's step (optimizer, logging) costs far more than a hidden-64 model's arithmetic.

@@ -78,6 +78,6 @@ def test_model_shape_is_what_trl_launches_on_this_cpu():
         pytest.skip("the CPU launch only")
     workload = load_workload("gsm8k-grpo-tiny")
     shape = get_adapter("trl").model_shape(RunSpec(framework="trl", workload=workload, parallel=Parallelism()))
-    # HF generate over G repeated rows, one micro-batch per mini-batch, fp32 on a CPU
+    # HF generate over G repeated rows with a concatenated cache, one micro-batch per mini-batch, fp32 on a CPU
     assert shape == {"micro_batch_size": workload.mini_batch_prompts * workload.algorithm.group_size,
-                     "shared_prefill": False, "dtype_bytes": 4}
+                     "shared_prefill": False, "dtype_bytes": 4, "kv_cache": "concat"}

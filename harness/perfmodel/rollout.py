@@ -11,6 +11,9 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
 * Decode: each step of an engine streams its weight shard from HBM once and reads the KV
   cache of every live sequence; FLOPs are 2N + 4*L*A*t per token. Memory-bound until the
   per-engine batch approaches peak / bandwidth (about 295 sequences on an H100).
+  The KV traffic belongs to attention kernels that run between the projections' GEMMs, not
+  under them, so its time adds to theirs (roofline `serial_bytes`). How much traffic a cached
+  token costs per step depends on the engine's cache (kv_traffic_per_cached_token).
   Steps = the longest response: a batch of an RL step is fixed, so the engine keeps
   stepping (and reading its weights) until its last sequence ends. FLOPs and KV reads use
   the mean response length.
@@ -39,6 +42,19 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = 2) -
     """A token's KV cache on one GPU of a tp-wide engine (KV heads replicate when tp > kv_heads)."""
     heads_per_gpu = math.ceil(arch.kv_heads / tp)
     return arch.kv_bytes_per_token(dtype_bytes) * heads_per_gpu / arch.kv_heads
+
+
+def kv_traffic_per_cached_token(kv_cache: str) -> float:
+    """Reads + writes of each cached token's K and V per decode step.
+
+    * "paged" (vLLM, SGLang): the attention kernel reads it once; the new token is written in place.
+    * "concat" (Hugging Face DynamicCache, transformers 5 cache_utils.DynamicLayer.update):
+      torch.cat([cache, new]) reads the cache and writes it again (2), then SDPA reads it (1).
+      Grouped KV heads are not expanded at decode: for a single query token transformers packs
+      the query heads onto the KV heads (integrations/sdpa_attention.pack_gqa) instead of
+      repeat_kv; a profile of padded-batch generate at hidden 512 showed no copy beyond the cats.
+    """
+    return 1.0 if kv_cache == "paged" else 3.0
 
 
 def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float,
@@ -83,13 +99,13 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     mean_r, prompt = shape.mean_response, shape.prompt_len
     per_seq_flops = fl.decode_flops(arch, prompt, mean_r)
     kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
-    per_seq_kv = kvb * (fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
+    traffic = kv_traffic_per_cached_token(shape.kv_cache)
+    per_seq_kv = kvb * (traffic * fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
     weights = arch.weight_bytes(shape.dtype_bytes)
     comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps, shape.dtype_bytes))
-    critical = Work(flops=per_replica * per_seq_flops / tp,
-                    bytes=steps * weights / tp
-                    + per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb,
-                    comm=comm)
+    replica_kv = per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb
+    critical = Work(flops=per_replica * per_seq_flops / tp, bytes=steps * weights / tp + replica_kv,
+                    serial_bytes=replica_kv, comm=comm)
     note = "memory-bound below ~peak/bandwidth sequences per engine"
     if not shape.fixed_length:
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"

@@ -6,7 +6,11 @@ For a stage on p devices with total FLOPs F, total memory bytes M and per-device
     W/p = max(compute, memory, comm, busiest)
 
 compute, memory and communication overlap perfectly (a lower bound), while collectives of one
-stage run one after another. `busiest` is the same roofline applied to the work of the busiest
+stage run one after another. The exception is `serial_bytes`: bytes of memory-bound kernels that
+run between the matmuls rather than under them (decode attention reading the KV cache, and a
+cache copied to grow it). A device runs its kernels one after another, so those bytes' time adds
+to the rest: busiest = max(compute, other memory, comm) + serial memory.
+`busiest` is the same roofline applied to the work of the busiest
 device alone (a decode tail, a pipeline bubble, a batch that does not divide over replicas);
 the schedule is static, so that device sets the pace. `a` is the achievable fraction of peak,
 one number for all three (default 1.0: a pure roofline).
@@ -52,6 +56,7 @@ class Work:
     flops: float
     bytes: float
     comm: tuple[Collective, ...] = ()
+    serial_bytes: float = 0.0  # of `bytes`: moved by memory-bound kernels between the matmuls
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,7 +138,8 @@ def largest_term(compute: float, memory: float, comm: float | None, span: float 
 
 
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
-                comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
+                comm: tuple[Collective, ...], depth: float, critical: Work,
+                model_flops: float | None = None,
                 matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
                 weight_bytes: float | None = None, note: str = "") -> StageCost:
     """Time a stage from its totals (W/p), its busiest device's work and its depth D.
@@ -141,7 +147,8 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
     matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
     where the hardware row measured FLOP/s by shape (the CPU probe), compute runs at that rate
     (the forward + backward rate for a `training` stage; the streamed rate when the `weight_bytes`
-    one device reads per pass exceed its cache)."""
+    one device reads per pass exceed its cache). `critical.serial_bytes` adds its time after
+    the overlapped terms (see the module docstring)."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
     rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training, weight_bytes)
@@ -149,7 +156,10 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
     d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate)
     busiest = span = lower = upper = time = None
     if link is not None and d_link is not None:
-        busiest = max(d_compute, d_memory, d_link)
+        d_serial = critical.serial_bytes / (hw.hbm_bytes_per_s * achievable)
+        # The busiest device's serial kernels follow its overlapped work, so that device's time is
+        # never below the stage's averages: W/p is `busiest` whenever serial bytes exist.
+        busiest = max(d_compute, d_memory - d_serial, d_link) + d_serial
         span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
     return StageCost(name=name, gpus=gpus, flops=flops, model_flops=flops if model_flops is None else model_flops,
                      bytes=bytes, comm=comm, depth=depth, compute_time_s=compute, memory_time_s=memory,

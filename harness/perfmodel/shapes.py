@@ -23,6 +23,7 @@ ALGORITHMS = ("grpo", "ppo")
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step")
 SHARDINGS = ("full", "optimizer", "none")
+KV_CACHES = ("paged", "concat")
 
 
 def _positive(owner: str, field: str, value: object, minimum: int = 1) -> None:
@@ -63,6 +64,11 @@ class WorkloadShape:
     # Bytes per weight, activation and KV element as the framework computes: 2 for bf16/fp16
     # (every GPU recipe here), 4 for fp32 (the frameworks' CPU path).
     dtype_bytes: int = 2
+    # How the rollout engine keeps the KV cache (rollout.kv_traffic_per_cached_token):
+    # "paged": vLLM / SGLang blocks, the new token written in place and each cached token read
+    # once per step; "concat": Hugging Face's DynamicCache, grown by torch.cat every step (TRL
+    # without vLLM), which copies the whole cache each step.
+    kv_cache: str = "paged"
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
@@ -72,6 +78,7 @@ class WorkloadShape:
             _positive(own, field, getattr(self, field))
         _positive(own, "prompt_len", self.prompt_len, minimum=0)
         _choice(own, "algorithm", self.algorithm, ALGORITHMS)
+        _choice(own, "kv_cache", self.kv_cache, KV_CACHES)
         for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
                       "gradient_checkpointing", "fixed_length", "shared_prefill"):
             _boolean(own, field, getattr(self, field))
