@@ -175,6 +175,7 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).
     row["time_update_actor_s"] = line["step_time_s"] - stages.get("make_experience", 0.0)
     row["prompt_tokens"] = tokens.get("prompt", math.nan)
+    row["padded_prompt_tokens"] = tokens.get("prompt_padded", math.nan)
     row["response_tokens"] = tokens.get("response", math.nan)
     row["num_responses"] = tokens.get("responses", math.nan)
     row["reward_mean"] = trl.get("reward", math.nan)

@@ -88,6 +88,8 @@ def instrumented_trainer_class():
             self.rlbench_stages["make_experience"] += time.perf_counter() - start
             # The masks are TRL's own: the tokens it generated and trains on (EOS included).
             self.rlbench_tokens["prompt"] += int(output["prompt_mask"].sum().item())
+            # TRL left-pads a batch to its longest prompt, and generate and the loss compute on every position.
+            self.rlbench_tokens["prompt_padded"] += int(output["prompt_mask"].numel())
             self.rlbench_tokens["response"] += int(output["completion_mask"].sum().item())
             self.rlbench_tokens["responses"] += int(output["completion_mask"].shape[0])
             return output

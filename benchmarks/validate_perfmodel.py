@@ -64,6 +64,7 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
     workload, summary = record["workload"], record["summary"]
     responses = _median(summary, "num_responses")
     prompt_len = _median(summary, "prompt_tokens") / responses
+    padded = _median(summary, "padded_prompt_tokens") / responses  # NaN in records made before it was measured
     sequences = workload["prompts_per_step"] * workload["algorithm"]["group_size"]
     trl = _trl_launch(folder)
     # TRL without vLLM generates with Hugging Face generate over G repeated rows: no shared
@@ -79,6 +80,7 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
         gradient_checkpointing=bool(workload.get("gradient_checkpointing", False)),
         fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared,
         kv_cache="paged" if shared else "concat",
+        padded_prompt_len=None if math.isnan(padded) else max(round(prompt_len), round(padded)),
         dtype_bytes=4 if trl.get("model_init_kwargs", {}).get("dtype") == "float32" else 2)
 
 

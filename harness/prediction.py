@@ -13,6 +13,7 @@ machine, the prediction includes it (floor_cache.py).
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,12 @@ def hardware_for(environment: dict[str, Any]) -> Hardware | None:
 
 def predict_run(workload: Workload, parallel: Parallelism, model: str, environment: dict[str, Any], *,
                 prompt_len: float | None, recompute_old_logprob: bool, shape_fields: dict[str, Any] | None = None,
-                framework: str | None = None) -> dict[str, Any]:
+                framework: str | None = None, padded_prompt_len: float | None = None) -> dict[str, Any]:
     """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
 
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
+    padded_prompt_len: the measured prompt width of a left-padded batch (TRL's padded_prompt_tokens
+    per response), None or NaN where the framework does not pad.
     framework: with a floor cached for it on this machine (`rlbench calibrate`), the prediction
     includes it; "floor" says which, or why there is none."""
     try:
@@ -116,10 +119,13 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
     shape = dataclasses.replace(shape, **(shape_fields or {}))
+    if padded_prompt_len is not None and not math.isnan(padded_prompt_len):
+        shape = dataclasses.replace(shape, padded_prompt_len=max(shape.prompt_len, round(padded_prompt_len)))
     floor, why_not = load_floor(framework) if framework else (None, "no framework given")
     result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
     return {"available": True, "hardware": hardware.name, "hardware_source": hardware.source,
-            "inputs": {"prompt_len": shape.prompt_len, "response_len": shape.response_len, "gpus": gpus,
+            "inputs": {"prompt_len": shape.prompt_len, "padded_prompt_len": shape.padded_prompt_len,
+                       "response_len": shape.response_len, "gpus": gpus,
                        **(shape_fields or {})},
             "floor": floor.to_dict() if floor else {"reason": why_not}, **result.to_dict()}
 

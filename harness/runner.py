@@ -228,14 +228,17 @@ def _gpu_price(environment: dict[str, Any]) -> float | None:
 
 def _prediction(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any],
                 steps: pd.DataFrame) -> dict[str, Any]:
-    """The model's prediction for this run's exact work: its measured mean prompt length, and the
-    old-log-prob pass only where the framework ran one (TRL skips it when updates align with generation)."""
+    """The model's prediction for this run's exact work: its measured mean prompt length (and the
+    padded width where the framework pads), and the old-log-prob pass only where the framework
+    ran one (TRL skips it when updates align with generation)."""
     prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
+    padded = (steps["padded_prompt_tokens"] / steps["num_responses"]).median() if "padded_prompt_tokens" in steps \
+        else None
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
         return predict_run(spec.workload, spec.parallel, model, environment, prompt_len=prompt_len,
                            recompute_old_logprob=recompute, shape_fields=adapter.model_shape(spec),
-                           framework=spec.framework)
+                           framework=spec.framework, padded_prompt_len=None if padded is None else float(padded))
     except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 

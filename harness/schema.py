@@ -40,6 +40,8 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
       for stage in STAGES],
     _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),
+    _m("padded_prompt_tokens", "tokens", "neutral", "prompt positions computed on: rows x the batch's longest prompt "
+       "(a left-padded batch, as TRL's generate and loss run it; NaN where the framework packs or pages)"),
     _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
     _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
     _m("num_responses", "count", "neutral", "responses generated in the step"),

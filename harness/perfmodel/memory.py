@@ -79,7 +79,9 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
     parts["activations"] = _activations(arch, shape, par)
     per_engine = math.ceil(shape.sequences / par.rollout_replicas)
     parts["rollout_weights"] = arch.weight_bytes() / par.rollout_tp
-    parts["kv_cache"] = per_engine * shape.mean_seq_len * kv_bytes_per_token_per_gpu(arch, par.rollout_tp)
+    # a left-padded batch caches its pads too
+    cached = shape.computed_prompt_len + shape.mean_response
+    parts["kv_cache"] = per_engine * cached * kv_bytes_per_token_per_gpu(arch, par.rollout_tp)
     rollout = parts["rollout_weights"] + parts["kv_cache"]
     trainer = states + parts["activations"]
     if par.placement == "colocated":

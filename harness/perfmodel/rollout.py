@@ -5,7 +5,8 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
 
 * Prefill: the G samples of a prompt share its KV cache (vLLM's n > 1 / prefix caching),
   so each prompt is prefilled once (shared_prefill=False: every sequence, as Hugging Face
-  generate does with G repeated rows). Compute-bound for prompts of hundreds of tokens.
+  generate does with G repeated rows). A left-padded batch (padded_prompt_len) prefills and
+  caches its pads as well. Compute-bound for prompts of hundreds of tokens.
   The head runs on the last prompt position only (flops.prefill_flops). One forward of the
   replica's batch: depth L + 2 units.
 * Decode: each step of an engine streams its weight shard from HBM once and reads the KV
@@ -75,17 +76,18 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
     prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill \
         else shape.sequences
     per_replica = math.ceil(prefills / replicas)
-    per_prompt = fl.prefill_flops(arch, shape.prompt_len)
-    kv_write = shape.prompt_len * arch.kv_bytes_per_token(shape.dtype_bytes)
+    width = shape.computed_prompt_len  # a left-padded batch prefills its pads too
+    per_prompt = fl.prefill_flops(arch, width)
+    kv_write = width * arch.kv_bytes_per_token(shape.dtype_bytes)
     weights = arch.weight_bytes(shape.dtype_bytes)
     busy = min(replicas, prefills)  # replicas with work
-    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * shape.prompt_len, 1, shape.dtype_bytes))
+    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * width, 1, shape.dtype_bytes))
     critical = Work(flops=per_replica * per_prompt / tp,
                     bytes=(weights + per_replica * kv_write) / tp, comm=comm)
     return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
                        flops=prefills * per_prompt, bytes=busy * weights + prefills * kv_write,
                        comm=comm, depth=pass_units(arch.layers), critical=critical,
-                       matmul_rows=per_replica * shape.prompt_len, matmul_dim=arch.hidden,
+                       matmul_rows=per_replica * width, matmul_dim=arch.hidden,
                        note="prompt KV shared by the group's samples" if shape.shared_prefill
                        else "every sequence prefilled (no prefix sharing)")
 
@@ -96,7 +98,8 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     seqs, steps = shape.sequences, shape.response_len
     per_replica = math.ceil(seqs / replicas)
     busy = min(replicas, seqs)
-    mean_r, prompt = shape.mean_response, shape.prompt_len
+    # a left-padded batch's cache holds its pads: attention reads them and torch.cat copies them
+    mean_r, prompt = shape.mean_response, shape.computed_prompt_len
     per_seq_flops = fl.decode_flops(arch, prompt, mean_r)
     kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
     traffic = kv_traffic_per_cached_token(shape.kv_cache)

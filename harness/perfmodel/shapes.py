@@ -69,6 +69,10 @@ class WorkloadShape:
     # once per step; "concat": Hugging Face's DynamicCache, grown by torch.cat every step (TRL
     # without vLLM), which copies the whole cache each step.
     kv_cache: str = "paged"
+    # The prompt width the framework computes on when it left-pads each batch to its longest
+    # prompt (TRL: Hugging Face generate and the loss's forward run on rows x that width, pads
+    # included); None: the mean prompt_len (vLLM pages each sequence; verl and OpenRLHF pack).
+    padded_prompt_len: int | None = None
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
@@ -89,6 +93,8 @@ class WorkloadShape:
             if self.prompts_per_step % self.mini_batch_prompts:
                 raise ValueError(f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
                                  f"prompts_per_step={self.prompts_per_step}")
+        if self.padded_prompt_len is not None:
+            _positive(own, "padded_prompt_len", self.padded_prompt_len, minimum=self.prompt_len)
         if self.mean_response_len is not None:
             if self.fixed_length:
                 raise ValueError(f"{own}.mean_response_len: only meaningful with fixed_length=False")
@@ -109,6 +115,19 @@ class WorkloadShape:
     @property
     def mean_seq_len(self) -> float:
         return self.prompt_len + self.mean_response
+
+    @property
+    def computed_prompt_len(self) -> int:
+        """Prompt positions per sequence the hardware computes on: the padded width, else the mean."""
+        return self.padded_prompt_len if self.padded_prompt_len is not None else self.prompt_len
+
+    @property
+    def computed_seq_len(self) -> float:
+        """Positions per sequence a training pass computes on: a padded batch also pads its
+        completions to the longest (response_len at most, the value taken); else the mean."""
+        if self.padded_prompt_len is None:
+            return self.mean_seq_len
+        return self.padded_prompt_len + self.response_len
 
     @property
     def max_seq_len(self) -> int:

@@ -8,7 +8,9 @@
     weight_sync                                  trainer -> rollout weights
 
 Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x sp):
-* FLOPs: forward 2N + 4LAt per token (flops.py); training 3x, 4x with checkpointing.
+* FLOPs: forward 2N + 4LAt per token (flops.py); training 3x, 4x with checkpointing. A
+  left-padded batch (WorkloadShape.padded_prompt_len) computes on every padded position; its
+  model FLOPs (MFU) count the real tokens only.
 * HBM: the weight shard is read once per pass per micro-batch (+1 write of gradients when
   training); Adam reads and writes 28 bytes per local parameter per optimizer step (bf16
   grad + fp32 master, m, v read; fp32 master, m, v + bf16 param written).
@@ -97,13 +99,15 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     micro = shape.micro_batches(per_rank)
     n_micro, steps = epochs * minis * micro, epochs * minis
     passes = fl.passes(shape.gradient_checkpointing) if training else 1
-    seq = fl.sequence_forward_flops(arch, shape.mean_seq_len, value_head=value_head)
+    # A left-padded batch computes on its pads too: hardware FLOPs, not model FLOPs (MFU's numerator).
+    seq = fl.sequence_forward_flops(arch, shape.computed_seq_len, value_head=value_head)
+    useful = fl.sequence_forward_flops(arch, shape.mean_seq_len, value_head=value_head)
     flops = epochs * shape.sequences * passes * seq
-    model_flops = epochs * shape.sequences * (3 if training else 1) * seq
+    model_flops = epochs * shape.sequences * (3 if training else 1) * useful
     mb_bytes = n_micro * (passes + (1 if training else 0)) * shard_bytes
     opt_bytes = steps * ADAM_BYTES_PER_PARAM * params / (tp * pp * par.optimizer_shards) if training else 0.0
     comm = _trainer_comm(arch, shape, par, hw, shard_bytes=shard_bytes, micro_batches=n_micro,
-                         micro_tokens=per_rank * shape.mean_seq_len / micro, optimizer_steps=steps,
+                         micro_tokens=per_rank * shape.computed_seq_len / micro, optimizer_steps=steps,
                          training=training)
     bubble = (micro + pp - 1) / micro
     critical = Work(flops=epochs * minis * per_rank * passes * seq / (tp * pp * sp) * bubble,
@@ -111,7 +115,7 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
     return build_stage(name, hw=hw, achievable=achievable, gpus=gpus, flops=flops, model_flops=model_flops,
                        bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
-                       matmul_rows=per_rank * shape.mean_seq_len / micro / sp, matmul_dim=arch.hidden / tp, training=training,
+                       matmul_rows=per_rank * shape.computed_seq_len / micro / sp, matmul_dim=arch.hidden / tp, training=training,
                        depth=steps * (micro + pp - 1) * passes * pass_units(math.ceil(arch.layers / pp)))
 
 

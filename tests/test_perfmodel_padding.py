@@ -1,0 +1,64 @@
+"""A left-padded batch (TRL): the model computes on the padded prompt width, MFU on the real tokens."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from rlbench.perfmodel import ParallelShape, WorkloadShape, get_arch, get_hardware, predict
+
+ARCH = get_arch("Qwen2.5-0.5B-Instruct")
+HW = get_hardware("H100-SXM")
+WORK = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=90, response_len=32, use_kl_reference=False,
+                     recompute_old_logprob=False, micro_batch_size=16, shared_prefill=False)
+
+
+def test_pads_cost_flops_but_not_model_flops() -> None:
+    bare = predict(ARCH, WORK, ParallelShape(gpus=1), HW)
+    padded = predict(ARCH, dataclasses.replace(WORK, padded_prompt_len=120), ParallelShape(gpus=1), HW)
+    prefill, padded_prefill = bare.stage("generation_prefill"), padded.stage("generation_prefill")
+    assert padded_prefill.flops == pytest.approx(prefill.flops * 120 / 90, rel=0.02)  # per position, ~linear
+    update, padded_update = bare.stage("actor_update"), padded.stage("actor_update")
+    assert padded_update.flops > update.flops * 1.2  # 152 positions per sequence instead of 122
+    assert padded_update.model_flops == pytest.approx(update.model_flops)  # MFU counts the real tokens
+    assert padded.stage("generation_decode").bytes > bare.stage("generation_decode").bytes  # pads in the cache
+    assert padded.tokens_per_s < bare.tokens_per_s  # same tokens, more time
+
+
+def test_computed_lengths() -> None:
+    assert WORK.computed_prompt_len == 90 and WORK.computed_seq_len == 122
+    padded = dataclasses.replace(WORK, padded_prompt_len=120)
+    assert padded.computed_prompt_len == 120 and padded.computed_seq_len == 152
+    assert padded.mean_seq_len == 122  # throughput's tokens stay the real ones
+
+
+def test_padding_narrower_than_the_mean_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"WorkloadShape\.padded_prompt_len"):
+        dataclasses.replace(WORK, padded_prompt_len=80)
+
+
+def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    from rlbench.parallel import parse_parallel
+    from rlbench.prediction import predict_run
+    from rlbench.workloads.catalog import load_workload
+
+    args = (load_workload("gsm8k-grpo-tiny"), parse_parallel(()), "Qwen2.5-0.5B-Instruct",
+            {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})
+    bare = predict_run(*args, prompt_len=90, recompute_old_logprob=False, padded_prompt_len=math.nan)
+    assert bare["inputs"]["padded_prompt_len"] is None
+    padded = predict_run(*args, prompt_len=90, recompute_old_logprob=False, padded_prompt_len=119.6)
+    assert padded["inputs"]["padded_prompt_len"] == 120
+    assert padded["step_time_s"] > bare["step_time_s"]
+
+
+def test_trl_rows_carry_the_padded_width() -> None:
+    from rlbench.adapters.trl_adapter import normalize
+
+    line = {"step": 1, "step_time_s": 1.0, "step_start_unix_s": 0.0, "step_end_unix_s": 1.0,
+            "stages_s": {"gen": 0.4, "make_experience": 0.5},
+            "tokens": {"prompt": 1500, "prompt_padded": 1920, "response": 512, "responses": 16}}
+    row = normalize(line)
+    assert row["padded_prompt_tokens"] == 1920 and row["prompt_tokens"] == 1500
