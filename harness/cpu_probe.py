@@ -10,10 +10,10 @@ machine does, measured with torch (the library the frameworks compute with):
   flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
   run far below the square peak on a CPU (blocking, thread start-up), and a model's stages
   differ exactly in those shapes; the model interpolates this grid per stage;
-* train_matmul_rates: the same for training, over rows x dims: FLOP/s of the forward and
-  backward of a Qwen2-style gated MLP (gate, up, down; ffn = 2.6875 x dim, Qwen2.5's ratio),
-  i.e. each matmul's three GEMMs (output, input gradient, weight gradient, the last one
-  contracting over the rows) and the activation between them;
+* train_matmul_rates: the same for training, over rows x dims: the performance model's FLOPs
+  of one Qwen2-style decoder layer's forward and backward (train_layer_flops) per second of
+  running it (RMSNorms, q/k/v/o with rotary embedding, causal SDPA, gated MLP with ffn =
+  2.6875 x dim, residuals), on sequences of TRAIN_SEQ_LEN tokens;
 * streamed_matmul_rates: the forward grid again at decode-sized rows, each matmul on the next
   weight of a pool of STREAM_POOL_BYTES, so its weights come from beyond the cache as in a
   decode step, which reads the whole model once; with cache_bytes (per-core L2 from sysfs x
@@ -42,10 +42,13 @@ from typing import Any
 
 from rlbench.environment import cpu_model, package_version
 
-PROBE_VERSION = 6  # 2: op_latency_s; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed; 6: nn.Linear layout
+PROBE_VERSION = 7  # 2: op_latency_s; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed;
+# 6: nn.Linear layout; 7: training rates of a whole decoder layer
 RATE_ROWS = (16, 64, 256, 1024, 4096)
 RATE_DIMS = (64, 128, 256, 512, 1024)
 TRAIN_ROWS = (64, 256, 1024, 2048)  # up to a 16-sequence micro-batch of ~128 tokens
+TRAIN_SEQ_LEN = 128  # tokens per sequence of the training probe (a GSM8K prompt and response)
+TRAIN_HEAD_DIM = 64
 STREAM_ROWS = (16, 64, 256)  # sequences per decode step
 STREAM_POOL_BYTES = 64 * 2**20  # many times any per-core L2, so a weight is evicted before its reuse
 RATE_MIN_S = 0.05  # repeat a small matmul until this long has passed, so its best repeat is a clean one
@@ -71,12 +74,10 @@ def _best_seconds(fn, repeats: int = REPEATS) -> float:
     return best
 
 
-def _decoder_layer():
-    """A Qwen2-style decoder layer and one decode step's inputs (plain torch, no framework)."""
+def _decoder_layer(h: int, heads: int, kv: int, hd: int, ffn: int):
+    """A Qwen2-style decoder layer (plain torch, no framework): forward(x, cos, sin, k_cache, v_cache)."""
     import torch
     from torch import nn
-
-    h, heads, kv, hd, ffn, cache = (UNIT[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "cache"))
 
     class RMSNorm(nn.Module):
         def __init__(self) -> None:
@@ -111,21 +112,30 @@ def _decoder_layer():
             k, v = torch.cat((k_cache, k), dim=2), torch.cat((v_cache, v), dim=2)
             k = k[:, :, None].expand(b, kv, heads // kv, k.shape[2], hd).reshape(b, heads, -1, hd)
             v = v[:, :, None].expand(b, kv, heads // kv, v.shape[2], hd).reshape(b, heads, -1, hd)
-            a = nn.functional.scaled_dot_product_attention(q, k, v)
+            # a training sequence (empty cache) is causal; one decode token sees the whole cache
+            a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
             x = x + self.o(a.transpose(1, 2).reshape(b, t, heads * hd))
             y = self.norm2(x)
             return x + self.down(nn.functional.silu(self.gate(y)) * self.up(y))
 
+    return Layer()
+
+
+def _unit_step():
+    """The latency unit: the UNIT layer and one decode step's inputs, batch 1."""
+    import torch
+
+    h, heads, kv, hd, ffn, cache = (UNIT[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "cache"))
     args = (torch.randn(1, 1, h), torch.randn(1, 1, 1, hd), torch.randn(1, 1, 1, hd),
             torch.randn(1, kv, cache, hd), torch.randn(1, kv, cache, hd))
-    return Layer().eval(), args
+    return _decoder_layer(h, heads, kv, hd, ffn).eval(), args
 
 
 def measure_op_latency(repeats: int = LATENCY_REPEATS) -> float:
     """Seconds of one decode step of one tiny decoder layer (best of `repeats`)."""
     import torch
 
-    layer, args = _decoder_layer()
+    layer, args = _unit_step()
     with torch.no_grad():
         for _ in range(5):
             layer(*args)
@@ -157,22 +167,53 @@ def measure_matmul_rates() -> list[list[float]]:
     return rates
 
 
+def train_layer_shape(dim: int) -> dict[str, int]:
+    """The training probe's layer at hidden `dim`: the tiny workloads' shape (head_dim 64, half as
+    many KV heads as query heads, Qwen2.5's ffn = 2.6875 x hidden)."""
+    heads = max(dim // TRAIN_HEAD_DIM, 1)
+    return {"hidden": dim, "heads": heads, "kv_heads": max(heads // 2, 1), "head_dim": TRAIN_HEAD_DIM,
+            "ffn": round(2.6875 * dim)}
+
+
+def train_layer_flops(shape: dict[str, int], sequences: int, length: int) -> float:
+    """The performance model's own count for one layer's forward + backward over `sequences`
+    causal sequences of `length` (perfmodel/flops.py: 3 x (2N t + 4 A t(t+1)/2)), so that a
+    stage's FLOPs divided by this rate give back the measured time on the probe's shape."""
+    from rlbench.perfmodel.arch import ModelArch
+    from rlbench.perfmodel.flops import head_params, sequence_forward_flops
+
+    arch = ModelArch(layers=1, vocab=1, qkv_bias=True, **{k: shape[k] for k in ("hidden", "heads", "kv_heads",
+                                                                               "head_dim", "ffn")})
+    head = 2 * head_params(arch) * length  # the probe has no output head
+    return 3 * sequences * (sequence_forward_flops(arch, length) - head)
+
+
 def measure_train_matmul_rates() -> list[list[float]]:
-    """[[rows, dim, FLOP/s], ...]: forward + backward of a gated MLP over TRAIN_ROWS x RATE_DIMS."""
+    """[[rows, dim, FLOP/s], ...]: forward + backward of one Qwen2-style decoder layer over
+    TRAIN_ROWS tokens (sequences of TRAIN_SEQ_LEN, fewer rows: one sequence) x RATE_DIMS.
+
+    The whole layer, not its matmuls alone: a trainer's forward and backward also run the
+    norms, rotary embedding, causal SDPA, activation and residuals between the GEMMs, one
+    after another. A plain Hugging Face training step at h512 spent 0.43 of its 0.68 s in
+    aten::mm here; a rate measured on GEMMs alone leaves the rest out."""
     import torch
-    from torch import nn
 
     rates = []
     for dim in RATE_DIMS:
-        ffn = round(2.6875 * dim)
-        gate, up, down = nn.Linear(dim, ffn, bias=False), nn.Linear(dim, ffn, bias=False), nn.Linear(ffn, dim, bias=False)
+        shape = train_layer_shape(dim)
+        hd, kv = shape["head_dim"], shape["kv_heads"]
+        layer = _decoder_layer(dim, shape["heads"], kv, hd, shape["ffn"])
         for rows in TRAIN_ROWS:
-            x = torch.randn(rows, dim, requires_grad=True)
+            length = min(rows, TRAIN_SEQ_LEN)
+            sequences = rows // length
+            x = torch.randn(sequences, length, dim, requires_grad=True)
+            cos, sin = torch.randn(1, 1, length, hd), torch.randn(1, 1, length, hd)
+            empty = torch.zeros(sequences, kv, 0, hd)
 
             def step():
-                down(nn.functional.silu(gate(x)) * up(x)).sum().backward()
+                layer(x, cos, sin, empty, empty).sum().backward()
 
-            rates.append([rows, dim, 3 * 3 * 2 * rows * dim * ffn / _best_of_budget(step)])
+            rates.append([rows, dim, train_layer_flops(shape, sequences, length) / _best_of_budget(step)])
     return rates
 
 
@@ -234,7 +275,7 @@ def measure() -> dict[str, Any]:
         "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
                   f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
                   f"nn.functional.linear [rows x dim] x [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
-                  f"gated-MLP forward + backward, rows {TRAIN_ROWS}, dims {RATE_DIMS}; "
+                  f"decoder-layer forward + backward, rows {TRAIN_ROWS} (sequences of {TRAIN_SEQ_LEN}), dims {RATE_DIMS}; "
                   f"nn.functional.linear over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
                   "L2 from /sys/devices/system/cpu/cpu0/cache",
     }

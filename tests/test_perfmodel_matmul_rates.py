@@ -88,3 +88,26 @@ def test_decode_streams_weights_that_do_not_fit_in_the_cache():
     assert unknown["generation_decode"].compute_time_s == hot["generation_decode"].compute_time_s
     # training re-reads each weight across many rows: never the streamed grid
     assert cold["actor_update"].compute_time_s == hot["actor_update"].compute_time_s
+
+
+def test_training_probe_counts_its_layer_as_the_model_does(monkeypatch) -> None:
+    """The probe's FLOPs for its decoder layer are the model's; torch's own FLOP counter agrees."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rlbench import cpu_probe
+
+    shape = cpu_probe.train_layer_shape(256)
+    assert shape == {"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "ffn": 688}
+    layer = cpu_probe._decoder_layer(256, 4, 2, 64, 688)
+    x = torch.randn(2, 16, 256, requires_grad=True)
+    cos, sin, empty = torch.randn(1, 1, 16, 64), torch.randn(1, 1, 16, 64), torch.zeros(2, 2, 0, 64)
+    with FlopCounterMode(display=False) as counter:
+        layer(x, cos, sin, empty, empty).sum().backward()
+    # short sequences: the attention term, where torch counts the full square and the model the causal half, is small
+    assert cpu_probe.train_layer_flops(shape, 2, 16) == pytest.approx(counter.get_total_flops(), rel=0.05)
+    monkeypatch.setattr(cpu_probe, "RATE_DIMS", (64,))
+    monkeypatch.setattr(cpu_probe, "TRAIN_ROWS", (64, 256))
+    monkeypatch.setattr(cpu_probe, "RATE_MIN_S", 0.0)
+    rates = cpu_probe.measure_train_matmul_rates()
+    assert [(rows, dim) for rows, dim, _ in rates] == [(64, 64), (256, 64)] and all(r > 0 for *_, r in rates)
