@@ -42,10 +42,11 @@ from typing import Any
 from rlbench.cpu_probe import cpu_peaks, cpu_row
 from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
 from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.prediction import STAGE_MAP
 from rlbench.record import load_record
 
 METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update_actor": "time_update_actor_s"}
-MODEL_STAGES = {"gen": ("generation_prefill", "generation_decode"), "update_actor": ("actor_update",)}
+MODEL_STAGES = {metric: STAGE_MAP[metric] for metric in ("gen", "update_actor")}  # the model stages of each
 BOUNDS = {"predicted": "time_s", "lower": "brent_lower_s", "upper": "brent_upper_s", "roofline": "time_s"}
 
 

@@ -5,9 +5,9 @@ machine does, measured with torch (the library the frameworks compute with):
 * fp32_flops_per_s: a square fp32 matmul;
 * matmul_rates: fp32 FLOP/s of a [rows x dim] input through a [dim x dim] nn.Linear weight
   (torch.nn.functional.linear: x @ W^T on a weight stored [out, in], as every torch.nn model
-  holds it; torch.mm on an [in, out] weight ran 1.5x faster at 16 rows here, a layout no
-  framework runs) over a grid of rows (tokens in
-  flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
+  holds it; torch.mm on an [in, out] weight, a layout no framework runs, ran one decode step's
+  projections at 16 rows 1.4-1.7x faster here, hidden 128 to 512) over a grid of rows (tokens
+  in flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
   run far below the square peak on a CPU (blocking, thread start-up), and a model's stages
   differ exactly in those shapes; the model interpolates this grid per stage;
 * train_matmul_rates: the same for training, over rows x dims: the performance model's FLOPs

@@ -54,8 +54,8 @@ class Hardware:
     # Measured matmul FLOP/s by shape, ((rows, dim, flop_per_s), ...): a small matmul runs far below
     # peak (cache blocking, threading overhead). Empty: every matmul at bf16_flops (datasheet rows).
     matmul_rates: tuple[tuple[int, int, float], ...] = ()
-    # The same for training: FLOP/s of a gated-MLP forward + backward (the three GEMMs of each matmul:
-    # output, input gradient, weight gradient, plus the activation between them) by (rows, dim).
+    # The same for training: FLOP/s of a decoder layer's forward + backward (its GEMMs and the norms,
+    # rotary, attention and activation between them; cpu_probe.measure_train_matmul_rates) by (rows, dim).
     train_matmul_rates: tuple[tuple[int, int, float], ...] = ()
     # The forward rate again, with the weights cycled through a pool far larger than the cache, so
     # every matmul reads its weights from beyond it: a decode step streams the whole model once,

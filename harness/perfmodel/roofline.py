@@ -138,8 +138,7 @@ def largest_term(compute: float, memory: float, comm: float | None, span: float 
 
 
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
-                comm: tuple[Collective, ...], depth: float, critical: Work,
-                model_flops: float | None = None,
+                comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
                 matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
                 weight_bytes: float | None = None, note: str = "") -> StageCost:
     """Time a stage from its totals (W/p), its busiest device's work and its depth D.
