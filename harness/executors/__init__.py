@@ -36,8 +36,8 @@ class RunResult:
 class Executor(Protocol):
     kind: str
 
-    def check(self, spec: RunSpec) -> None:
-        """Raise RLBenchError when this run would be refused (before anything runs)."""
+    def check(self, spec: RunSpec, run_args: list[str] | None = None) -> None:
+        """Raise RLBenchError when this run (`rlbench run *run_args`) would be refused (before anything runs)."""
 
     def run(self, spec: RunSpec, run_args: list[str], echo: Callable[[str], None]) -> RunResult:
         """Run `spec` (the same run as `rlbench run *run_args`) with its record folder under `spec.out`.
@@ -45,13 +45,19 @@ class Executor(Protocol):
         Ctrl-C stops the run and gives an interrupted result; no failure of the run raises."""
 
 
-def make_executor(kind: str, ray_address: str | None = None) -> Executor:
+def make_executor(kind: str, ray_address: str | None = None, envs: tuple[str, ...] = ()) -> Executor:
     if kind == "local":
         if ray_address:
             raise RLBenchError("--ray-address is for --executor ray; drop it or add --executor ray")
+        if envs:
+            from rlbench.executors.environments import EnvironmentExecutor, parse_envs
+
+            return EnvironmentExecutor(parse_envs(envs))
         from rlbench.executors.local import LocalExecutor
 
         return LocalExecutor()
+    if envs:
+        raise RLBenchError("--env is for --executor local (each framework in its own virtualenv here); drop it")
     if kind == "ray":
         from rlbench.executors.ray_executor import RayExecutor
 

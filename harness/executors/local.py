@@ -64,7 +64,7 @@ def _settle_interrupted(run_dir: Path) -> None:
 class LocalExecutor:
     kind = "local"
 
-    def check(self, spec: RunSpec) -> None:
+    def check(self, spec: RunSpec, run_args: list[str] | None = None) -> None:
         adapter = get_adapter(spec.framework)
         adapter.check(spec)
         adapter.check_machine()

