@@ -62,7 +62,8 @@ def _install_lane(session: nox.Session, framework: str) -> None:
     excludes.write_text("\n".join(LANE_EXCLUDES) + "\n")
     source = ["--find-links", os.environ["PIP_FIND_LINKS"]] if os.environ.get("PIP_FIND_LINKS") else \
         ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]
-    session.install(*source, "--excludes", str(excludes), "torch==2.13.0+cpu", *LANES[framework],
+    # Bytecode at install: the run starts a dozen Python processes that would each compile the same sources.
+    session.install(*source, "--compile-bytecode", "--excludes", str(excludes), "torch==2.13.0+cpu", *LANES[framework],
                     "-e", f".[{framework},test]")
 
 

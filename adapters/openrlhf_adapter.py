@@ -2,10 +2,13 @@
 
     rlbench run --framework openrlhf --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
 
-OpenRLHF needs NVIDIA GPUs (vLLM rollout, DeepSpeed training, flash-attention
-packing); `--dry-run` works anywhere. The launched command first runs a small
+OpenRLHF runs on NVIDIA GPUs (vLLM rollout, DeepSpeed training, flash-attention
+packing), or on a machine without one through the CPU lane: vLLM's CPU build, DeepSpeed's
+CPU accelerator, the shims of `rlbench.adapters.cpu_lane` and the flag changes of
+`cpu_lane_flags` (tiny GRPO workloads, trained in their own precision); every record of
+such a run says so under `cpu_lane`. `--dry-run` works anywhere. The launched command first runs a small
 pre-launch step of this module (`python -m rlbench.adapters.openrlhf_adapter
-PROMPTS JSONL -- OPENRLHF_COMMAND`): it refuses a machine without a GPU or vLLM,
+PROMPTS JSONL -- OPENRLHF_COMMAND`): it refuses a machine with neither a GPU and vLLM nor the CPU lane,
 converts the run's `prompts.jsonl` into OpenRLHF's JSONL (`input`, `label`,
 `datasource`) and `exec`s OpenRLHF in the same process.
 
@@ -70,9 +73,10 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
-from rlbench.adapters.openrlhf_reward import label
+from rlbench.adapters.openrlhf_reward import REWARD_LOG_ENV, label
 from rlbench.environment import gpus, package_version
 from rlbench.errors import RLBenchError
 from rlbench.inputs import RunInputs
@@ -87,6 +91,26 @@ TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 TOKEN_BUDGET_PER_GPU = 16384  # the same per-GPU token budget the verl adapter uses
 CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same critic
 COLOCATED_VLLM_MEMORY = 0.5  # verl's default gpu_memory_utilization when sharing GPUs with training
+SYNC_LOG = "openrlhf_weight_sync.jsonl"  # the CPU lane's checksums of the actor's and vLLM's weights per sync
+REWARD_LOG = "openrlhf_rewards.jsonl"  # the CPU lane's log of every scored response
+# The CPU lane's flag changes: flag -> (value or None to drop it, what it replaces on a GPU run).
+CPU_LANE_FLAGS: dict[str, tuple[Any, str]] = {
+    "train.colocate_all": (False, "colocated actor, ref and vLLM: vLLM's sleep mode needs CUDA"),
+    "vllm.enable_sleep": (False, "on"), "ds.enable_sleep": (False, "on"),
+    "vllm.gpu_memory_utilization": (None, "0.5 of GPU memory (the lane's KV cache is set in GiB)"),
+    "train.colocate_actor_ref": (True, "everything colocated: actor and ref share one process, vLLM has its own"),
+    "train.dynamic_batch_enable": (False, "on: token-budget micro-batches"),
+    "ds.packing_samples": (False, "on: packing needs flash-attention"),
+    "ds.attn_implementation": ("sdpa", "flash_attention_2 (CUDA only)"),
+    "vllm.enforce_eager": (True, "off: CUDA graphs"),
+    "vllm.sync_backend": ("gloo", "nccl"),
+}
+CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "training": "DeepSpeed ZeRO-3 on its CPU accelerator",
+                   "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+                   "Ray resources": "2 logical GPUs (actor+ref, vLLM) and 4 logical CPUs, for placement only",
+                   "weight sync": "each sync's actor and vLLM weight checksums logged inside timing/broadcast "
+                                  f"to {SYNC_LOG} (GPU: off)",
+                   "rewards": f"every scored response also logged to {REWARD_LOG} by rlbench's hook (GPU: off)"}
 
 
 def gpu_count() -> int:
@@ -112,6 +136,13 @@ class OpenRLHFAdapter(Adapter):
             return False, "not installed (pip install 'rlbench[openrlhf]'; GPU install steps in the README)"
         return machine_ready()
 
+    def lane(self, spec: RunSpec) -> dict[str, Any] | None:
+        if not on_cpu_lane():
+            return None
+        flags = {f"--{flag}": f"{'dropped' if value is None or value is False else value} (GPU: {gpu})"
+                 for flag, (value, gpu) in cpu_lane_flags(spec).items()}
+        return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **cpu_lane.VLLM_CPU_SETTINGS, **flags})
+
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int, int]:
         """(actor/ref GPUs, critic GPUs beside them, vLLM GPUs beside them); 0 = shares the actor's."""
         p, ppo = spec.parallel, spec.workload.algorithm.name == "ppo"
@@ -129,7 +160,9 @@ class OpenRLHFAdapter(Adapter):
         if p.placement == "colocated" and p.async_ == "one-step":
             raise RLBenchError("--parallel async=one-step: OpenRLHF's async trainer gives vLLM GPUs of its own "
                                "(it colocates only the DeepSpeed models); add --parallel placement=disaggregated")
-        if w.model.dtype != "bfloat16":
+        if on_cpu_lane():
+            check_cpu_lane(spec)
+        elif w.model.dtype != "bfloat16":
             raise RLBenchError(f"workload {w.name}: model.dtype={w.model.dtype}: OpenRLHF 0.11 trains in bf16 or "
                                "fp16 only (--ds.param_dtype); use a bfloat16 workload")
         trainer, critic, rollout = self.gpu_layout(spec)
@@ -152,6 +185,8 @@ class OpenRLHFAdapter(Adapter):
         """`train_ppo_ray`'s command-line flags for this run (parsed by OpenRLHF's own parser in the tests)."""
         settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_model(spec, model),
                     **_run(spec, run_dir)}
+        if on_cpu_lane():
+            settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
         argv: list[str] = []
         for flag, value in settings.items():
             if value is False or value is None:
@@ -187,6 +222,14 @@ class OpenRLHFAdapter(Adapter):
         env = {"WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
+        if on_cpu_lane():
+            from rlbench.adapters.cpu_lane import openrlhf_shims
+
+            env.update({"DS_ACCELERATOR": "cpu", "RLBENCH_LANE_RAY_GPUS": "2", "RLBENCH_LANE_RAY_CPUS": "4",
+                        openrlhf_shims.SYNC_LOG_ENV: str(run_dir / SYNC_LOG),
+                        REWARD_LOG_ENV: str(run_dir / REWARD_LOG),
+                        openrlhf_shims.FP32_ENV: "1" if spec.workload.model.dtype == "float32" else "0",
+                        **cpu_lane.VLLM_CPU_ENV, **cpu_lane.lane_env(self.name)})
         return LaunchPlan(argv=argv, env=env)
 
     def metrics_file(self, run_dir: Path) -> Path:
@@ -325,12 +368,45 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
     }
 
 
+def on_cpu_lane() -> bool:
+    """No GPU here, but vLLM's CPU build: OpenRLHF runs through the CPU lane."""
+    return not gpu_count() and cpu_lane.vllm_cpu_installed()
+
+
+def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
+    """The lane's flag changes for this run: CPU_LANE_FLAGS, one micro-batch per mini-batch (what the GPU
+    run's 16k-token dynamic batches hold for a tiny workload), and the workload's own precision."""
+    w = spec.workload
+    responses = w.mini_batch_prompts * w.algorithm.group_size
+    return {**CPU_LANE_FLAGS,
+            "train.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
+            "rollout.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
+            "ds.param_dtype": ("fp32" if w.model.dtype == "float32" else "bf16", "bf16 only")}
+
+
+def check_cpu_lane(spec: RunSpec) -> None:
+    """Refuse what the CPU lane has not been made to run: tiny GRPO workloads, one process per model."""
+    w = spec.workload
+    if w.model.tiny is None:
+        raise RLBenchError(f"workload {w.name}: OpenRLHF's CPU lane runs tiny workloads only (no GPU here); "
+                           "use a *-tiny workload, or a GPU machine")
+    if w.algorithm.name != "grpo":
+        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: OpenRLHF's CPU lane runs GRPO only; "
+                           "use a GRPO workload, or a GPU machine")
+    if spec.parallel.non_default():
+        raise RLBenchError(f"--parallel {_knobs(spec)}: OpenRLHF's CPU lane runs one actor and one vLLM engine, "
+                           "synchronously; drop the --parallel options, or use a GPU machine")
+
+
 def machine_ready() -> tuple[bool, str]:
-    """Whether OpenRLHF can train here: an NVIDIA GPU, vLLM and flash-attention."""
+    """Whether OpenRLHF can train here: an NVIDIA GPU, vLLM and flash-attention, or the CPU lane."""
     count = gpu_count()
     if not count:
-        return False, ("no NVIDIA GPU: OpenRLHF trains with DeepSpeed on CUDA and generates with vLLM; "
-                       "use --framework trl")
+        missing = [name for name in ("deepspeed", "ray") if package_version(name) is None]
+        if cpu_lane.vllm_cpu_installed() and not missing:
+            return True, "no GPU: CPU lane (vLLM CPU build, DeepSpeed CPU accelerator, tiny GRPO workloads)"
+        return False, ("no NVIDIA GPU and no CPU lane (vLLM CPU build, DeepSpeed): install it with "
+                       "nox -s openrlhf_cpu, or use --framework trl")
     missing = [name for name in ("vllm", "flash-attn", "deepspeed", "ray") if package_version(name) is None]
     if missing:
         return False, f"{count} GPUs, but OpenRLHF's {', '.join(missing)} not installed (see the README's GPU install)"

@@ -28,6 +28,8 @@ from typing import Any
 
 from rlbench.workloads.rewards import score
 
+# Where the CPU lane asks for every scored response (its evidence that the rewards are rlbench's scores).
+REWARD_LOG_ENV = "RLBENCH_OPENRLHF_REWARD_LOG"
 # Special-token text the decoded query keeps (OpenRLHF decodes with skip_special_tokens=False);
 # verl and TRL score text decoded without them.
 _TRAILING_SPECIAL = re.compile(r"(?:\s*(?:<\|[^<>|]*\|>|</s>))+\s*$")
@@ -51,10 +53,15 @@ def reward_func(queries: list[str], prompts: list[str], labels: list[str], **_: 
     """OpenRLHF's reward-function signature -> rlbench's score in {0.0, 1.0} for each query."""
     import torch  # OpenRLHF expects tensors; it is always installed beside OpenRLHF
 
-    scores = []
+    scores, scored = [], []
     for query, prompt, raw in zip(queries, prompts, labels):
         target = json.loads(raw)
-        scores.append(score(target["dataset"], response_text(query, prompt), target["ground_truth"]))
+        response = response_text(query, prompt)
+        scores.append(score(target["dataset"], response, target["ground_truth"]))
+        scored.append({"response": response, **target, "score": scores[-1]})
+    if os.environ.get(REWARD_LOG_ENV):
+        with open(os.environ[REWARD_LOG_ENV], "a") as log:
+            log.write("".join(json.dumps(line) + "\n" for line in scored))
     values = torch.tensor(scores, dtype=torch.float32)
     return {"rewards": values, "scores": values, "extra_logs": {}}
 

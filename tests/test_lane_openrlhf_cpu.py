@@ -1,0 +1,86 @@
+"""End to end on OpenRLHF's CPU lane: `rlbench run --framework openrlhf --workload gsm8k-grpo-tiny` runs its trainer.
+
+One real 2-step OpenRLHF GRPO run (DeepSpeed ZeRO-3 on its CPU accelerator, one vLLM CPU
+engine, weights broadcast over gloo) is shared by the checks below. They assert that the
+RL loop is real: after every broadcast vLLM holds exactly the actor's weights (checksums
+both sides log), the actor's optimizer stepped once per step, and the rewards OpenRLHF
+logged are rlbench's scores of the responses it generated.
+
+Runs only where the lane is installed (`nox -s openrlhf_cpu`); skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlbench.record import load_record
+from rlbench.workloads.rewards import score
+from tests.conftest import run_cli
+
+pytest.importorskip("openrlhf")
+from rlbench.adapters.openrlhf_adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not on_cpu_lane(), reason="OpenRLHF's CPU lane is not installed (nox -s openrlhf_cpu)")]
+
+
+@pytest.fixture(scope="module")
+def openrlhf_run(tmp_path_factory, model_cache):
+    out = tmp_path_factory.mktemp("results")
+    result = run_cli("run", "--framework", "openrlhf", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
+                     "--out", str(out), timeout=2400)
+    logs = sorted(out.glob("*/framework.log"))
+    tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
+    assert result.returncode == 0, result.stderr + tail
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_record_is_complete_and_names_the_lane(openrlhf_run):
+    record = load_record(openrlhf_run)
+    assert record["status"] == "succeeded" and record["framework"]["name"] == "openrlhf"
+    lane = record["cpu_lane"]
+    assert lane["lane"] == "openrlhf-cpu"
+    assert any("vllm_worker_wrap.py" in shim["upstream"] for shim in lane["shims"])
+    assert lane["substituted"]["--ds.param_dtype"].startswith("fp32")  # the workload's own precision
+    assert {"run.json", "steps.parquet", "prediction.json", SYNC_LOG, REWARD_LOG} <= set(record["files"])
+
+
+def test_stage_times_come_from_openrlhfs_own_logger(openrlhf_run):
+    steps = load_record(openrlhf_run)["steps"]
+    assert steps["step"].tolist() == [1, 2]
+    for column in ("step_time_s", "time_gen_s", "time_update_actor_s", "time_weight_sync_s"):
+        assert (steps[column] > 0).all(), column
+    assert (steps["num_responses"] == 16).all() and (steps["response_tokens"] == 16 * 32).all()
+
+
+def test_every_sync_delivers_the_actors_weights_and_the_optimizer_stepped(openrlhf_run):
+    log = _lines(openrlhf_run / SYNC_LOG)
+    actor = [e for e in log if e["side"] == "actor"]
+    synced = [e for e in log if e["side"] == "vllm" and e["event"] == "synced"]
+    assert len(actor) == len(synced) == 2
+    assert [e["optimizer_steps"] for e in actor] == [1, 2]  # DeepSpeed's step count at each broadcast
+    for sent, received in zip(actor, synced):
+        assert received["numel"] == sent["numel"]
+        assert received["abs_sum"] == pytest.approx(sent["abs_sum"], rel=1e-9)
+        assert received["sum"] == pytest.approx(sent["sum"], rel=1e-9, abs=1e-6)
+
+
+def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
+    scored = _lines(openrlhf_run / REWARD_LOG)
+    assert len(scored) == 2 * 16
+    assert [s["score"] for s in scored] == [score(s["dataset"], s["response"], s["ground_truth"]) for s in scored]
+    steps = load_record(openrlhf_run)["steps"]
+    per_step = [sum(s["score"] for s in scored[i * 16:(i + 1) * 16]) / 16 for i in range(2)]
+    assert steps["reward_mean"].tolist() == pytest.approx(per_step)
+
+
+def test_ls_reports_openrlhf_usable_here():
+    line = next(line for line in run_cli("ls").stdout.splitlines() if line.strip().startswith("openrlhf"))
+    assert "CPU lane" in line, line
