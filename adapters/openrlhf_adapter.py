@@ -385,17 +385,7 @@ def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
 
 
 def check_cpu_lane(spec: RunSpec) -> None:
-    """Refuse what the CPU lane has not been made to run: tiny GRPO workloads, one process per model."""
-    w = spec.workload
-    if w.model.tiny is None:
-        raise RLBenchError(f"workload {w.name}: OpenRLHF's CPU lane runs tiny workloads only (no GPU here); "
-                           "use a *-tiny workload, or a GPU machine")
-    if w.algorithm.name != "grpo":
-        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: OpenRLHF's CPU lane runs GRPO only; "
-                           "use a GRPO workload, or a GPU machine")
-    if spec.parallel.non_default():
-        raise RLBenchError(f"--parallel {_knobs(spec)}: OpenRLHF's CPU lane runs one actor and one vLLM engine, "
-                           "synchronously; drop the --parallel options, or use a GPU machine")
+    cpu_lane.check_lane_run(spec, "OpenRLHF", "one actor and one vLLM engine, synchronously")
 
 
 def machine_ready() -> tuple[bool, str]:

@@ -103,8 +103,11 @@ CPU_LANE: dict[str, tuple[Any, str]] = {
     "actor_rollout_ref.rollout.enforce_eager": (True, "false: CUDA graphs"),
     "+ray_kwargs.ray_init.num_gpus": (1, "the node's real GPUs: one logical GPU places verl's workers"),
     "ray_kwargs.ray_init.num_cpus": (16, "the node's cores: logical CPUs so that every Ray actor is placed"),
-    # Each storage unit is a Ray actor; verl's 8 on a 2-core machine cost start-up time, not step work.
+    # Each of these is a Ray actor (a process importing verl); eight of each on a 2-core machine cost
+    # minutes of start-up and contend with the step, not share its work.
     "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
+    "reward.num_workers": (1, "8 reward-loop workers"),
+    "actor_rollout_ref.rollout.agent.num_workers": (1, "8 agent-loop workers"),
 }
 CPU_LANE_ENV = {"VERL_PLATFORM": "cpu",  # the platform the lane's shims register
                 "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
@@ -407,17 +410,7 @@ def on_cpu_lane() -> bool:
 
 
 def check_cpu_lane(spec: RunSpec) -> None:
-    """Refuse what the CPU lane has not been made to run: it is for tiny GRPO workloads on one process."""
-    w, knobs = spec.workload, spec.parallel.non_default()
-    if w.model.tiny is None:
-        raise RLBenchError(f"workload {w.name}: verl's CPU lane runs tiny workloads only (no GPU here); "
-                           "use a *-tiny workload, or a GPU machine")
-    if w.algorithm.name != "grpo":
-        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: verl's CPU lane runs GRPO only; "
-                           "use a GRPO workload, or a GPU machine")
-    if knobs:
-        raise RLBenchError(f"--parallel {_knobs(spec)}: verl's CPU lane runs one colocated synchronous process "
-                           "(dp=tp=sp=1); drop the --parallel options, or use a GPU machine")
+    cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=tp=sp=1)")
 
 
 def machine_ready() -> tuple[bool, str]:

