@@ -78,8 +78,12 @@ def test_weight_sync_reaches_the_rollout_engine(verl_run):
 
 
 def test_the_optimizer_stepped(verl_run):
+    """Every step updates at verl's learning rate; where a group's rewards differ, GRPO's advantages are nonzero
+    and so is the gradient (the random tiny model mostly earns 0, so a step may carry no signal at all)."""
     for data in _metrics(verl_run):
-        assert data["actor/lr"] > 0 and math.isfinite(data["actor/grad_norm"]) and data["actor/grad_norm"] > 0
+        assert data["actor/lr"] > 0 and math.isfinite(data["actor/grad_norm"])
+        if data["critic/score/max"] > data["critic/score/min"]:
+            assert data["actor/grad_norm"] > 0
 
 
 def test_rewards_are_rlbench_scores_of_the_dumped_responses(verl_run):
