@@ -58,7 +58,8 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def _install_lane(session: nox.Session, framework: str) -> None:
-    excludes = Path(session.create_tmp()) / "excludes.txt"
+    # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses its temp dir.
+    excludes = Path(session.virtualenv.location).parent / f"{framework}-excludes.txt"
     excludes.write_text("\n".join(LANE_EXCLUDES) + "\n")
     source = ["--find-links", os.environ["PIP_FIND_LINKS"]] if os.environ.get("PIP_FIND_LINKS") else \
         ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]

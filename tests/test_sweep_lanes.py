@@ -37,7 +37,8 @@ def test_an_environment_without_python_is_refused_with_the_fix(tmp_path):
 def test_one_sweep_runs_all_three_frameworks_on_equal_work(tmp_path, model_cache):
     envs = [arg for pair in LANES for arg in ("--env", pair)]  # paths relative to the checkout, where run_cli runs
     result = run_cli("sweep", "--framework", "trl,verl,openrlhf", "--workload", WORKLOAD, "--steps", "2",
-                     "--out", str(tmp_path), *envs, timeout=3000)
+                     "--out", str(tmp_path), *envs, timeout=3000,
+                     env={"RLBENCH_RUN_TIMEOUT_S": "1200"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep_dir = Path(result.stdout.strip().splitlines()[-1])
     index = json.loads((sweep_dir / "sweep.json").read_text())
