@@ -109,7 +109,7 @@ class ScriptedExecutor:
     def __init__(self, script: list[str]):
         self.script, self.ran = list(script), []
 
-    def check(self, spec):
+    def check(self, spec, run_args=None):
         if spec.parallel.placement == "disaggregated":
             raise RLBenchError("refused: colocated only")
 
