@@ -45,6 +45,10 @@ def ray_head(model_cache):
     temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
     dashboard = _free_port()
     # The jobs' `python` must be this interpreter: put its folder first on the head's PATH.
+    # Ray 2.60 turns token authentication on for clusters it starts once ~/.ray/auth_token exists (any local
+    # ray.init writes one, e.g. a verl or OpenRLHF run); this loopback head and its clients go without it.
+    auth_mode = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "RAY_USAGE_STATS_ENABLED": "0"}
     head = subprocess.Popen(
@@ -70,6 +74,10 @@ def ray_head(model_cache):
             time.sleep(1)
     started = psutil.Process(head.pid).children(recursive=True)
     yield address
+    if auth_mode is None:
+        os.environ.pop("RAY_AUTH_MODE", None)
+    else:
+        os.environ["RAY_AUTH_MODE"] = auth_mode
     head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
     try:
         head.wait(timeout=60)
