@@ -48,3 +48,17 @@ def report_run(tmp_path_factory, model_cache) -> Path:
     result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "3", "--out", str(out))
     assert result.returncode == 0, result.stderr
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
+    """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload; its record folder.
+
+    The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
+    so a hang still ends in a record; a failure shows the framework's log tail.
+    """
+    result = run_cli("run", "--framework", framework, "--workload", "gsm8k-grpo-tiny", "--steps", "2",
+                     "--out", str(out), timeout=timeout_s + 300, env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)})
+    logs = sorted(out.glob("*/framework.log"))
+    tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
+    assert result.returncode == 0, result.stderr + tail
+    return Path(result.stdout.strip().splitlines()[-1])

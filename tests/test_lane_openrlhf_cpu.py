@@ -18,7 +18,7 @@ import pytest
 
 from rlbench.record import load_record
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("openrlhf")
 from rlbench.adapters.openrlhf_adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
@@ -29,14 +29,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def openrlhf_run(tmp_path_factory, model_cache):
-    out = tmp_path_factory.mktemp("results")
-    result = run_cli("run", "--framework", "openrlhf", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
-                     "--out", str(out), timeout=2400,
-                     env={"RLBENCH_RUN_TIMEOUT_S": "2000"})  # the runner stops a hung framework itself
-    logs = sorted(out.glob("*/framework.log"))
-    tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
-    assert result.returncode == 0, result.stderr + tail
-    return Path(result.stdout.strip().splitlines()[-1])
+    return run_lane("openrlhf", tmp_path_factory.mktemp("results"), timeout_s=2000)
 
 
 def _lines(path: Path) -> list[dict]:

@@ -19,7 +19,7 @@ import pytest
 
 from rlbench.record import load_record
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
@@ -31,18 +31,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def verl_run(tmp_path_factory, model_cache):
-    out = tmp_path_factory.mktemp("results")
-    result = run_cli("run", "--framework", "verl", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
-                     "--out", str(out), timeout=1500,
-                     env={"RLBENCH_RUN_TIMEOUT_S": "1200"})  # the runner stops a hung framework itself
-    run_dir = Path(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else None
-    assert result.returncode == 0, result.stderr + "\n".join(_log_tail(out))
-    return run_dir
-
-
-def _log_tail(out: Path) -> list[str]:
-    logs = sorted(out.glob("*/framework.log"))
-    return logs[-1].read_text(errors="replace").splitlines()[-40:] if logs else []
+    return run_lane("verl", tmp_path_factory.mktemp("results"), timeout_s=1200)
 
 
 def _metrics(run_dir: Path) -> list[dict]:
