@@ -66,6 +66,11 @@ class Adapter(ABC):
             if knob not in self.supported_knobs:
                 raise RLBenchError(f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                                    f"it supports: {', '.join(sorted(self.supported_knobs))}")
+        from rlbench.parallel import check_heads
+        from rlbench.prediction import workload_arch
+
+        model = spec.workload.model
+        check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
 
     def check_machine(self) -> None:
         """Refuse a real run (not a dry run) on a machine the framework cannot use, before any record."""
@@ -89,6 +94,12 @@ class Adapter(ABC):
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         """What this machine's launch substitutes for the framework's usual one (the CPU lane's shims and
         settings, `rlbench.adapters.cpu_lane.describe`), recorded as run.json's `cpu_lane`; None if nothing."""
+        return None
+
+    def equal_work(self, spec: RunSpec) -> dict[str, Any] | None:
+        """How this launch meets the equal-work contract (`rlbench.equal_work.manifest`: the contract, the
+        framework setting that carries each term, the differences named), recorded as run.json's
+        `equal_work`; None for an adapter that does not map it."""
         return None
 
     def metrics_file(self, run_dir: Path) -> Path:

@@ -34,8 +34,11 @@ Knob mapping (rlbench -> verl 0.9.1 config keys; W = dp*sp trainer GPUs):
 | learning_rate             | `actor.optim.lr` (critic keeps verl's 1e-5)                                   |
 | prompts_per_step          | `data.train_batch_size`                                                       |
 | mini_batch_prompts        | `actor.ppo_mini_batch_size` (prompts; verl multiplies by rollout.n)          |
-| micro-batches             | `actor.use_dynamic_bsz=true`, `ppo_max_token_len_per_gpu=max(16384, P+R)`;   |
-|                           | ref and rollout log-prob passes inherit it, the critic gets twice it          |
+| micro-batches             | `actor.use_dynamic_bsz=true`; token budgets of `rlbench.equal_work`: actor    |
+|                           | `ppo_max_token_len_per_gpu`, `{rollout,ref}.log_prob_max_token_len_per_gpu`, |
+|                           | `critic.ppo_max_token_len_per_gpu` (its values pass inherits it)              |
+| vLLM engine               | `rollout.{max_num_seqs,max_num_batched_tokens,enable_prefix_caching,          |
+|                           | gpu_memory_utilization,enforce_eager}` from `rlbench.equal_work`              |
 | max_prompt/response_length| `data.max_prompt_length`, `data.max_response_length`                         |
 | fixed_length              | `actor_rollout_ref.rollout.ignore_eos=true` (verl has no min_tokens key)      |
 | sampling                  | `rollout.temperature`, `rollout.top_p`                                        |
@@ -79,6 +82,7 @@ from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.environment import gpus, package_version
+from rlbench.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.inputs import RunInputs
 from rlbench.runspec import RunSpec
@@ -90,7 +94,18 @@ HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hy
 REWARD_FILE = Path(__file__).resolve().with_name("verl_reward.py")
 SYNC_MODULE = "verl.trainer.main_ppo"
 ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
-TOKEN_BUDGET_PER_GPU = 16384  # verl's default ppo_max_token_len_per_gpu
+ROLLOUT = "actor_rollout_ref.rollout"
+# The equal-work contract's terms (rlbench.equal_work) -> the verl 0.9.1 config keys that carry them.
+CONTRACT_KEYS = {
+    **{f"engine.{name}": f"{ROLLOUT}.{name}" for name in ("max_num_seqs", "max_num_batched_tokens",
+                                                          "enable_prefix_caching", "gpu_memory_utilization",
+                                                          "enforce_eager")},
+    "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    "budget.critic": "critic.ppo_max_token_len_per_gpu",
+}
+# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
+LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
 # The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
 # the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
 CPU_LANE: dict[str, tuple[Any, str]] = {
@@ -219,12 +234,29 @@ class VerlAdapter(Adapter):
 
     def overrides(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
         """verl's Hydra overrides for this run, in order (composed against verl's config in the tests)."""
-        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_model(spec, model),
-                    **self._run(spec, run_dir)}
+        return [f"{key}={hydra_value(value)}" for key, value in self.settings(spec, model, run_dir).items()]
+
+    def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
+        """verl config key -> value for this run, the CPU lane's changes applied last."""
+        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_engine(spec),
+                    **_model(spec, model), **self._run(spec, run_dir)}
         if on_cpu_lane():
             settings.update({key: value for key, (value, _) in CPU_LANE.items()})
             settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
-        return [f"{key}={hydra_value(value)}" for key, value in settings.items()]
+        return settings
+
+    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+        named: dict[str, str] = {}
+        if spec.parallel.async_ == "one-step":
+            named["passes.old_log_prob"] = (
+                "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
+                "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
+                "which OpenRLHF's async trainer runs")
+        if on_cpu_lane():
+            named.update({"engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
+                          "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"]})
+        return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
+                        CONTRACT_KEYS, named)
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
@@ -311,19 +343,26 @@ def _algorithm(spec: RunSpec) -> dict[str, Any]:
 
 
 def _batches(spec: RunSpec) -> dict[str, Any]:
-    w = spec.workload
-    budget = max(TOKEN_BUDGET_PER_GPU, w.max_prompt_length + w.max_response_length)
+    w, budget = spec.workload, contract(spec.workload, spec.parallel).budget
     return {
         "data.train_batch_size": w.prompts_per_step,
         "actor_rollout_ref.actor.ppo_mini_batch_size": w.mini_batch_prompts,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
-        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": budget,
-        "critic.ppo_max_token_len_per_gpu": 2 * budget,
+        CONTRACT_KEYS["budget.actor"]: budget.actor,
+        **{key: budget.log_prob for key in LOG_PROB_KEYS},
+        # verl's critic.forward_max_token_len_per_gpu follows it; unused without a critic (GRPO).
+        CONTRACT_KEYS["budget.critic"]: budget.critic or budget.actor,
         "data.max_prompt_length": w.max_prompt_length, "data.max_response_length": w.max_response_length,
         "actor_rollout_ref.rollout.ignore_eos": w.fixed_length,
         "actor_rollout_ref.rollout.temperature": w.sampling.temperature,
         "actor_rollout_ref.rollout.top_p": w.sampling.top_p,
     }
+
+
+def _engine(spec: RunSpec) -> dict[str, Any]:
+    """The vLLM engine of the equal-work contract, as verl rollout keys."""
+    terms = contract(spec.workload, spec.parallel).to_dict()
+    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if term.startswith("engine.")}
 
 
 def _model(spec: RunSpec, model: str) -> dict[str, Any]:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rlbench.errors import RLBenchError
+
+if TYPE_CHECKING:
+    from rlbench.perfmodel.arch import ModelArch
 
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step")
@@ -85,3 +88,39 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
             except ValueError:
                 raise RLBenchError(f"--parallel {pair!r}: {key} must be a positive integer") from None
     return Parallelism(**values)
+
+
+def splits_heads(n: int, heads: int, kv_heads: int) -> bool:
+    """Whether n ranks can split a layer's attention: every rank n-th of the query heads, and the KV
+    heads divided among them (kv_heads % n == 0) or each KV head copied to n/kv_heads ranks."""
+    return heads % n == 0 and (kv_heads % n == 0 or n % kv_heads == 0)
+
+
+def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> None:
+    """Refuse, before anything launches, a tp or sp that cannot split the model's attention heads.
+
+    The one check `run` (every adapter's `check`), `sweep` (through those checks) and `predict` make.
+    tp: vLLM's tensor parallelism gives each rank heads/tp query heads and kv_heads/tp KV heads, or
+    replicates KV heads when tp > kv_heads (vLLM `QKVParallelLinear`; it refuses other shapes at start-up).
+    sp: verl's Ulysses all-to-all scatters heads the same way (`verl/utils/ulysses.py`, KV heads
+    repeated to sp when fewer). OpenRLHF's ring attention splits the sequence instead, but the rule
+    holds for every framework so that a layout is run by all of them or by none (equal work).
+    `arch` None: the model's config was not found here, which refuses any tp or sp above 1.
+    """
+    splits = {name: n for name, n in (("tp", parallel.tp), ("sp", parallel.sp)) if n > 1}
+    if not splits:
+        return
+    if arch is None:
+        knobs = " ".join(f"{name}={n}" for name, n in splits.items())
+        raise RLBenchError(f"--parallel {knobs}: cannot check it against the attention heads of model '{model}': "
+                           "its config.json is not here (no local folder, not in the Hugging Face cache, not in "
+                           f"rlbench's built-in table); fetch it first: huggingface-cli download {model} config.json")
+    for name, n in splits.items():
+        if splits_heads(n, arch.heads, arch.kv_heads):
+            continue
+        fits = [k for k in range(1, arch.heads + 1) if splits_heads(k, arch.heads, arch.kv_heads)]
+        why = (f"{n} does not divide its {arch.heads} attention heads" if arch.heads % n else
+               f"{n} neither divides its {arch.kv_heads} KV heads nor is a multiple of them")
+        raise RLBenchError(f"--parallel {name}={n}: model {arch.name} ({arch.source or 'config'}): {why}, so "
+                           f"{'vLLM cannot shard it' if name == 'tp' else 'Ulysses cannot scatter its heads'}; "
+                           f"use {name} in {', '.join(map(str, fits))}")

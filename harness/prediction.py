@@ -22,7 +22,7 @@ from rlbench.floor_cache import load_floor
 from rlbench.parallel import Parallelism
 from rlbench.perfmodel import (FrameworkFloor, Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape,
                                find_hardware, get_arch, load_hf_config, predict)
-from rlbench.workloads.spec import Workload
+from rlbench.workloads.spec import ModelSpec, Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
 STAGE_MAP: dict[str, tuple[str, ...]] = {
@@ -72,10 +72,12 @@ def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...]
                    hardware: Hardware, gpu_hour_usd: float | None = None,
                    floor: FrameworkFloor | None = None) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
-    from rlbench.parallel import parse_parallel
+    from rlbench.parallel import check_heads, parse_parallel
 
+    parsed = parse_parallel(pairs)
+    check_heads(parsed, arch, arch.name)  # the same refusal as `rlbench run` and `rlbench sweep`
     try:
-        layout = parallel_shape(parse_parallel(pairs), gpus)
+        layout = parallel_shape(parsed, gpus)
         return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor).to_dict()
     except ValueError as exc:
         raise RLBenchError(str(exc)) from None
@@ -87,6 +89,41 @@ def arch_for(model: str) -> ModelArch:
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return load_hf_config(path)
     return get_arch(model)
+
+
+def workload_arch(model: ModelSpec) -> ModelArch | None:
+    """A workload model's architecture from its own config, offline, or None where none is here.
+
+    In order: the tiny model's spec (the config `tiny_model` builds), a local folder's or file's
+    config.json, the Hugging Face cache's copy of the hub model's config.json, then rlbench's built-in
+    table (values from each model's published config.json)."""
+    if model.tiny is not None:
+        t = model.tiny
+        return ModelArch(name="tiny", layers=t.num_layers, hidden=t.hidden_size, heads=t.num_heads,
+                         kv_heads=t.num_kv_heads, ffn=t.intermediate_size, vocab=t.vocab_size,
+                         tied_embeddings=True, qkv_bias=True, source="workload model.tiny")
+    cached = _hub_cached_config(model.name)
+    try:
+        if cached:
+            return dataclasses.replace(load_hf_config(cached), name=model.name, source=str(cached))
+        return arch_for(model.name)
+    except (RLBenchError, ValueError):
+        return None
+
+
+def _hub_cached_config(repo: str) -> Path | None:
+    """The Hugging Face cache's config.json of a hub model, never the network."""
+    if Path(repo).exists() or repo.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        found = try_to_load_from_cache(repo, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
 
 
 def hardware_for(environment: dict[str, Any]) -> Hardware | None:

@@ -209,6 +209,10 @@ def test_every_workload_parses_and_places_with_openrlhfs_own_cli(workload, mode,
 @pytest.mark.parametrize("dp", [1, 2, 8])
 def test_parallelism_grid_parses_or_is_refused(dp, tp, sp, placement, monkeypatch):
     spec = _spec("gsm8k-ppo", dp=dp, tp=tp, sp=sp, placement=placement)
+    if tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
+        with pytest.raises(RLBenchError, match="tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 attention"):
+            get_adapter("openrlhf").check(spec)
+        return
     if placement == "colocated" and (dp * sp) % tp:
         with pytest.raises(RLBenchError, match=f"tp={tp}: .* tp must divide {dp * sp}"):
             get_adapter("openrlhf").check(spec)

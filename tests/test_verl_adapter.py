@@ -152,6 +152,10 @@ def test_every_workload_composes_resolves_and_passes_verls_checks(workload, mode
 def test_parallelism_grid_composes_or_is_refused(dp, tp, sp, placement, tiny_model):
     mode = ONE_STEP if placement == "disaggregated" else {}
     spec = _spec("gsm8k-grpo", dp=dp, tp=tp, sp=sp, **mode)
+    if tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
+        with pytest.raises(RLBenchError, match="tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 attention"):
+            get_adapter("verl").check(spec)
+        return
     if placement == "colocated" and (dp * sp) % tp:
         with pytest.raises(RLBenchError, match=f"tp={tp}: .* tp must divide {dp * sp}"):
             get_adapter("verl").check(spec)
