@@ -22,6 +22,8 @@ import click
 
 from rlbench.errors import RLBenchError
 
+# compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
+EXIT_UNDECIDABLE = 3
 
 
 def _user_errors(fn):
@@ -119,9 +121,12 @@ def validate(workload: str) -> None:
 @click.argument("baseline")
 @click.argument("candidate")
 @click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
+@click.option("--accept-undecidable", is_flag=True,
+              help="Exit 0 when too few steps leave a metric undecidable (default: exit 3).")
 @_user_errors
-def compare(baseline: str, candidate: str, threshold: str) -> None:
-    """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold."""
+def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
+    """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
+    steps let the test decide nothing."""
     from rlbench.compare import compare_records, format_table, parse_threshold
 
     results = compare_records(baseline, candidate, parse_threshold(threshold))
@@ -130,6 +135,8 @@ def compare(baseline: str, candidate: str, threshold: str) -> None:
     if regressed:
         click.echo(f"regressed: {', '.join(regressed)}")
         sys.exit(1)
+    if not accept_undecidable and any(c.verdict == "undecidable" for _, c in results):
+        sys.exit(EXIT_UNDECIDABLE)
 
 
 @main.command()

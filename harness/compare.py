@@ -65,9 +65,17 @@ def compare_records(baseline: str | Path, candidate: str | Path, threshold: floa
 
 
 def format_table(results: list[tuple[str, Comparison]]) -> str:
-    lines = [f"{'metric':<26} {'unit':<10} {'better':<7} {'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"]
+    lines = [f"{'metric':<26} {'unit':<10} {'better':<7} {'n base/cand':>11} {'median base':>12} {'median cand':>12} "
+             f"{'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"]
     for name, c in results:
         metric = STEP_METRICS[name]
-        lines.append(f"{name:<26} {metric.unit:<10} {metric.direction:<7} {c.ratio:7.3f} "
+        lines.append(f"{name:<26} {metric.unit:<10} {metric.direction:<7} {f'{c.n_base}/{c.n_cand}':>11} "
+                     f"{c.median_base:12.4g} {c.median_cand:12.4g} {c.ratio:7.3f} "
                      f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}")
+    undecidable = [c for _, c in results if c.verdict == "undecidable"]
+    if undecidable:
+        c = undecidable[0]
+        lines.append(f"undecidable: {c.n_base}/{c.n_cand} post-warm-up steps; a two-sided Mann-Whitney test needs "
+                     f"at least {c.needed_per_side} per side to reach p < 0.05, so no verdict either way; "
+                     f"rerun both with --steps of warm-up + {c.needed_per_side} or more")
     return "\n".join(lines)

@@ -48,7 +48,8 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
     results = compare_records(baseline, record_dir, threshold)
     return {"baseline": str(baseline),
             "comparisons": {name: dataclasses.asdict(c) for name, c in results},
-            "regressed": [name for name, c in results if c.verdict == "regressed"]}
+            "regressed": [name for name, c in results if c.verdict == "regressed"],
+            "undecidable": [name for name, c in results if c.verdict == "undecidable"]}
 
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -93,9 +94,7 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
         write_json(night_dir / NIGHT_FILE, night)
         raise
     entries = night["benchmarks"]
-    failed = [e for e in entries if e["status"] != "succeeded"]
-    regressed = [e for e in entries if e.get("regressed")]
-    night.update(status="regressed" if regressed else "failed" if failed else "passed", ended_at=utc_now())
+    night.update(status=night_status(entries), ended_at=utc_now())
     records = [Path(e["record"]) for e in entries if e["record"]]
     baselines = [Path(e["baseline"]) for e in entries if e.get("baseline")]
     if records:
@@ -106,6 +105,18 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
         night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
     write_json(night_dir / NIGHT_FILE, night)
     return night_dir, night
+
+
+def night_status(entries: list[dict[str, Any]]) -> str:
+    """regressed > failed > undecidable > passed: the worst outcome among the night's benchmarks."""
+    if any(e.get("regressed") for e in entries):
+        return "regressed"
+    if any(e["status"] != "succeeded" for e in entries):
+        return "failed"
+    # Too few steps to decide is the matrix's fault, not a pass: a gate that cannot fail must not say "passed".
+    if any(e.get("undecidable") for e in entries):
+        return "undecidable"
+    return "passed"
 
 
 def _promote(record_dir: Path, baseline_dir: Path) -> Path:
@@ -129,6 +140,9 @@ def format_night(night: dict[str, Any]) -> str:
         else:
             verdicts = ", ".join(f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items()
                                  if m in ("step_time_s", "tokens_per_s", "mfu"))
-            lines.append(f"{what}: {'REGRESSED ' + ', '.join(e['regressed']) if e['regressed'] else 'ok'} ({verdicts})")
+            outcome = ("REGRESSED " + ", ".join(e["regressed"]) if e["regressed"] else
+                       "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
+                       if e.get("undecidable") else "ok")
+            lines.append(f"{what}: {outcome} ({verdicts})")
     lines.append(f"night {night['status']}" + (f"; report: {night['report']}" if night.get("report") else ""))
     return "\n".join(lines)

@@ -7,19 +7,24 @@ A candidate regresses on a metric when both hold (asv's rule: a factor and a tes
   distributions at `alpha`.
 A bootstrap confidence interval of the median ratio is reported beside it.
 
+A rank test on few samples has a floor: with n and m steps per side and no ties,
+the smallest two-sided p it can return is 2 / C(n+m, n), so 3 vs 3 steps can never
+reach p < 0.05 (0.1), nor can 2 vs 7 (0.056); 4 vs 4 can (0.029). Such a pair is
+"undecidable", never "unchanged": the verdict says how many steps per side are needed.
+
     compare_samples(base_times, cand_times, direction="lower", threshold=0.05)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import comb
 from typing import Literal
 
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-Verdict = Literal["regressed", "improved", "unchanged", "insufficient"]
-MIN_SAMPLES = 3  # below this per side the U test cannot reach p < 0.05 (two-sided)
+Verdict = Literal["regressed", "improved", "unchanged", "undecidable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +34,26 @@ class Comparison:
     ci_high: float
     p_value: float
     verdict: Verdict
+    n_base: int = 0  # finite samples per side, after warm-up
+    n_cand: int = 0
+    median_base: float = float("nan")
+    median_cand: float = float("nan")
+    needed_per_side: int = 0  # with equal sides, the fewest samples for which the test can reach alpha
+
+
+def min_p_value(n_base: int, n_cand: int) -> float:
+    """The smallest two-sided Mann-Whitney p attainable with these sample sizes (exact, no ties): 2 / C(n+m, n)."""
+    if min(n_base, n_cand) < 1:
+        return 1.0
+    return min(1.0, 2 / comb(n_base + n_cand, n_base))
+
+
+def samples_needed(alpha: float) -> int:
+    """Fewest samples per side (equal sides) with which the two-sided test can reject at `alpha`."""
+    n = 1
+    while min_p_value(n, n) >= alpha:
+        n += 1
+    return n
 
 
 def bootstrap_ratio_ci(base: np.ndarray, cand: np.ndarray, *, n_boot: int = 2000, level: float = 0.95,
@@ -46,13 +71,18 @@ def compare_samples(base, cand, *, direction: Literal["higher", "lower"], thresh
                     alpha: float = 0.05, seed: int = 0) -> Comparison:
     base, cand = np.asarray(base, float), np.asarray(cand, float)
     base, cand = base[np.isfinite(base)], cand[np.isfinite(cand)]
-    if min(base.size, cand.size) < MIN_SAMPLES or np.median(base) == 0:
-        return Comparison(np.nan, np.nan, np.nan, np.nan, "insufficient")
-    ratio = float(np.median(cand) / np.median(base))
+    sizes = {"n_base": int(base.size), "n_cand": int(cand.size), "needed_per_side": samples_needed(alpha)}
+    if min(base.size, cand.size) == 0 or np.median(base) == 0:
+        return Comparison(np.nan, np.nan, np.nan, np.nan, "undecidable", **sizes)
+    medians = {"median_base": float(np.median(base)), "median_cand": float(np.median(cand))}
+    ratio = medians["median_cand"] / medians["median_base"]
     low, high = bootstrap_ratio_ci(base, cand, seed=seed)
+    if min_p_value(base.size, cand.size) >= alpha:
+        # The test cannot reject at any effect size: report the ratio, decide nothing.
+        return Comparison(ratio, low, high, np.nan, "undecidable", **sizes, **medians)
     p_value = float(mannwhitneyu(cand, base, alternative="two-sided").pvalue)
     worse = ratio > 1 + threshold if direction == "lower" else ratio < 1 - threshold
     better = ratio < 1 - threshold if direction == "lower" else ratio > 1 + threshold
     significant = p_value < alpha
     verdict: Verdict = "regressed" if worse and significant else "improved" if better and significant else "unchanged"
-    return Comparison(ratio, low, high, p_value, verdict)
+    return Comparison(ratio, low, high, p_value, verdict, **sizes, **medians)

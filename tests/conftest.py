@@ -62,3 +62,22 @@ def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
     tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
     assert result.returncode == 0, result.stderr + tail
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
+    """A succeeded TRL record on the tiny workload: one 9 s warm-up step, then `step_times` (seconds)."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+    from rlbench.record import write_run_json, write_steps
+    from rlbench.workloads.catalog import load_workload
+
+    folder.mkdir(parents=True)
+    times = np.concatenate([[9.0], np.asarray(step_times, float)])
+    workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(times.size)) | {"version": version}
+    write_run_json(folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload,
+                            "parallel": {"dp": 1}})
+    write_steps(folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times,
+                                      "tokens_per_s": 1000 / times}))
+    return folder

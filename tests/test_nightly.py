@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
-from rlbench.nightly import judge
+from rlbench.nightly import format_night, judge, night_status
 from rlbench.nightly_config import load_nightly_config
-from tests.conftest import PROJECT_ROOT, run_cli
+from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
 STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
 
@@ -80,6 +80,20 @@ def test_a_slower_night_fails_and_the_matrix_goes_on(report_run, tmp_path):
     assert verdict["baseline"] == str(slow) and verdict["regressed"] == []
     assert verdict["comparisons"]["step_time_s"]["verdict"] == "improved"
     assert judge(Path(ran["record"]), tmp_path / "none", 0.05)["note"].startswith("no baseline")
+
+
+def test_a_benchmark_with_too_few_steps_makes_the_night_undecidable_not_passed(tmp_path):
+    """3 vs 3 post-warm-up steps: no change can reach p < 0.05, so a 2x slower night cannot pass silently."""
+    synthetic_record(tmp_path / "baseline" / "base", [1.00, 1.01, 0.99])
+    tonight = synthetic_record(tmp_path / "tonight", [2.00, 2.02, 1.98])
+    verdict = judge(tonight, tmp_path / "baseline", 0.05)
+    assert verdict["regressed"] == [] and verdict["undecidable"] == ["step_time_s", "tokens_per_s"]
+    entry = {"framework": "trl", "workload": "gsm8k-grpo-tiny", "parallel": [], "status": "succeeded", **verdict}
+    night = {"benchmarks": [entry], "status": night_status([entry])}
+    assert night["status"] == "undecidable"
+    assert "UNDECIDABLE" in format_night(night) and "night undecidable" in format_night(night)
+    assert night_status([{**entry, "undecidable": []}]) == "passed"
+    assert night_status([entry, {"status": "not run"}]) == "failed"
 
 
 @pytest.mark.parametrize("name", ["nightly.yaml", "nightly-openrlhf.yaml"])

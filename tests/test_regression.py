@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
-import pandas as pd
 import pytest
+from rlbench.regression import compare_samples, min_p_value, samples_needed
+from scipy.stats import mannwhitneyu
 
-from rlbench.record import write_run_json, write_steps
-from rlbench.regression import compare_samples
-from rlbench.workloads.catalog import load_workload
-from tests.conftest import run_cli
+from tests.conftest import run_cli, synthetic_record
 
 STEPS, NOISE = 30, 0.03  # 30 post-warm-up steps with 3% step-to-step noise
 
@@ -37,7 +33,27 @@ def test_direction_matters():
     base, faster = _series(1), _series(2, 1.10)
     assert compare_samples(base, faster, direction="higher").verdict == "improved"  # tokens/s up 10%
     assert compare_samples(base, faster, direction="lower").verdict == "regressed"  # step time up 10%
-    assert compare_samples(base[:2], faster[:2], direction="lower").verdict == "insufficient"
+    assert compare_samples(base[:2], faster[:2], direction="lower").verdict == "undecidable"
+
+
+@pytest.mark.parametrize(("n_base", "n_cand", "floor"), [(3, 3, 0.1), (4, 4, 2 / 70), (3, 4, 2 / 35), (2, 7, 2 / 36),
+                                                        (2, 8, 2 / 45), (3, 5, 2 / 56), (1, 30, 2 / 31)])
+def test_the_smallest_p_of_the_exact_test_is_two_over_the_binomial(n_base, n_cand, floor):
+    assert min_p_value(n_base, n_cand) == pytest.approx(floor)
+    # scipy's exact test on fully separated samples attains it: the floor is real, not a bound of ours.
+    separated = mannwhitneyu(np.arange(n_cand) + 100.0, np.arange(n_base), alternative="two-sided", method="exact")
+    assert separated.pvalue == pytest.approx(floor)
+
+
+def test_a_doubling_over_three_steps_per_side_is_undecidable_not_unchanged():
+    """The audit's case: 1.96x slower over 3 vs 3 post-warm-up steps came back 'unchanged' (p = 0.1)."""
+    base = np.array([1.00, 1.02, 0.99])
+    c = compare_samples(base, base * 1.96, direction="lower")
+    assert c.verdict == "undecidable" and c.needed_per_side == samples_needed(0.05) == 4
+    assert (c.n_base, c.n_cand) == (3, 3) and c.ratio == pytest.approx(1.96) and np.isnan(c.p_value)
+    assert c.median_base == pytest.approx(1.00) and c.median_cand == pytest.approx(1.96)
+    four = np.array([1.00, 1.02, 0.99, 1.01])
+    assert compare_samples(four, four * 1.96, direction="lower").verdict == "regressed"  # 4 vs 4: p = 0.029
 
 
 def test_ratio_and_bootstrap_interval():
@@ -45,19 +61,9 @@ def test_ratio_and_bootstrap_interval():
     assert c.ci_low <= c.ratio <= c.ci_high and c.ratio == pytest.approx(1.10, abs=0.03)
 
 
-def _record(folder, scale: float, version: int = 1):
-    folder.mkdir()
-    workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(STEPS + 1)) | {"version": version}
-    write_run_json(folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload,
-                            "parallel": {"dp": 1}})
-    times = np.concatenate([[9.0], _series(int(scale * 100), scale)])
-    write_steps(folder, pd.DataFrame({"step": range(1, STEPS + 2), "step_time_s": times,
-                                      "tokens_per_s": 1000 / times}))
-    return folder
-
-
 def test_compare_cli_exit_codes(tmp_path):
-    base, same, slow = _record(tmp_path / "a", 1.0), _record(tmp_path / "b", 1.001), _record(tmp_path / "c", 1.2)
+    base, same, slow = (synthetic_record(tmp_path / name, _series(int(scale * 100), scale))
+                        for name, scale in (("a", 1.0), ("b", 1.001), ("c", 1.2)))
     result = run_cli("compare", str(base), str(same))
     assert result.returncode == 0, result.stderr
     assert "step_time_s" in result.stdout and "unchanged" in result.stdout
@@ -66,8 +72,17 @@ def test_compare_cli_exit_codes(tmp_path):
     assert run_cli("compare", str(base), str(slow), "--threshold", "50%").returncode == 0
 
 
+def test_compare_exits_3_when_too_few_steps_leave_it_undecidable(tmp_path):
+    base, slow = (synthetic_record(tmp_path / name, _series(1, scale)[:3]) for name, scale in (("a", 1.0), ("b", 1.96)))
+    result = run_cli("compare", str(base), str(slow))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "3/3" in result.stdout and "undecidable" in result.stdout and "at least 4 per side" in result.stdout
+    assert run_cli("compare", str(base), str(slow), "--accept-undecidable").returncode == 0
+
+
 def test_different_configurations_are_not_compared(tmp_path):
-    base, other = _record(tmp_path / "a", 1.0), _record(tmp_path / "b", 1.0, version=2)
+    base = synthetic_record(tmp_path / "a", _series(100))
+    other = synthetic_record(tmp_path / "b", _series(100), version=2)
     result = run_cli("compare", str(base), str(other))
     assert result.returncode == 2 and "records differ in workload" in result.stderr
     result = run_cli("compare", str(base), str(tmp_path / "missing"))
