@@ -19,9 +19,12 @@ Flag mapping (rlbench -> OpenRLHF 0.11 `train_ppo_ray` flags; W = dp*sp trainer 
 | dp, sp                     | `--{actor,ref,critic}.num_gpus_per_node W`, `num_nodes 1`; ZeRO over W GPUs   |
 | sp=N                       | `--ds.ring_attn_size N` (ring attention; needs ring-flash-attn)               |
 | tp=N                       | `--vllm.tensor_parallel_size N`; `--vllm.num_engines W/N` (colocated) or dp  |
-| placement=colocated        | `--train.colocate_all`, `--vllm.enable_sleep`, `--ds.enable_sleep`,           |
-|                            | `--vllm.gpu_memory_utilization 0.5`: actor, ref, critic, vLLM on the W GPUs   |
+| placement=colocated        | `--train.colocate_all`, `--vllm.enable_sleep`, `--ds.enable_sleep`:           |
+|                            | actor, ref, critic, vLLM on the W GPUs                                        |
 | placement=disaggregated    | `--train.colocate_actor_ref`; vLLM on dp*tp GPUs of its own, critic on W more |
+| vLLM engine                | `--vllm.gpu_memory_utilization`, `--vllm.enable_prefix_caching`,              |
+|                            | `--vllm.enforce_eager` from `rlbench.equal_work` (no flags for max_num_seqs,  |
+|                            | max_num_batched_tokens: named in the record's `equal_work`)                   |
 | async=one-step             | `--train.async_enable`, `--train.async_queue_size 1` (disaggregated only)     |
 | (sharding)                 | `--ds.zero_stage 3`: parameters, gradients, optimizer sharded, as FSDP in verl |
 | algorithm grpo / ppo       | `--algo.advantage.estimator group_norm` / `gae` with `--critic.model_name_or_path` |
@@ -33,8 +36,9 @@ Flag mapping (rlbench -> OpenRLHF 0.11 `train_ppo_ray` flags; W = dp*sp trainer 
 | learning_rate              | `--actor.adam.lr`, constant, no warm-up (critic: 1e-5 constant, as in verl)   |
 | prompts_per_step           | `--rollout.batch_size` (prompts)                                              |
 | mini_batch_prompts         | `--train.batch_size` = mini_batch_prompts * group_size (responses)           |
-| micro-batches              | `--train.dynamic_batch_enable`, `--{train,rollout}.max_tokens_per_gpu         |
-|                            | max(16384, P+R)`, `--ds.packing_samples`; micro_batch_size 1 (unused then)    |
+| micro-batches              | `--train.dynamic_batch_enable`, `--ds.packing_samples`; token budgets of      |
+|                            | `rlbench.equal_work`: `--train.max_tokens_per_gpu` (actor and critic),        |
+|                            | `--rollout.max_tokens_per_gpu` (log-prob passes); micro_batch_size 1 (unused) |
 | max_prompt/response_length | `--data.max_len P+R`, `--rollout.max_new_tokens R`                            |
 | fixed_length               | `--train.agent_func_path openrlhf_reward.py`: OpenRLHF's single-turn executor |
 |                            | with vLLM `ignore_eos` (OpenRLHF 0.11 has no min-tokens flag)                 |
@@ -78,6 +82,7 @@ from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.adapters.openrlhf_reward import REWARD_LOG_ENV, label
 from rlbench.environment import gpus, package_version
+from rlbench.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.inputs import RunInputs
 from rlbench.runspec import RunSpec
@@ -88,9 +93,21 @@ TENSORBOARD_DIR = "openrlhf_tensorboard"
 RUN_NAME = "rlbench"  # --logger.wandb.run_name: also the TensorBoard subfolder
 REWARD_FILE = Path(__file__).resolve().with_name("openrlhf_reward.py")
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
-TOKEN_BUDGET_PER_GPU = 16384  # the same per-GPU token budget the verl adapter uses
 CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same critic
-COLOCATED_VLLM_MEMORY = 0.5  # verl's default gpu_memory_utilization when sharing GPUs with training
+# The equal-work contract's terms (rlbench.equal_work) -> the OpenRLHF 0.11 flags that carry them.
+CONTRACT_KEYS = {
+    **{f"engine.{name}": f"vllm.{name}" for name in ("enable_prefix_caching", "gpu_memory_utilization",
+                                                     "enforce_eager")},
+    "budget.actor": "train.max_tokens_per_gpu", "budget.critic": "train.max_tokens_per_gpu",  # one flag for both
+    "budget.log_prob": "rollout.max_tokens_per_gpu",  # make_experience: old log-probs, ref, values
+}
+# What OpenRLHF 0.11.2 cannot set: its create_vllm_engines (trainer/ray/vllm_engine.py) builds vLLM's
+# AsyncEngineArgs from a fixed list of keyword arguments, without these.
+NOT_SETTABLE = {term: "OpenRLHF 0.11.2 has no flag for it (create_vllm_engines passes none to vLLM): vLLM's own "
+                      "default for its version and the GPU applies"
+                for term in ("engine.max_num_seqs", "engine.max_num_batched_tokens")}
+STEP_TIME = ("timing/step_total: without async the sum of OpenRLHF's stage timers (generation, make_experience, "
+             "ppo_train, broadcast), with async the wall time of a step including queue waits")
 SYNC_LOG = "openrlhf_weight_sync.jsonl"  # the CPU lane's checksums of the actor's and vLLM's weights per sync
 REWARD_LOG = "openrlhf_rewards.jsonl"  # the CPU lane's log of every scored response
 # The CPU lane's flag changes: flag -> (value or None to drop it, what it replaces on a GPU run).
@@ -183,18 +200,34 @@ class OpenRLHFAdapter(Adapter):
 
     def flags(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
         """`train_ppo_ray`'s command-line flags for this run (parsed by OpenRLHF's own parser in the tests)."""
-        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_model(spec, model),
-                    **_run(spec, run_dir)}
-        if on_cpu_lane():
-            settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
         argv: list[str] = []
-        for flag, value in settings.items():
+        for flag, value in self.settings(spec, model, run_dir).items():
             if value is False or value is None:
                 continue  # store_true flags left off
             argv.append(f"--{flag}")
             if value is not True:
                 argv.append(str(value))
         return argv
+
+    def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
+        """flag (without --) -> value for this run, the CPU lane's changes applied last; False/None: left off."""
+        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_engine(spec),
+                    **_model(spec, model), **_run(spec, run_dir)}
+        if on_cpu_lane():
+            settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
+        return settings
+
+    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+        named = {**NOT_SETTABLE, "step_time": STEP_TIME}
+        if on_cpu_lane():
+            named.update({
+                "engine.enforce_eager": "CPU lane: --vllm.enforce_eager (vLLM's CPU build, no CUDA graphs)",
+                "engine.gpu_memory_utilization": "CPU lane: flag dropped; " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
+                **{term: "CPU lane: token-budget micro-batches off (no packing without flash-attention); one "
+                         "micro-batch of a mini-batch's responses" for term in ("budget.actor", "budget.log_prob")}})
+        launched = {flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items()
+                    if value is not None}  # None: flag left off
+        return manifest(contract(spec.workload, spec.parallel), launched, CONTRACT_KEYS, named)
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
@@ -209,7 +242,6 @@ class OpenRLHFAdapter(Adapter):
             "ds.ring_attn_size": p.sp, "ds.zero_stage": 3,
             "train.colocate_all": colocated, "train.colocate_actor_ref": not colocated,
             "vllm.enable_sleep": colocated, "ds.enable_sleep": colocated,
-            "vllm.gpu_memory_utilization": COLOCATED_VLLM_MEMORY if colocated else None,
             "train.async_enable": p.async_ == "one-step",
             "train.async_queue_size": 1 if p.async_ == "one-step" else None,  # one rollout batch ahead
         })
@@ -266,15 +298,20 @@ def _algorithm(spec: RunSpec) -> dict[str, Any]:
     return settings
 
 
+def _engine(spec: RunSpec) -> dict[str, Any]:
+    """The vLLM engine of the equal-work contract, as OpenRLHF flags (store_true flags: True or left off)."""
+    terms = contract(spec.workload, spec.parallel).to_dict()
+    return {flag: terms[term] for term, flag in CONTRACT_KEYS.items() if term.startswith("engine.")}
+
+
 def _batches(spec: RunSpec) -> dict[str, Any]:
-    w = spec.workload
-    budget = max(TOKEN_BUDGET_PER_GPU, w.max_prompt_length + w.max_response_length)
+    w, budget = spec.workload, contract(spec.workload, spec.parallel).budget
     return {
         "rollout.batch_size": w.prompts_per_step,
         "train.batch_size": w.mini_batch_prompts * w.algorithm.group_size,
         "train.micro_batch_size": 1, "rollout.micro_batch_size": 1,
         "train.dynamic_batch_enable": True, "ds.packing_samples": True,
-        "train.max_tokens_per_gpu": budget, "rollout.max_tokens_per_gpu": budget,
+        "train.max_tokens_per_gpu": budget.actor, "rollout.max_tokens_per_gpu": budget.log_prob,
         "data.max_len": w.max_prompt_length + w.max_response_length,
         "rollout.max_new_tokens": w.max_response_length,
         "rollout.temperature": w.sampling.temperature, "rollout.top_p": w.sampling.top_p,

@@ -105,6 +105,8 @@ CONTRACT_KEYS = {
     "budget.critic": "critic.ppo_max_token_len_per_gpu",
 }
 # verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
+STEP_TIME = ("timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
+             "marked_timer('step')), the metric computation after it left out")
 LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
 # The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
 # the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
@@ -246,7 +248,7 @@ class VerlAdapter(Adapter):
         return settings
 
     def equal_work(self, spec: RunSpec) -> dict[str, Any]:
-        named: dict[str, str] = {}
+        named = {"step_time": STEP_TIME}
         if spec.parallel.async_ == "one-step":
             named["passes.old_log_prob"] = (
                 "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
