@@ -129,7 +129,8 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
     steps let the test decide nothing."""
     from rlbench.compare import compare_records, format_table, parse_threshold
 
-    results = compare_records(baseline, candidate, parse_threshold(threshold))
+    results = compare_records(baseline, candidate, parse_threshold(threshold),
+                              notice=functools.partial(click.echo, err=True))
     click.echo(format_table(results))
     regressed = [name for name, c in results if c.verdict == "regressed"]
     if regressed:
@@ -151,7 +152,8 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
     from rlbench.compare import parse_threshold
     from rlbench.reports.html import render_report
 
-    click.echo(str(render_report(list(results), out, history=history, threshold=parse_threshold(threshold))))
+    click.echo(str(render_report(list(results), out, history=history, threshold=parse_threshold(threshold),
+                                 warn=functools.partial(click.echo, err=True))))
 
 
 @main.command()

@@ -7,22 +7,21 @@ changed). Only metrics with a direction are compared; warm-up steps are excluded
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.record import load_record
 from rlbench.regression import Comparison, compare_samples
-from rlbench.schema import STEP_METRICS, SchemaError
+from rlbench.reports.load import DamagedRecord, read_record
+from rlbench.schema import STEP_METRICS
 
 
 def _load(path: str | Path) -> dict[str, Any]:
     try:
-        record = load_record(path)
-    except FileNotFoundError:
-        raise RLBenchError(f"{path} is not a run record folder (no run.json); pass a folder under results/") from None
-    except SchemaError as exc:
-        raise RLBenchError(f"{path}: {exc}") from None
+        record = read_record(path)
+    except DamagedRecord as exc:
+        raise RLBenchError(f"{exc}; compare another record, or restore this one from a copy") from None
     if record["steps"] is None or record.get("status") != "succeeded":
         raise RLBenchError(f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs")
     return record
@@ -46,8 +45,14 @@ def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
     return {"framework": record["framework"]["name"], "workload": workload, "parallel": record["parallel"]}
 
 
-def compare_records(baseline: str | Path, candidate: str | Path, threshold: float) -> list[tuple[str, Comparison]]:
+def compare_records(baseline: str | Path, candidate: str | Path, threshold: float,
+                    notice: Callable[[str], None] | None = None) -> list[tuple[str, Comparison]]:
+    """Per-metric comparisons; `notice` hears when both arguments are one run (every ratio is then 1)."""
     base, cand = _load(baseline), _load(candidate)
+    if notice is not None and (Path(baseline).resolve() == Path(candidate).resolve()
+                               or base.get("run_id") is not None and base.get("run_id") == cand.get("run_id")):
+        notice(f"notice: {baseline} and {candidate} are the same run ({base.get('run_id')}); every ratio is 1 "
+               "and nothing can regress: pass two different runs")
     key_b, key_c = configuration_key(base), configuration_key(cand)
     if key_b != key_c:
         differing = sorted(k for k in key_b if key_b[k] != key_c[k])

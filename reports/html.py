@@ -10,14 +10,16 @@ is written atomically, so an interrupted report never leaves half a page.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import jinja2
 
+from rlbench.out_dir import unwritable, writable_folder
 from rlbench.record import atomic_write_bytes, utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.history import history as build_history
-from rlbench.reports.load import load_runs
+from rlbench.reports.load import DamagedRecord, load_runs
 
 
 def _environment() -> jinja2.Environment:
@@ -25,14 +27,22 @@ def _environment() -> jinja2.Environment:
                               autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
-def render_report(paths: list[Path], out: Path, *, history: bool = False, threshold: float = 0.05) -> Path:
-    """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`."""
-    runs = load_runs(list(paths))
+def render_report(paths: list[Path], out: Path, *, history: bool = False, threshold: float = 0.05,
+                  warn: Callable[[str], None] | None = None, option: str = "--out") -> Path:
+    """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`.
+
+    A damaged record is left out, listed on the page and passed to `warn`; the rest is reported.
+    `option` names where `out` came from in an error (the CLI flag, or the nightly config's key)."""
+    writable_folder(out.parent, option)  # before the work: a bad --out is refused, not found at the end
+    damaged: list[DamagedRecord] = []
+    runs = load_runs(list(paths), damaged)
+    for skipped in damaged if warn is not None else ():
+        warn(f"warning: skipped {skipped}")
     succeeded = [run for run in runs if run.record.get("status") == "succeeded"]
     context = {
         "title": "rlbench history" if history else "rlbench comparison",
         "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
-        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs),
+        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged),
         "lanes": tables.lane_rows(runs),
         "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
     }
@@ -44,7 +54,9 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         context["figures"] = figures.all_figures(succeeded)
         context["vs_model"] = tables.vs_model_rows(succeeded)
     html = _environment().get_template("report.html.j2").render(**context)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, html.encode("utf-8"))
+    try:
+        atomic_write_bytes(out, html.encode("utf-8"))
+    except OSError as exc:  # e.g. the disk filled while the figures were drawn
+        raise unwritable(out.parent, exc, option) from None
     out.chmod(0o644)  # a report is for sharing (mkstemp creates files 0600)
     return out

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.reports.load import RunView
+from rlbench.reports.load import DamagedRecord, RunView
 from rlbench.schema import STAGES
 
 
@@ -126,9 +126,11 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def failure_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = ()) -> tuple[list[str], list[list[str]]]:
+    """Runs that did not succeed, then records left out because a file of theirs is damaged."""
     headers = ["run", "record", "status", "cause", "message"]
     rows = [[run.label, run.path.name, run.record.get("status"), (run.record.get("error") or {}).get("kind", ""),
              (run.record.get("error") or {}).get("message", "")]
             for run in runs if run.record.get("status") != "succeeded"]
+    rows += [[str(d.path), d.path.name, "not shown", "damaged record", d.problem] for d in damaged]
     return headers, rows
