@@ -70,6 +70,7 @@ class Prediction:
     cost_per_mtok_usd: float | None
     achievable: float
     notes: tuple[str, ...] = ()
+    peak_flops: float | None = None  # the dense peak per device that mfu divides by (bf16 on GPU rows)
 
     @property
     def memory_per_gpu_gb(self) -> float:
@@ -88,7 +89,7 @@ class Prediction:
                 "energy_j": self.energy_j, "energy_is_upper_bound": True,
                 "cost_per_mtok_usd": self.cost_per_mtok_usd, "achievable": self.achievable,
                 "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
-                "notes": list(self.notes)}
+                "peak_flops_per_device": self.peak_flops, "notes": list(self.notes)}
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -159,4 +160,4 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
                       model_flops=model_flops,
                       mfu=_ratio(model_flops, None if step is None else parallel.gpus * hw.bf16_flops * step),
                       mfu_actor=mfu_actor, memory=memory, energy_j=energy, cost_per_mtok_usd=cost,
-                      achievable=float(achievable), notes=tuple(notes))
+                      achievable=float(achievable), notes=tuple(notes), peak_flops=hw.bf16_flops)
