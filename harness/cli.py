@@ -32,12 +32,17 @@ def _user_errors(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from rlbench.runner import RunInterrupted
+        from rlbench.stop_signals import RunStop, describe
 
         try:
             return fn(*args, **kwargs)
         except RunInterrupted as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(130)
+            sys.exit(exc.exit_code)
+        except RunStop as stop:  # SIGTERM/SIGHUP/SIGINT while `run` read its inputs, before any record
+            click.echo(f"error: interrupted by {describe(stop.signum)} before the framework started; "
+                       "nothing was recorded", err=True)
+            sys.exit(128 + stop.signum)
         except RLBenchError as exc:
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
@@ -71,15 +76,17 @@ def run(framework: str, workload: str, steps: int | None, parallel: tuple[str, .
     from rlbench.runner import dry_run as plan_only
     from rlbench.runner import execute
     from rlbench.runspec import build_run_spec
+    from rlbench.stop_signals import stop_signals
 
     from rlbench.adapters.registry import get_adapter
 
-    get_adapter(framework)  # an unknown framework is reported before the workload is read
-    spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out)
-    if dry_run:
-        click.echo(plan_only(spec))
-        return
-    run_dir = execute(spec, echo=lambda line: click.echo(line, err=True))
+    with stop_signals():  # SIGTERM/SIGHUP too, from here to the end of the record (the runner shares them)
+        get_adapter(framework)  # an unknown framework is reported before the workload is read
+        spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out)
+        if dry_run:
+            click.echo(plan_only(spec))
+            return
+        run_dir = execute(spec, echo=lambda line: click.echo(line, err=True))
     click.echo(str(run_dir))
 
 

@@ -20,12 +20,13 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench.atomic import replacing
+from rlbench.errors import RLBenchError
 from rlbench.telemetry import (cost_per_mtok_usd, energy_per_mtok_j, nccl_env, per_step_telemetry,
                                read_nccl_logs, start_sampler, summarize_collectives)
 from rlbench.telemetry.sampler import SamplerHandle
 
 TELEMETRY_FILE, COMM_FILE, NCCL_PREFIX = "telemetry.parquet", "comm.parquet", "nccl"
-RATE_HZ = float(os.environ.get("RLBENCH_SAMPLE_HZ", "10"))
 # per_step_telemetry column -> steps.parquet column
 STEP_COLUMNS = {"energy_j": "energy_j", "power_mean_w": "power_mean_w", "gpu_util_mean_pct": "gpu_util_mean_pct",
                 "cpu_util_mean_pct": "cpu_util_mean_pct", "proc_cpu_util_mean_pct": "proc_cpu_util_mean_pct",
@@ -40,11 +41,22 @@ def framework_env(run_dir: Path) -> dict[str, str]:
     return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
 
 
+def sample_hz() -> float:
+    """RLBENCH_SAMPLE_HZ (default 10; 0 turns sampling off for overhead A/B runs)."""
+    raw = os.environ.get("RLBENCH_SAMPLE_HZ", "10")
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = math.nan
+    if not (rate == 0 or 0 < rate <= 1000):
+        raise RLBenchError(f"RLBENCH_SAMPLE_HZ={raw!r}: expected a rate in Hz, 0 (off) or up to 1000")
+    return rate
+
+
 def start(run_dir: Path, pid: int) -> SamplerHandle | None:
-    """The sampler around the framework process; RLBENCH_SAMPLE_HZ=0 turns it off (overhead A/B runs)."""
-    if RATE_HZ <= 0:
-        return None
-    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=RATE_HZ)
+    """The sampler around the framework process, or None when RLBENCH_SAMPLE_HZ=0."""
+    rate = sample_hz()
+    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=rate) if rate > 0 else None
 
 
 def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -75,9 +87,8 @@ def add_comm(run_dir: Path, steps: pd.DataFrame) -> dict[str, Any] | None:
         summary = None
     if summary is None:
         summary = summarize_collectives(table)
-    tmp = run_dir / f".{COMM_FILE}.tmp"
-    summary.to_parquet(tmp, index=False)
-    tmp.replace(run_dir / COMM_FILE)
+    with replacing(run_dir / COMM_FILE) as tmp:
+        summary.to_parquet(tmp, index=False)
     return {"calls": int(len(table))}
 
 

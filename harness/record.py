@@ -14,16 +14,21 @@ import json
 import math
 import os
 import secrets
-import tempfile
+import socket
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rlbench.atomic import replacing, write_bytes
 from rlbench.schema import SCHEMA_VERSION, STEP_METRICS, migrate
 
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
+HEARTBEAT_S = 30.0  # how often a live runner touches its run.json
+STALE_AFTER_S = 600.0  # a heartbeat this old means the runner is gone (20 missed beats: a busy machine, a slow NFS)
+GRACE_S = 600.0  # past started_at + timeout_s + this, no live runner can still be at work on the run
 
 
 def utc_now() -> str:
@@ -54,16 +59,7 @@ def new_run_dir(out: Path, framework: str, workload: str) -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes(path, data)
 
 
 def _json_default(value: Any) -> Any:
@@ -95,19 +91,25 @@ def write_run_json(run_dir: Path, record: dict[str, Any]) -> None:
     write_json(run_dir / RUN_FILE, {"schema_version": SCHEMA_VERSION, **record})
 
 
+def write_run_json_in_place(run_dir: Path, record: dict[str, Any]) -> None:
+    """Last resort on a full disk, where the atomic write has no room for its second copy: overwrite the
+    existing run.json in place, compactly (no indent), so it fits in the blocks the file already holds."""
+    text = json.dumps(_finite({"schema_version": SCHEMA_VERSION, **record}), default=_json_default, allow_nan=False,
+                      separators=(",", ":"))
+    with (run_dir / RUN_FILE).open("r+b") as handle:
+        handle.write(text.encode() + b"\n")
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def write_steps(run_dir: Path, steps: pd.DataFrame) -> None:
     unknown = sorted(set(steps.columns) - set(STEP_METRICS))
     assert not unknown, f"columns outside the schema vocabulary: {unknown}"  # adapters map into the vocabulary
     table = steps.reindex(columns=list(STEP_METRICS)).astype("float64")
     table["step"] = table["step"].astype("int64")
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=f".{STEPS_FILE}.")
-    os.close(fd)
-    try:
+    with replacing(run_dir / STEPS_FILE) as tmp:
         table.to_parquet(tmp, index=False)
-        os.replace(tmp, run_dir / STEPS_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, dict[str, Any]]:
@@ -127,6 +129,62 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, dict[str, Any
             "unit": metric.unit, "direction": metric.direction,
         }
     return summary
+
+
+def runner_identity() -> dict[str, Any]:
+    """Who writes a running record: host, PID and the PID's start time (PIDs are reused), and the heartbeat."""
+    import psutil
+
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started_unix_s": psutil.Process().create_time(),
+            "heartbeat_s": HEARTBEAT_S}
+
+
+def heartbeat(run_dir: Path) -> None:
+    """Touch run.json (its mtime is the heartbeat): no data is written, so it works on a full disk too."""
+    try:
+        os.utime(run_dir / RUN_FILE)
+    except OSError:  # read-only or gone: the PID in the record still tells a reader here
+        pass
+
+
+def _pid_alive(pid: int, started_unix_s: float | None) -> bool:
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        alive = process.status() != psutil.STATUS_ZOMBIE
+        return alive and (started_unix_s is None or abs(process.create_time() - started_unix_s) < 1.0)
+    except psutil.Error:
+        return False
+
+
+def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, now: float | None = None) -> str:
+    """The status a reader shows: the record's own, except that a "running" record whose runner is gone
+    (killed with SIGKILL, the machine lost) is "abandoned".
+
+    Evidence, strongest first: on the runner's host, whether its PID (with the same start time) lives;
+    elsewhere, run.json's mtime, which a live runner touches every heartbeat_s; for records without
+    either, whether started_at + timeout_s is long past (the runner would have stopped the run by then)."""
+    status = record.get("status")
+    if status != "running":
+        return str(status)
+    now = time.time() if now is None else now
+    runner = record.get("runner") if isinstance(record.get("runner"), dict) else {}
+    if runner.get("host") == socket.gethostname() and isinstance(runner.get("pid"), int):
+        return "running" if _pid_alive(runner["pid"], runner.get("pid_started_unix_s")) else "abandoned"
+    if runner.get("heartbeat_s") and run_dir is not None:
+        try:
+            beat = (Path(run_dir) / RUN_FILE).stat().st_mtime
+        except OSError:
+            beat = None
+        if beat is not None:
+            return "abandoned" if now - beat > STALE_AFTER_S else "running"
+    try:
+        started = datetime.fromisoformat(str(record.get("started_at"))).timestamp()
+        timeout = float(record.get("timeout_s") or 0.0)
+    except (TypeError, ValueError):
+        return "running"
+    return "abandoned" if timeout > 0 and now > started + timeout + GRACE_S else "running"
 
 
 def load_record(run_dir: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ a crash, a timeout or Ctrl-C still leaves a record that says what happened.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -28,23 +29,25 @@ from rlbench.adapters.registry import get_adapter
 from rlbench.derive import derive_step_metrics
 from rlbench.environment import collect_environment, rlbench_identity
 from rlbench.errors import RLBenchError
+from rlbench.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
 from rlbench.inputs import prepare_inputs
 from rlbench.prediction import measured_vs_predicted, predict_run
-from rlbench.record import PREDICTION_FILE, new_run_dir, summarize, utc_now, write_json, write_run_json, write_steps
+from rlbench.record import (HEARTBEAT_S, PREDICTION_FILE, STEPS_FILE, heartbeat, new_run_dir, runner_identity, summarize,
+                            utc_now, write_json, write_run_json, write_run_json_in_place, write_steps)
 from rlbench.runspec import RunSpec
+from rlbench.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
 
-LOG_FILE = "framework.log"
 POLL_S = 0.5
-LOG_TAIL_LINES = 30
-_OOM_MARKERS = ("CUDA out of memory", "OutOfMemoryError", "Cannot allocate memory", "std::bad_alloc")
+GRACEFUL_STOP_S, KILL_WAIT_S = 10.0, 5.0
 
 
 @dataclass(slots=True)
 class Outcome:
     returncode: int | None
-    kind: str | None  # None on success, else timeout | oom | framework_error | launch_error | interrupted
+    kind: str | None  # None on success, else a schema.ERROR_KINDS key
     wall_s: float
+    signum: int | None = None  # the stop signal of an interrupted run
 
 
 class RunFailed(RLBenchError):
@@ -52,63 +55,108 @@ class RunFailed(RLBenchError):
 
 
 class RunInterrupted(RLBenchError):
-    """Ctrl-C during the run; the record folder is kept with status 'interrupted'."""
+    """SIGINT, SIGTERM or SIGHUP during the run; the record folder is kept with status 'interrupted'."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # what a shell reports for a process that died of the signal
 
 
-def log_tail(run_dir: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
-    path = run_dir / LOG_FILE
-    if not path.exists():
-        return []
-    return path.read_text(errors="replace").splitlines()[-lines:]
+def _group_alive(pgid: int, tree: list[psutil.Process]) -> bool:
+    """Any live (non-zombie) process left in the framework's group or its tree as it was at stop time.
+    Zombies are ignored: inside a container PID 1 may never reap orphans, and they hold nothing."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    for proc in tree:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
-def _classify(returncode: int, tail: list[str]) -> str:
-    if returncode == -signal.SIGKILL or any(m in line for line in tail for m in _OOM_MARKERS):
-        return "oom"
-    return "framework_error"
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Terminate the framework's whole process group (Ray/accelerate spawn children)."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+def _stop(process: subprocess.Popen, hurry: Callable[[], bool] = lambda: False) -> None:
+    """Stop the framework's whole process tree: its process group (it leads its own session), and also
+    the descendants that left the group (Ray starts workers in sessions of their own). SIGTERM first,
+    SIGKILL after GRACEFUL_STOP_S, or at once when `hurry()` (a second Ctrl-C)."""
+    try:
+        tree = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        tree = []
+    for sig, wait_s in ((signal.SIGTERM, GRACEFUL_STOP_S), (signal.SIGKILL, KILL_WAIT_S)):
         try:
             os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in tree:
+            try:
+                proc.send_signal(sig)  # psutil refuses a PID that was reused meanwhile
+            except psutil.Error:
+                continue
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            process.poll()  # reap the leader, or it stays a zombie in its group
+            if not _group_alive(process.pid, tree):
+                return
+            if sig == signal.SIGTERM and hurry():
+                break
+            time.sleep(0.1)
+    process.poll()
 
 
-def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None],
+def _guarded(on_poll: Callable[[], None]) -> None:
+    """Progress is cosmetic: a metrics line the framework is still writing (half a JSON line) or a file
+    it is rotating must not end the run or orphan the framework."""
+    try:
+        on_poll()
+    except (OSError, ValueError, KeyError):
+        pass
+
+
+def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None], stops: StopSignals,
            on_start: Callable[[int], None] = lambda pid: None) -> Outcome:
     env = {**os.environ, **plan.env}
     start = time.perf_counter()
     with (run_dir / LOG_FILE).open("wb") as log:
         try:
-            process = subprocess.Popen(plan.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=run_dir,
-                                       start_new_session=True, stdin=subprocess.DEVNULL)
+            with stops.deferred():  # a signal inside fork/exec would lose the child's handle: raise it after
+                process = subprocess.Popen(plan.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=run_dir,
+                                           start_new_session=True, stdin=subprocess.DEVNULL)
         except OSError as exc:
             log.write(f"launch failed: {exc}\n".encode())
             return Outcome(None, "launch_error", 0.0)
+        except RunStop as stop:
+            _stop(process, stops.hurry)
+            return Outcome(process.returncode, "interrupted", time.perf_counter() - start, stop.signum)
         try:
-            on_start(process.pid)  # inside the try: a Ctrl-C while the sampler starts still stops the framework
+            on_start(process.pid)  # inside the try: a signal while the sampler starts still stops the framework
             while process.poll() is None:
                 if time.perf_counter() - start > timeout_s:
-                    _stop(process)
+                    _stop(process, stops.hurry)
+                    stops.hold()
                     return Outcome(process.returncode, "timeout", time.perf_counter() - start)
-                on_poll()
+                _guarded(on_poll)
                 time.sleep(POLL_S)
-        except KeyboardInterrupt:
-            _stop(process)
-            return Outcome(process.returncode, "interrupted", time.perf_counter() - start)
+            stops.hold()  # still inside the try: a signal up to here counts as an interruption, none after
+        except RunStop as stop:
+            stops.hold()
+            _stop(process, stops.hurry)
+            return Outcome(process.returncode, "interrupted", time.perf_counter() - start, stop.signum)
+        except BaseException:  # a bug in rlbench: never leave the framework running without us
+            _stop(process, stops.hurry)
+            raise
     wall = time.perf_counter() - start
-    on_poll()
-    if process.returncode == 0:
-        return Outcome(0, None, wall)
-    return Outcome(process.returncode, _classify(process.returncode, log_tail(run_dir)), wall)
+    _guarded(on_poll)
+    return Outcome(0, None, wall) if process.returncode == 0 else Outcome(process.returncode, "framework_error", wall)
 
 
 class ProgressPrinter:
@@ -132,12 +180,23 @@ class ProgressPrinter:
         self.shown = len(steps)
 
 
-def _error(kind: str, run_dir: Path) -> dict[str, Any]:
+def _error(outcome: Outcome, run_dir: Path, oom_kills_before: int | None) -> dict[str, Any]:
+    """run.json's error entry; the framework's own failures are classified from evidence (failure_cause)."""
+    if outcome.kind == "framework_error" and outcome.returncode:
+        return classify(outcome.returncode, run_dir, oom_kills_before, run_dir / profiling.TELEMETRY_FILE)
     tail = log_tail(run_dir)
-    meaningful = [line for line in tail if line.strip()]
-    message = {"timeout": "the framework ran past its timeout and was stopped",
-               "interrupted": "interrupted by the user (Ctrl-C)"}.get(kind, meaningful[-1] if meaningful else kind)
-    return {"kind": kind, "message": message, "log_tail": tail}
+    if outcome.kind == "interrupted":
+        signum = outcome.signum or signal.SIGINT
+        return {"kind": "interrupted", "message": f"interrupted by {describe(signum)}",
+                "signal": signal.Signals(signum).name, "log_tail": tail}
+    if outcome.kind == "timeout":
+        return {"kind": "timeout", "message": "the framework ran past its timeout and was stopped", "log_tail": tail}
+    if outcome.kind == "launch_error":
+        return {"kind": "launch_error", "message": (tail or ["the framework could not be started"])[-1],
+                "log_tail": tail}
+    # exited 0 without logging every step: not a complete benchmark
+    return {"kind": "framework_error", "message": "the framework exited 0 but logged fewer steps than asked",
+            "log_tail": tail}
 
 
 def dry_run(spec: RunSpec) -> str:
@@ -148,74 +207,207 @@ def dry_run(spec: RunSpec) -> str:
     return adapter.plan(spec, inputs, spec.out / "<run_id>").describe()
 
 
+def _quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """Progress lines that never fail the run: after SIGHUP the terminal is gone and writes raise EIO."""
+    def say(line: str) -> None:
+        try:
+            echo(line)
+        except OSError:
+            pass
+    return say
+
+
 def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
-    """Run `spec` for real and return its record folder; raises RunFailed after recording a failure."""
+    """Run `spec` for real and return its record folder; raises RunFailed / RunInterrupted after recording."""
+    with stop_signals() as stops:
+        return _execute(spec, _quiet(echo), stops)
+
+
+def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> Path:
     setup_start = time.perf_counter()
-    adapter = get_adapter(spec.framework)
-    adapter.check(spec)
-    adapter.check_machine()
-    inputs = prepare_inputs(spec.workload, spec.seed)
-    environment = collect_environment((adapter.distribution,))
-    if not adapter.version_is_tested():
-        echo(f"warning: {adapter.name} {adapter.version()} is not a version rlbench was tested with "
-             f"({adapter.tested_versions}); check the record's metrics before trusting them")
-    run_dir = new_run_dir(spec.out, spec.framework, spec.workload.name)
-    plan = adapter.plan(spec, inputs, run_dir)
-    plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
-    record: dict[str, Any] = {
-        "run_id": run_dir.name, "status": "running", "error": None,
-        "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
-        **{k: v for k, v in spec.to_dict().items() if k != "framework"},
-        "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "command": plan.argv, "rlbench": rlbench_identity(),
-        "environment": environment, "started_at": utc_now(), "ended_at": None,
-    }
-    write_run_json(run_dir, record)
-    write_prompts(inputs.prompts, run_dir / "prompts.jsonl")
-    for name, content in plan.files.items():
-        (run_dir / name).write_text(content)
-    setup_s = time.perf_counter() - setup_start
-    echo(f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
-         f"{spec.workload.steps} steps (log: {run_dir / LOG_FILE})")
+    run_dir: Path | None = None
+    recorded = False
+    try:
+        adapter = get_adapter(spec.framework)
+        adapter.check(spec)
+        adapter.check_machine()
+        profiling.sample_hz()  # a bad RLBENCH_SAMPLE_HZ is refused before anything is recorded
+        inputs = prepare_inputs(spec.workload, spec.seed)
+        environment = collect_environment((adapter.distribution,))
+        if not adapter.version_is_tested():
+            echo(f"warning: {adapter.name} {adapter.version()} is not a version rlbench was tested with "
+                 f"({adapter.tested_versions}); check the record's metrics before trusting them")
+        run_dir = _new_run_dir(spec)
+        plan = adapter.plan(spec, inputs, run_dir)
+        plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
+        record: dict[str, Any] = {
+            "run_id": run_dir.name, "status": "running", "error": None,
+            "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
+            **{k: v for k, v in spec.to_dict().items() if k != "framework"},
+            "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "command": plan.argv,
+            "rlbench": rlbench_identity(), "runner": runner_identity(),
+            "environment": environment, "started_at": utc_now(), "ended_at": None,
+        }
+        _start_record(run_dir, record, inputs, plan)
+        recorded = True
+        setup_s = time.perf_counter() - setup_start
+        echo(f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
+             f"{spec.workload.steps} steps (log: {run_dir / LOG_FILE})")
 
-    parent = psutil.Process()
-    cpu_before = sum(parent.cpu_times()[:2])
-    progress = ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo)
-    sampler: list = []
-    outcome = launch(plan, run_dir, spec.timeout_s, progress,
-                     on_start=lambda pid: sampler.append(profiling.start(run_dir, pid)))
-    sampler = [handle for handle in sampler if handle is not None]
+        parent = psutil.Process()
+        cpu_before = sum(parent.cpu_times()[:2])
+        progress = _with_heartbeat(ProgressPrinter(adapter, run_dir, spec.workload.steps,
+                                                   environment["gpu_count"], echo), run_dir)
+        sampler: list = []
+        oom_kills_before = oom_kill_count()
+        outcome = launch(plan, run_dir, spec.timeout_s, progress, stops,
+                         on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo)))
+    except RunStop as stop:
+        if not recorded:
+            if run_dir is not None:
+                shutil.rmtree(run_dir, ignore_errors=True)  # half-made folder without a run.json: no record
+            raise RunInterrupted(f"interrupted by {describe(stop.signum)} before the framework started; "
+                                 "nothing was recorded", stop.signum) from None
+        outcome, sampler, oom_kills_before = Outcome(None, "interrupted", 0.0, stop.signum), [], None
+        parent, cpu_before, setup_s = psutil.Process(), 0.0, time.perf_counter() - setup_start
+    stops.hold()  # from here every signal is only noted: the record is written whatever comes
     parent_cpu_s = sum(parent.cpu_times()[:2]) - cpu_before
+    return _finish(spec, adapter, inputs.model, environment, run_dir, record, outcome,
+                   [h for h in sampler if h is not None], oom_kills_before, setup_s, parent_cpu_s)
 
+
+def _start_sampler(run_dir: Path, pid: int, echo: Callable[[str], None]) -> Any:
+    """Telemetry is an addition to the run, not a condition for it: if the sampler cannot start (the
+    framework already exited, no room for its files), the run goes on and the record says why."""
+    try:
+        return profiling.start(run_dir, pid)
+    except (RLBenchError, ValueError, OSError) as exc:
+        echo(f"warning: no telemetry for this run: {exc}")
+        return None
+
+
+def _new_run_dir(spec: RunSpec) -> Path:
+    try:
+        return new_run_dir(spec.out, spec.framework, spec.workload.name)
+    except OSError as exc:
+        raise RLBenchError(f"--out {spec.out}: cannot create a run folder there ({exc.strerror or exc}); "
+                           "choose a writable folder") from None
+
+
+def _start_record(run_dir: Path, record: dict[str, Any], inputs: Any, plan: LaunchPlan) -> None:
+    """run.json ("running") and the framework's input files; if the disk refuses them, no record at all."""
+    try:
+        write_run_json(run_dir, record)
+        write_prompts(inputs.prompts, run_dir / "prompts.jsonl")
+        for name, content in plan.files.items():
+            (run_dir / name).write_text(content)
+    except OSError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise RLBenchError(f"cannot write the run record in {run_dir.parent} ({exc.strerror or exc}); "
+                           "free some space or choose another --out") from None
+
+
+def _with_heartbeat(progress: Callable[[], None], run_dir: Path) -> Callable[[], None]:
+    last = [time.monotonic()]
+
+    def poll() -> None:
+        if time.monotonic() - last[0] >= HEARTBEAT_S:
+            heartbeat(run_dir)
+            last[0] = time.monotonic()
+        progress()
+    return poll
+
+
+def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any], run_dir: Path,
+            record: dict[str, Any], outcome: Outcome, sampler: list, oom_kills_before: int | None,
+            setup_s: float, parent_cpu_s: float) -> Path:
+    """Read what the framework logged, write the record's files, end run.json in a terminal status."""
     record_start = time.perf_counter()
-    steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
-    steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
-    record["comm"] = profiling.add_comm(run_dir, steps)
-    if not steps.empty:
-        write_steps(run_dir, steps)
+    notes: list[str] = []
+    try:
+        steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
+    except (OSError, ValueError, KeyError) as exc:  # a damaged metrics file must not cost the record
+        steps, notes = pd.DataFrame(), [f"could not read the framework's metrics: {type(exc).__name__}: {exc}"]
+    try:
+        steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
+    except (OSError, ValueError) as exc:
+        record["telemetry"] = {"error": f"{type(exc).__name__}: {exc}"}
+    write_errors: list[str] = []
+    try:
+        record["comm"] = profiling.add_comm(run_dir, steps)
+    except (OSError, ValueError) as exc:
+        record["comm"], _ = None, write_errors.append(f"comm.parquet: {exc}")
     if outcome.kind is None and len(steps) < spec.workload.steps:
-        outcome.kind = "framework_error"  # exited 0 without logging every step: not a complete benchmark
-    record.update(
-        status="succeeded" if outcome.kind is None else ("interrupted" if outcome.kind == "interrupted" else "failed"),
-        error=None if outcome.kind is None else _error(outcome.kind, run_dir),
-        returncode=outcome.returncode, ended_at=utc_now(), duration_s=outcome.wall_s,
-        steps_recorded=len(steps), summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {},
-        files=sorted(p.name for p in run_dir.iterdir() if not p.name.startswith(".")),
-    )
+        outcome.kind = "framework_error"
+    record.update(returncode=outcome.returncode, ended_at=utc_now(), duration_s=outcome.wall_s,
+                  steps_recorded=len(steps),
+                  summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {})
+    if notes:
+        record["notes"] = notes
     if not steps.empty:
-        prediction = _prediction(spec, adapter, inputs.model, environment, steps)
-        write_json(run_dir / PREDICTION_FILE, prediction)
-        record["files"] = sorted(set(record["files"]) | {PREDICTION_FILE})
+        _write_or_note(write_errors, STEPS_FILE, lambda: write_steps(run_dir, steps))
+        prediction = _prediction(spec, adapter, model, environment, steps)
+        _write_or_note(write_errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
         gpus = spec.parallel.world_size if environment["gpus"] else 0
         record["costs"] = profiling.costs(record["summary"], steps, gpus, _gpu_price(environment))
+    error = None if outcome.kind is None else _error(outcome, run_dir, oom_kills_before)
+    if write_errors:
+        record["record_errors"] = write_errors
+        if error is None:
+            error = {"kind": "record_error", "message": f"could not write {'; '.join(write_errors)}", "log_tail": []}
+    status = "succeeded" if error is None else ("interrupted" if outcome.kind == "interrupted" else "failed")
+    record.update(status=status, error=error, files=_files(run_dir))
     record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
-    write_run_json(run_dir, record)
+    _end_record(run_dir, record)
+    kept = f"{len(steps)} step(s) recorded in {run_dir}"
     if outcome.kind == "interrupted":
-        raise RunInterrupted(f"interrupted; the partial record is kept at {run_dir}")
-    if outcome.kind is not None:
-        raise RunFailed(f"run failed ({outcome.kind}): {record['error']['message'][:300]}; "
+        raise RunInterrupted(f"interrupted by {describe(outcome.signum or signal.SIGINT)}; the framework was "
+                             f"stopped and the partial record is kept: {kept}", outcome.signum or signal.SIGINT)
+    if write_errors:
+        raise RLBenchError(f"the run ended but its record is incomplete: could not write {write_errors[0]}; "
+                           f"run.json says {status} ({error['kind']}); free some space and run again")
+    if error is not None:
+        raise RunFailed(f"run failed ({error['kind']}): {error['message'][:300]}; "
                         f"record: {run_dir}, full log: {run_dir / LOG_FILE}")
     return run_dir
+
+
+def _write_or_note(errors: list[str], name: str, write: Callable[[], None]) -> None:
+    """A full disk or a read-only filesystem loses this file, not the rest of the record."""
+    try:
+        write()
+    except OSError as exc:
+        errors.append(f"{name}: {exc.strerror or exc}")
+
+
+def _files(run_dir: Path) -> list[str]:
+    try:
+        return sorted(p.name for p in run_dir.iterdir() if not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+_LARGE_FIELDS = ("summary", "vs_model", "costs", "overhead", "telemetry", "comm", "environment")
+
+
+def _end_record(run_dir: Path, record: dict[str, Any]) -> None:
+    """The terminal run.json; when even that cannot be written, say so (readers then show the record,
+    still "running" on disk, as abandoned once this process has exited)."""
+    try:
+        write_run_json(run_dir, record)
+        return
+    except OSError as exc:
+        first = exc
+    slim = {k: v for k, v in record.items() if k not in _LARGE_FIELDS}
+    slim.update(status="failed" if record["status"] == "succeeded" else record["status"],
+                error=record["error"] or {"kind": "record_error", "log_tail": [],
+                                          "message": f"run.json: {first.strerror or first}; summary left out"})
+    try:
+        write_run_json_in_place(run_dir, slim)
+    except OSError:
+        raise RLBenchError(f"the run ended ({record['status']}) but its record could not be written in {run_dir} "
+                           f"({first.strerror or first}); run.json still says running") from None
 
 
 def _gpu_price(environment: dict[str, Any]) -> float | None:

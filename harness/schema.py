@@ -62,12 +62,30 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)"),
 ]}
 
+# run.json's status: "running" while the runner works, then one of the terminal ones. Readers also show
+# "abandoned" (never written): a "running" record whose runner is gone (record.effective_status).
+STATUSES = ("running", "succeeded", "failed", "interrupted")
+TERMINAL_STATUSES = ("succeeded", "failed", "interrupted")
+ABANDONED = "abandoned"
+
+# error.kind: why a run is not "succeeded" (rlbench.failure_cause classifies the framework's own failures).
+ERROR_KINDS: dict[str, str] = {
+    "framework_error": "the framework exited non-zero; message is the log line with the error",
+    "oom": "out of memory, from evidence: OOM text in the log, a kernel OOM kill, or SIGKILL at the memory limit",
+    "signal": "the framework was killed by a signal without OOM evidence",
+    "timeout": "the framework ran past timeout_s and was stopped",
+    "interrupted": "SIGINT, SIGTERM or SIGHUP to rlbench; the framework's process group was stopped",
+    "launch_error": "the framework could not be started",
+    "record_error": "the run ended but a record file could not be written (full disk, read-only filesystem)",
+}
+
 # Fields of run.json, with what each holds. Kept here so there is one place to read.
 RUN_FIELDS: dict[str, str] = {
     "schema_version": "integer, this module's SCHEMA_VERSION when written",
     "run_id": "folder name of the record: <UTC time>-<framework>-<workload>-<random>",
-    "status": "running | succeeded | failed | interrupted",
-    "error": "null, or {kind, message, log_tail} for a failed or interrupted run",
+    "status": " | ".join(STATUSES),
+    "error": "null, or {kind (ERROR_KINDS), message, log_tail, evidence?, signal?} for a failed or interrupted run",
+    "runner": "{host, pid, pid_started_unix_s, heartbeat_s} of the rlbench process writing the record",
     "framework": "{name, version, tested: bool}",
     "workload": "the resolved workload (every field, after includes)",
     "parallel": "the resolved parallelism knobs",

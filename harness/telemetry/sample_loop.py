@@ -68,7 +68,12 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
     meta: dict[str, Any] = {"host": host, "root_pid": root_pid, "sampler_pid": os.getpid(), "rate_hz": rate_hz,
                             "nvml": gpus is not None, "gpus": gpus.names() if gpus else {},
                             "started_unix_s": time.time(), "notes": notes}
-    write_json(meta, notes_file(out_file))
+    try:
+        write_json(meta, notes_file(out_file))
+    except OSError as error:
+        print(f"rlbench telemetry: cannot write in {out_file.parent}: {error.strerror or error}", file=sys.stderr,
+              flush=True)
+        raise SystemExit(1) from None
     rows: list[dict[str, Any]] = []
     ticks = overruns = 0
     period = 1.0 / rate_hz
@@ -90,8 +95,12 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
                 reason = "parent process exited"
                 break
             if time.monotonic() - last_flush >= flush_every_s:
-                append_rows(rows, out_file)
-                rows, last_flush = [], time.monotonic()
+                try:
+                    append_rows(rows, out_file)
+                    rows = []
+                except OSError:
+                    pass  # no room for the journal: keep the rows in memory and try again next flush
+                last_flush = time.monotonic()
             next_tick, missed = _next_tick(next_tick, period)
             overruns += missed
     except Exception as error:  # keep what was sampled; the error goes into the notes
@@ -99,14 +108,22 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
         print(f"rlbench telemetry: {reason}", file=sys.stderr, flush=True)
     finally:
         loop_cpu = time.process_time() - loop_cpu  # what sampling itself cost, without start-up and the write
-        combine_parts(out_file, rows)
         if gpus:
             notes = notes + [note for note in gpus.notes if note not in notes]
             gpus.close()
+        try:
+            combine_parts(out_file, rows)
+        except OSError as error:  # a full disk or read-only folder: one line, and the runner goes on without it
+            notes = notes + [f"telemetry not written: {error.strerror or error}"]
+            print(f"rlbench telemetry: could not write {out_file.name}: {error.strerror or error}", file=sys.stderr,
+                  flush=True)
         own = os.times()
         meta.update({"stopped_unix_s": time.time(), "stop_reason": reason, "ticks": ticks, "missed_ticks": overruns,
                      "notes": notes, "sampler_cpu_s": own.user + own.system, "loop_cpu_s": loop_cpu})
-        write_json(meta, notes_file(out_file))
+        try:
+            write_json(meta, notes_file(out_file))
+        except OSError:
+            pass  # said above when it was the parquet; the notes file alone is not worth a second line
     return meta
 
 

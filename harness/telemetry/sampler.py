@@ -67,7 +67,10 @@ class SamplerHandle:
             self.process.wait()
         if self.out_file.exists():
             return self.out_file
-        return combine_parts(self.out_file)  # it died before writing: keep what it journaled
+        try:
+            return combine_parts(self.out_file)  # it died before writing: keep what it journaled
+        except OSError:  # no room or read-only: the run's record matters more than its telemetry
+            return None
 
     def __enter__(self) -> SamplerHandle:
         return self
@@ -102,7 +105,11 @@ def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devic
                "--parent-pid", str(os.getpid())]
     if devices is not None:
         command += ["--devices", ",".join(str(d) for d in devices)]
-    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) must not hit it while it
+    # imports (a KeyboardInterrupt traceback); the runner stops it with SIGTERM, and it stops by itself
+    # when its parent exits.
+    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
     deadline = time.monotonic() + ready_timeout_s
     while not notes_file(out_file).exists():
         if process.poll() is not None:

@@ -15,10 +15,10 @@ in pandas, about a second of CPU) until the run is over. After a crash,
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from rlbench.atomic import replacing, write_bytes
 from rlbench.telemetry.columns import arrow_schema
 
 
@@ -29,10 +29,6 @@ def journal_file(out_file: Path) -> Path:
 def notes_file(out_file: Path) -> Path:
     """`telemetry.parquet` -> `telemetry.notes.json`."""
     return out_file.with_name(out_file.stem + ".notes.json")
-
-
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
 def append_rows(rows: list[dict[str, Any]], out_file: Path) -> None:
@@ -66,16 +62,13 @@ def combine_parts(out_file: Path, tail: list[dict[str, Any]] | None = None) -> P
     # from_pylist fills the keys a row lacks (the other source's columns) with nulls
     table = pa.Table.from_pylist(rows, schema=arrow_schema())
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary(out_file)
-    pq.write_table(table, temporary)
-    os.replace(temporary, out_file)
+    with replacing(out_file) as temporary:
+        pq.write_table(table, temporary)
     journal_file(out_file).unlink(missing_ok=True)
     return out_file
 
 
 def write_json(data: dict[str, Any], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _temporary(path)
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, path)
+    write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return path

@@ -1,0 +1,14 @@
+"""`rlbench` with the stand-in framework registered as `fake`; everything else is the real CLI.
+
+    python -m tests.fault.cli run --framework fake --workload gsm8k-grpo-tiny --steps 3 --out /tmp/r
+"""
+
+from __future__ import annotations
+
+from rlbench.adapters.registry import ADAPTERS
+from rlbench.cli import main
+
+ADAPTERS["fake"] = "tests.fault.framework:FakeAdapter"
+
+if __name__ == "__main__":
+    main()
