@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlbench.telemetry import gpu_probe
+from rlbench.telemetry import gpu_probe
 from rlbench.telemetry.gpu_probe import GpuProbe, open_gpus
 
 
@@ -127,6 +128,19 @@ def test_pcie_is_read_at_most_once_a_second():
 
 def test_open_gpus_without_nvidia_ml_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
+    monkeypatch.setattr(gpu_probe, "nvidia_driver_present", lambda: True)
     probe, notes = open_gpus()
     assert probe is None
     assert notes == ["nvidia-ml-py is not installed (pip install nvidia-ml-py); sampling the host only"]
+
+
+def test_no_nvml_note_on_a_machine_without_gpus(monkeypatch, tmp_path):
+    """A CPU machine has no GPU to miss: no advice to install nvidia-ml-py."""
+    present = gpu_probe.nvidia_driver_present
+    (tmp_path / "nvidiactl").touch()  # the control node alone is not a GPU
+    assert not present(tmp_path)
+    (tmp_path / "nvidia0").touch()
+    assert present(tmp_path)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setattr(gpu_probe, "nvidia_driver_present", lambda: False)
+    assert open_gpus() == (None, [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,6 +28,9 @@ def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, li
     try:
         import pynvml  # from nvidia-ml-py
     except ImportError:
+        # Only worth a note where there is a GPU to miss: on a CPU machine host sampling is all there is.
+        if not nvidia_driver_present():
+            return None, []
         return None, ["nvidia-ml-py is not installed (pip install nvidia-ml-py); sampling the host only"]
     try:
         pynvml.nvmlInit()
@@ -43,6 +47,11 @@ def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, li
         pynvml.nvmlShutdown()
         return None, [f"NVML sees {count} GPU(s), none selected; sampling the host only"]
     return probe, probe.notes
+
+
+def nvidia_driver_present(dev: Path = Path("/dev")) -> bool:
+    """Whether the NVIDIA driver exposes a GPU here (its /dev/nvidiaN nodes), without NVML."""
+    return any(node.name[len("nvidia"):].isdigit() for node in dev.glob("nvidia*"))
 
 
 def _unsupported(nvml: ModuleType, error: Exception) -> bool:
