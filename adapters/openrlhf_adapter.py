@@ -19,7 +19,7 @@ Flag mapping (rlbench -> OpenRLHF 0.11 `train_ppo_ray` flags; W = dp*sp trainer 
 | dp, sp                     | `--{actor,ref,critic}.num_gpus_per_node W`, `num_nodes 1`; ZeRO over W GPUs   |
 | sp=N                       | `--ds.ring_attn_size N` (ring attention; needs ring-flash-attn)               |
 | tp=N                       | `--vllm.tensor_parallel_size N`; `--vllm.num_engines W/N` (colocated) or dp  |
-| placement=colocated        | `--train.colocate_all`, `--vllm.enable_sleep`, `--ds.enable_sleep`:           |
+| placement=colocated        | `--train.colocate_all`, `--ds.enable_sleep`, `--vllm.enable_sleep` (contract):|
 |                            | actor, ref, critic, vLLM on the W GPUs                                        |
 | placement=disaggregated    | `--train.colocate_actor_ref`; vLLM on dp*tp GPUs of its own, critic on W more |
 | vLLM engine                | `--vllm.gpu_memory_utilization`, `--vllm.enable_prefix_caching`,              |
@@ -98,6 +98,7 @@ CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same cri
 CONTRACT_KEYS = {
     **{f"engine.{name}": f"vllm.{name}" for name in ("enable_prefix_caching", "gpu_memory_utilization",
                                                      "enforce_eager")},
+    "engine.sleep_mode": "vllm.enable_sleep",  # sleep and wake vLLM around training (colocated)
     "budget.actor": "train.max_tokens_per_gpu", "budget.critic": "train.max_tokens_per_gpu",  # one flag for both
     "budget.log_prob": "rollout.max_tokens_per_gpu",  # make_experience: old log-probs, ref, values
 }
@@ -222,6 +223,7 @@ class OpenRLHFAdapter(Adapter):
         if on_cpu_lane():
             named.update({
                 "engine.enforce_eager": "CPU lane: --vllm.enforce_eager (vLLM's CPU build, no CUDA graphs)",
+                "engine.sleep_mode": "CPU lane: no --vllm.enable_sleep (vLLM's sleep mode needs CUDA)",
                 "engine.gpu_memory_utilization": "CPU lane: flag dropped; " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
                 **{term: "CPU lane: token-budget micro-batches off (no packing without flash-attention); one "
                          "micro-batch of a mini-batch's responses" for term in ("budget.actor", "budget.log_prob")}})
@@ -241,7 +243,7 @@ class OpenRLHFAdapter(Adapter):
             "vllm.num_engines": trainer // p.tp if colocated else p.dp, "vllm.tensor_parallel_size": p.tp,
             "ds.ring_attn_size": p.sp, "ds.zero_stage": 3,
             "train.colocate_all": colocated, "train.colocate_actor_ref": not colocated,
-            "vllm.enable_sleep": colocated, "ds.enable_sleep": colocated,
+            "ds.enable_sleep": colocated,  # DeepSpeed offloads while vLLM generates; vLLM's own sleep: _engine
             "train.async_enable": p.async_ == "one-step",
             "train.async_queue_size": 1 if p.async_ == "one-step" else None,  # one rollout batch ahead
         })

@@ -15,6 +15,9 @@ Knob mapping (rlbench -> TRL):
 | mini-batch M, P    | `per_device_train_batch_size=M*G/dp`, `steps_per_generation=P/M` |
 | epochs             | `num_iterations`                                             |
 | fixed_length       | `generation_kwargs={"min_new_tokens": L}` (vLLM: `min_tokens`, `ignore_eos`) |
+| vLLM engine        | `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` from `rlbench.equal_work`; |
+|                    | what TRL cannot set (and transformers generation without vLLM) is named in  |
+|                    | the record's `equal_work`                                    |
 
 Refused: pp, sp, placement=disaggregated (TRL's vLLM server mode needs a second
 launched process that rlbench does not manage yet), async=one-step (TRL's async
@@ -33,6 +36,7 @@ import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.environment import gpus, package_version
+from rlbench.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.inputs import RunInputs
 from rlbench.runspec import RunSpec
@@ -41,6 +45,23 @@ LAUNCH_FILE = "trl_launch.json"
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
 _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s",
            "ref": "time_ref_s"}
+# The equal-work contract's terms (rlbench.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
+CONTRACT_KEYS = {"engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
+                 "engine.sleep_mode": "vllm_enable_sleep_mode"}
+# What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
+VLLM_FIXED = {
+    "engine.max_num_seqs": "TRL 1.16 sets it to per_device_train_batch_size x vllm_tensor_parallel_size x "
+                           "steps_per_generation ({seqs} here)",
+    "engine.max_num_batched_tokens": "TRL 1.16 fixes it at 4096",
+    "engine.enable_prefix_caching": "TRL 1.16 passes none: vLLM's own default applies",
+    "engine.enforce_eager": "TRL 1.16 passes none: vLLM's own default (CUDA graphs) applies",
+}
+NO_ENGINE = ("no vLLM here: TRL generates with transformers' generate (no rollout engine: no paged KV cache, "
+             "no prefix sharing between a prompt's responses)")
+COUNT_BATCHES = ("TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, "
+                 "padded, not packed")
+STEP_TIME = ("rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
+             "on_log of its last (trl_launcher.py)")
 
 
 class TRLAdapter(Adapter):
@@ -124,8 +145,30 @@ class TRLAdapter(Adapter):
             "use_vllm": use_vllm,
         }
         if use_vllm:
-            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.tp)
+            terms = contract(w, p).to_dict()
+            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.tp,
+                          **{key: terms[term] for term, key in CONTRACT_KEYS.items()})
         return config
+
+    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+        config = self.grpo_config(spec, Path("."))
+        terms = contract(spec.workload, spec.parallel)
+        named = {"step_time": STEP_TIME}
+        if config["use_vllm"]:
+            seqs = config["per_device_train_batch_size"] * config["vllm_tensor_parallel_size"] * \
+                config["steps_per_generation"]
+            named.update({term: why.format(seqs=seqs) for term, why in VLLM_FIXED.items()})
+            named["passes.old_log_prob"] = ("TRL 1.16 runs it for its vLLM importance-sampling correction "
+                                            "(vllm_importance_sampling_correction, on by default)")
+        else:
+            named.update({term: NO_ENGINE for term in terms.to_dict() if term.startswith("engine.")})
+            if config["steps_per_generation"] * config["num_iterations"] == 1:
+                named["passes.old_log_prob"] = ("TRL skips the old-log-prob forward when each generation feeds "
+                                                "exactly one update (its own log-probs serve); verl and OpenRLHF "
+                                                "run it")
+        named.update({term: COUNT_BATCHES.format(n=config["per_device_train_batch_size"])
+                      for term in terms.to_dict() if term.startswith("budget.")})
+        return manifest(terms, config, CONTRACT_KEYS, named)
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         launch = {

@@ -38,7 +38,7 @@ Knob mapping (rlbench -> verl 0.9.1 config keys; W = dp*sp trainer GPUs):
 |                           | `ppo_max_token_len_per_gpu`, `{rollout,ref}.log_prob_max_token_len_per_gpu`, |
 |                           | `critic.ppo_max_token_len_per_gpu` (its values pass inherits it)              |
 | vLLM engine               | `rollout.{max_num_seqs,max_num_batched_tokens,enable_prefix_caching,          |
-|                           | gpu_memory_utilization,enforce_eager}` from `rlbench.equal_work`              |
+|                           | gpu_memory_utilization,enforce_eager,free_cache_engine}` (rlbench.equal_work) |
 | max_prompt/response_length| `data.max_prompt_length`, `data.max_response_length`                         |
 | fixed_length              | `actor_rollout_ref.rollout.ignore_eos=true` (verl has no min_tokens key)      |
 | sampling                  | `rollout.temperature`, `rollout.top_p`                                        |
@@ -100,6 +100,7 @@ CONTRACT_KEYS = {
     **{f"engine.{name}": f"{ROLLOUT}.{name}" for name in ("max_num_seqs", "max_num_batched_tokens",
                                                           "enable_prefix_caching", "gpu_memory_utilization",
                                                           "enforce_eager")},
+    "engine.sleep_mode": f"{ROLLOUT}.free_cache_engine",  # sleep and wake vLLM around training (colocated)
     "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
     "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
     "budget.critic": "critic.ppo_max_token_len_per_gpu",
@@ -256,6 +257,8 @@ class VerlAdapter(Adapter):
                 "which OpenRLHF's async trainer runs")
         if on_cpu_lane():
             named.update({"engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
+                          "engine.sleep_mode": "CPU lane: +actor_rollout_ref.rollout.enable_sleep_mode=false "
+                                               "(vLLM's sleep mode needs CUDA)",
                           "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"]})
         return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
                         CONTRACT_KEYS, named)

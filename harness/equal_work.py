@@ -14,8 +14,8 @@ differences under `equal_work`.
     # {'engine.max_num_seqs': 256, ..., 'budget.critic': 16384}
 
 Values: verl 0.9.1's own rollout defaults (`verl/trainer/config/rollout/rollout.yaml`: 256 sequences,
-8192 batched tokens, prefix caching on, 0.5 of a GPU shared with training, CUDA graphs) and its
-16384-token actor budget; a rollout GPU of its own gives vLLM 0.9 of its memory (vLLM's own default
+8192 batched tokens, prefix caching on, 0.5 of a GPU shared with training, CUDA graphs, asleep
+while training when colocated) and its 16384-token actor budget; a rollout GPU of its own gives vLLM 0.9 of its memory (vLLM's own default
 for an engine that owns its GPU). The critic and the log-prob passes get the actor's budget, the one
 budget OpenRLHF 0.11 has for training (`--train.max_tokens_per_gpu`, actor and critic alike).
 """
@@ -46,6 +46,7 @@ class EngineSettings:
     enable_prefix_caching: bool  # GRPO's G responses of a prompt share its prefill
     gpu_memory_utilization: float  # weights + KV cache budget, as a fraction of each GPU
     enforce_eager: bool  # False: CUDA graphs
+    sleep_mode: bool  # colocated: the engine frees its GPU memory while the trainer runs, and wakes for rollout
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,7 +78,8 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
     memory = GPU_MEMORY_COLOCATED if parallel.placement == "colocated" else GPU_MEMORY_DEDICATED
     return Contract(
         engine=EngineSettings(max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=max(MAX_NUM_BATCHED_TOKENS, sequence),
-                              enable_prefix_caching=True, gpu_memory_utilization=memory, enforce_eager=False),
+                              enable_prefix_caching=True, gpu_memory_utilization=memory, enforce_eager=False,
+                              sleep_mode=parallel.placement == "colocated"),
         budget=TokenBudgets(actor=budget, log_prob=budget, critic=budget if workload.algorithm.name == "ppo" else None),
     )
 
