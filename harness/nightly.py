@@ -20,7 +20,9 @@ from typing import Any, Callable
 from rlbench.compare import compare_records, configuration_key
 from rlbench.errors import RLBenchError
 from rlbench.nightly_config import Benchmark, NightlyConfig
-from rlbench.record import RUN_FILE, load_record, new_unique_dir, utc_now, write_json
+from rlbench.out_dir import writable_folder
+from rlbench.record import RUN_FILE, new_unique_dir, utc_now, write_json
+from rlbench.reports.load import read_record
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
@@ -32,9 +34,9 @@ def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
     key, found = configuration_key(record), []
     for run_json in baseline_dir.rglob(RUN_FILE):
         try:
-            candidate = load_record(run_json.parent)
-        except (ValueError, KeyError):
-            continue  # not a record this rlbench can read: never a silent baseline
+            candidate = read_record(run_json.parent)
+        except RLBenchError:
+            continue  # a damaged record, or one of a newer schema: never a silent baseline
         if candidate.get("status") == "succeeded" and configuration_key(candidate) == key:
             found.append((candidate.get("started_at") or "", run_json.parent))
     return max(found)[1] if found else None
@@ -42,7 +44,7 @@ def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
 
 def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, Any]:
     """Compare one finished run with its baseline: per-metric verdicts and the regressed ones."""
-    baseline = find_baseline(baseline_dir, load_record(record_dir))
+    baseline = find_baseline(baseline_dir, read_record(record_dir))
     if baseline is None:
         return {"baseline": None, "comparisons": {}, "regressed": [], "note": "no baseline of this configuration yet"}
     results = compare_records(baseline, record_dir, threshold)
@@ -77,6 +79,7 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     """Run the matrix into a new night folder; returns it and the night summary (also in nightly.json)."""
     from rlbench.reports.html import render_report
 
+    writable_folder(config.results, "nightly results folder")  # refused before any benchmark runs
     night_dir = new_unique_dir(config.results, "night", "night")
     night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
                              "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}
@@ -86,7 +89,10 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
             echo(f"nightly: {bench.framework} on {bench.workload} {' '.join(bench.parallel)}".rstrip())
             entry = _run_one(bench, night_dir, echo)
             if entry["status"] == "succeeded":
-                entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
+                try:
+                    entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
+                except RLBenchError as exc:  # e.g. the new record is damaged: this benchmark failed, the night goes on
+                    entry.update(status="failed", error=f"comparison with the baseline: {exc}")
             night["benchmarks"].append(entry)
             write_json(night_dir / NIGHT_FILE, night)  # a killed job still leaves what finished
     except BaseException:
@@ -97,13 +103,22 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     night.update(status=night_status(entries), ended_at=utc_now())
     records = [Path(e["record"]) for e in entries if e["record"]]
     baselines = [Path(e["baseline"]) for e in entries if e.get("baseline")]
-    if records:
-        render_report(list(dict.fromkeys(records + baselines)), night_dir / REPORT_FILE)
-        render_report([config.results], config.results / HISTORY_FILE, history=True, threshold=config.threshold)
-        night["report"], night["history"] = str(night_dir / REPORT_FILE), str(config.results / HISTORY_FILE)
-    if update_baseline and night["status"] == "passed":
-        night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
-    write_json(night_dir / NIGHT_FILE, night)
+    try:  # the verdicts are in: whatever the pages do, nightly.json ends with the night's own status
+        if records:
+            try:
+                render_report(list(dict.fromkeys(records + baselines)), night_dir / REPORT_FILE, warn=echo,
+                              option="nightly results folder")
+                night["report"] = str(night_dir / REPORT_FILE)
+                render_report([config.results], config.results / HISTORY_FILE, history=True,
+                              threshold=config.threshold, warn=echo, option="nightly results folder")
+                night["history"] = str(config.results / HISTORY_FILE)
+            except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
+                night["report_error"] = str(exc)
+                echo(f"warning: the night's pages were not written: {exc}")
+        if update_baseline and night["status"] == "passed":
+            night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
+    finally:
+        write_json(night_dir / NIGHT_FILE, night)
     return night_dir, night
 
 

@@ -25,11 +25,11 @@ from typing import Any
 from rlbench.errors import RLBenchError
 from rlbench.executors import Executor, RunResult, failure
 from rlbench.parallel import KNOBS, parse_parallel
-from rlbench.record import RUN_FILE, utc_now
+from rlbench.record import utc_now
 from rlbench.runner import RunInterrupted
 from rlbench.runspec import RunSpec
-from rlbench.sweep_index import (INTERRUPTED, PENDING, REFUSED, RUNNING, SUCCEEDED, TO_RUN, create_sweep_dir,
-                                 load_index, locked, save_index)
+from rlbench.sweep_index import (INDEX_FILE, INTERRUPTED, PENDING, REFUSED, RUNNING, SUCCEEDED, TO_RUN,
+                                 create_sweep_dir, load_index, locked, save_index)
 from rlbench.sweep_spread import cell_label, group_spread
 
 
@@ -154,9 +154,18 @@ def start(request: SweepRequest, executor: Executor, out: Path) -> Path:
     return sweep_dir
 
 
+def stored_request(sweep_dir: Path, index: dict[str, Any]) -> SweepRequest:
+    """The request an index was made from; a malformed one is an RLBenchError naming the index."""
+    try:
+        return SweepRequest.from_dict(index["request"])
+    except (KeyError, TypeError, ValueError) as exc:  # a field missing, of the wrong type, or unknown
+        raise RLBenchError(f"{sweep_dir / INDEX_FILE}: damaged sweep index: its request is malformed "
+                           f"({type(exc).__name__}: {exc}); restore it from a copy, or start a new sweep") from None
+
+
 def check_resume(sweep_dir: Path, request: SweepRequest | None) -> SweepRequest:
     """The stored request; a request given again on the command line must be the same one."""
-    stored = SweepRequest.from_dict(load_index(sweep_dir)["request"])
+    stored = stored_request(sweep_dir, load_index(sweep_dir))
     if request is not None and request != stored:
         given, own = request.to_dict(), stored.to_dict()
         differ = ", ".join(f"{name} {given[name]!r} (sweep: {own[name]!r})" for name in own if given[name] != own[name])
@@ -176,7 +185,7 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
     """Run every cell still to do; returns the final index. Raises SweepInterrupted on Ctrl-C."""
     with locked(sweep_dir):
         index = load_index(sweep_dir)  # under the lock: the latest state, not what a previous holder saw
-        request = SweepRequest.from_dict(index["request"])
+        request = stored_request(sweep_dir, index)
         todo = [cell for cell in index["cells"] if cell["status"] in TO_RUN]
         index["status"] = RUNNING
         workloads: dict[str, Any] = {}
@@ -215,11 +224,15 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
 
 
 def _summaries(sweep_dir: Path, cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from rlbench.reports.load import read_record
+
     summaries = {}
     for cell in cells:
         if cell["status"] == SUCCEEDED and cell["record"]:
-            record = json.loads((sweep_dir / cell["record"] / RUN_FILE).read_text())
-            summaries[cell["id"]] = record.get("summary") or {}
+            try:
+                summaries[cell["id"]] = read_record(sweep_dir / cell["record"]).get("summary") or {}
+            except RLBenchError:  # a damaged or removed record has no spread to give; the index still names it
+                continue
     return summaries
 
 

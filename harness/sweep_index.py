@@ -69,17 +69,51 @@ def save_index(sweep_dir: Path, index: dict[str, Any]) -> None:
     write_json(sweep_dir / INDEX_FILE, {"schema_version": SWEEP_SCHEMA_VERSION, **index})
 
 
+# What every cell must hold for the sweep to run it again; the other CELL_FIELDS are rewritten as it runs.
+_CELL_TYPES = {"id": str, "framework": str, "workload": str, "parallel": dict, "repeat": int, "status": str,
+               "previous_records": list}
+
+
+def _damaged(path: Path, problem: str) -> RLBenchError:
+    return RLBenchError(f"{path}: damaged sweep index: {problem}; restore it from a copy, or start a new sweep "
+                        "(the run records beside it are intact)")
+
+
+def _shape_problem(index: Any) -> str | None:
+    """What is wrong with a loaded index's structure, or None."""
+    if not isinstance(index, dict):
+        return f"it holds a {type(index).__name__}, not a JSON object"
+    if not isinstance(index.get("request"), dict) or not isinstance(index.get("cells"), list):
+        return "'request' (a mapping) or 'cells' (a list) is missing"
+    for number, cell in enumerate(index["cells"]):
+        if not isinstance(cell, dict):
+            return f"cell {number} is not a mapping"
+        wrong = [k for k, kind in _CELL_TYPES.items() if not isinstance(cell.get(k), kind)]
+        if wrong or cell.get("record") is not None and not isinstance(cell["record"], str):
+            return f"cell {number} has a missing or mistyped field {(wrong or ['record'])[0]!r}"
+    return None
+
+
 def load_index(sweep_dir: Path) -> dict[str, Any]:
+    """sweep.json, checked: a truncated or malformed index is one RLBenchError naming it."""
     path = sweep_dir / INDEX_FILE
     try:
-        index = json.loads(path.read_text())
+        index = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise RLBenchError(f"{sweep_dir} is not a sweep folder (no {INDEX_FILE}); pass the folder that "
                            "`rlbench sweep` printed") from None
-    version = index.get("schema_version")
-    if not isinstance(version, int) or version > SWEEP_SCHEMA_VERSION:
-        raise RLBenchError(f"{path}: sweep schema_version {version!r} is not one this rlbench reads "
+    except json.JSONDecodeError as exc:
+        raise _damaged(path, f"not valid JSON ({exc.msg}, line {exc.lineno}; truncated?)") from None
+    except UnicodeDecodeError:
+        raise _damaged(path, "not UTF-8 text") from None
+    version = index.get("schema_version") if isinstance(index, dict) else None
+    if isinstance(version, int) and version > SWEEP_SCHEMA_VERSION:
+        raise RLBenchError(f"{path}: sweep schema_version {version!r} is newer than this rlbench reads "
                            f"(<= {SWEEP_SCHEMA_VERSION}); upgrade rlbench")
+    problem = ("no integer schema_version" if isinstance(index, dict) and not isinstance(version, int)
+               else _shape_problem(index))
+    if problem:
+        raise _damaged(path, problem)
     return index
 
 
