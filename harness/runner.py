@@ -244,7 +244,8 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
             "run_id": run_dir.name, "status": "running", "error": None,
             "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
             **{k: v for k, v in spec.to_dict().items() if k != "framework"},
-            "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "command": plan.argv,
+            "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "equal_work": adapter.equal_work(spec),
+            "command": plan.argv,
             "rlbench": rlbench_identity(), "runner": runner_identity(),
             "environment": environment, "started_at": utc_now(), "ended_at": None,
         }
