@@ -116,11 +116,15 @@ def list_command() -> None:
 @click.argument("workload")
 @_user_errors
 def validate(workload: str) -> None:
-    """Load and check a workload file (by name or path)."""
+    """Load and check a workload file (by name or path) and the data `run` would read for it."""
     from rlbench.workloads.catalog import load_workload
+    from rlbench.workloads.prompts import render, shuffled_problems
 
     w = load_workload(workload)
-    click.echo(f"ok: {w.name} v{w.version}: {w.algorithm.name} on {w.data.dataset}/{w.data.split}, model {w.model.name}, "
+    problems = shuffled_problems(w, seed=0)  # what `run` reads first: the files exist, decode, are not empty
+    render(w, problems[0])
+    click.echo(f"ok: {w.name} v{w.version}: {w.algorithm.name} on {w.data.dataset}/{w.data.split} "
+               f"({len(problems)} problems), model {w.model.name}, "
                f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps")
 
 

@@ -134,16 +134,26 @@ def _local_file(source: _Source, split: str) -> Path | None:
 
 def _local_problems(dataset: str, split: str, path: Path, limit: int | None) -> list[Problem]:
     rows = _read_jsonl(path, limit)
-    return [_to_problem(dataset, split, index, row, str(path)) for index, row in enumerate(rows)]
+    problems = [_to_problem(dataset, split, index, row, str(path)) for index, row in enumerate(rows)]
+    if not problems and limit != 0:
+        # Caught here, before a tiny model is trained (and cached) on an empty corpus.
+        raise RLBenchError(f"{path} is empty (no JSON lines): dataset {dataset!r} split {split!r} has no problems; "
+                           f"restore the file, or point {DATA_DIR_ENV} at a complete copy")
+    return problems
 
 
 def _read_jsonl(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
     # Reads lazily so a small `limit` never parses the whole 4 MB train file.
     count = 0
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:  # bytes, decoded per line, so a bad byte is named with its line
+        for number, raw in enumerate(handle, start=1):
             if limit is not None and count >= limit:
                 return
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise RLBenchError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                   f"{exc.start + 1}); restore the file or re-save it as UTF-8") from None
             if not line.strip():
                 continue
             yield _parse_line(path, number, line)

@@ -10,6 +10,7 @@ checks its own fields and raises `ValueError` naming the bad field; the loader i
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -27,6 +28,35 @@ def _positive_int(value: object, name: str) -> None:
              f"must be a positive integer, got {value!r}")
 
 
+def _integer(value: object, name: str) -> None:
+    # bool is an int in Python, but `warmup_steps: true` is a mistake, not 1
+    _require(isinstance(value, int) and not isinstance(value, bool), name, f"must be an integer, got {value!r}")
+
+
+def _boolean(value: object, name: str) -> None:
+    # YAML's true/false only: a string such as "no" is truthy and would silently turn the setting on
+    _require(isinstance(value, bool), name, f"must be true or false, got {value!r}")
+
+
+def _template_problem(template: str) -> str | None:
+    """Why `template` cannot be filled with only {question} by str.format, or None."""
+    fix = "write a literal brace as {{ or }}"
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:  # a lone { or }
+        return f"is not a valid format string ({exc}); {fix}"
+    other = sorted(f"{{{name}}}" for name in fields if name != "question")
+    if other:
+        return f"has the field(s) {', '.join(other)}, but only {{question}} is filled in; {fix}"
+    if not fields:
+        return f"lacks the field {{question}}; {fix}"
+    try:
+        template.format(question="")
+    except (ValueError, TypeError) as exc:  # a bad conversion or format spec, e.g. {question:zz}
+        return f"cannot be filled ({exc}); {fix}"
+    return None
+
+
 def _number_in(value: object, name: str, low: float, high: float) -> None:
     _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
              name, f"must be a number in [{low}, {high}], got {value!r}")
@@ -42,6 +72,7 @@ class DataSpec:
     def __post_init__(self) -> None:
         _require(self.dataset in DATASETS, "data.dataset", f"must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
         _require(isinstance(self.split, str) and bool(self.split), "data.split", "must be a split name such as 'train'")
+        _integer(self.shuffle_seed, "data.shuffle_seed")
         if self.limit is not None:
             _positive_int(self.limit, "data.limit")
 
@@ -52,8 +83,10 @@ class PromptSpec:
     chat: bool = True  # wrap in the tokenizer's chat template as one user turn
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.template, str) and "{question}" in self.template, "prompt.template",
-                 "must be a string containing the field {question}")
+        _require(isinstance(self.template, str), "prompt.template", "must be a string containing the field {question}")
+        problem = _template_problem(self.template)
+        _require(problem is None, "prompt.template", str(problem))
+        _boolean(self.chat, "prompt.chat")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -142,16 +175,18 @@ class Workload:
     def __post_init__(self) -> None:
         _require(isinstance(self.name, str) and bool(self.name), "name", "must be a non-empty string")
         _positive_int(self.version, "version")
+        _require(isinstance(self.description, str), "description", f"must be a string, got {self.description!r}")
         _require(self.reward == self.data.dataset, "reward",
                  f"must be the reward of the workload's dataset ({self.data.dataset!r}), got {self.reward!r}")
         for name in ("max_prompt_length", "max_response_length", "prompts_per_step", "mini_batch_prompts", "steps"):
             _positive_int(getattr(self, name), name)
         _require(self.prompts_per_step % self.mini_batch_prompts == 0, "mini_batch_prompts",
                  f"must divide prompts_per_step ({self.prompts_per_step}), got {self.mini_batch_prompts}")
-        _require(isinstance(self.warmup_steps, int) and 0 <= self.warmup_steps < self.steps, "warmup_steps",
+        _integer(self.warmup_steps, "warmup_steps")
+        _require(0 <= self.warmup_steps < self.steps, "warmup_steps",
                  f"must be an integer in [0, steps), got {self.warmup_steps!r}")
-        _require(isinstance(self.fixed_length, bool), "fixed_length", "must be true or false")
-        _require(isinstance(self.gradient_checkpointing, bool), "gradient_checkpointing", "must be true or false")
+        _boolean(self.fixed_length, "fixed_length")
+        _boolean(self.gradient_checkpointing, "gradient_checkpointing")
 
     @property
     def responses_per_step(self) -> int:
