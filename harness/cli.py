@@ -324,7 +324,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
     from rlbench.executors import make_executor, sigterm_as_ctrl_c
     from rlbench.sweep_index import load_index
     from rlbench.sweep_spread import format_summary, refusals
-    from rlbench.runspec import run_timeout_s
+    from rlbench.settings import run_timeout_s
 
     request = None
     if framework or workload or grid:

@@ -35,7 +35,6 @@ version and probe version. The probe takes about 10 s on 2 cores (plus importing
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -60,8 +59,9 @@ UNIT = {"hidden": 64, "heads": 2, "kv_heads": 1, "head_dim": 32, "ffn": 172, "ca
 
 
 def _cache_file() -> Path:
-    root = Path(os.environ.get("RLBENCH_CACHE", Path.home() / ".cache" / "rlbench"))
-    return root / "cpu_probe.json"
+    from rlbench.settings import cache_root
+
+    return cache_root() / "cpu_probe.json"
 
 
 def _best_seconds(fn, repeats: int = REPEATS) -> float:

@@ -13,7 +13,6 @@ version and probe version it was measured with; anything else changed and it is 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ FLOOR_VERSION = 4  # bump when the model under the floor changes, so old floors 
 
 
 def floor_file(framework: str) -> Path:
-    root = Path(os.environ.get("RLBENCH_CACHE", Path.home() / ".cache" / "rlbench"))
-    return root / f"floor-{framework}.json"
+    from rlbench.settings import cache_root
+
+    return cache_root() / f"floor-{framework}.json"
 
 
 def machine_key(framework: str) -> dict[str, Any]:

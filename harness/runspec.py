@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from rlbench.parallel import Parallelism
+from rlbench.settings import cache_root, run_timeout_s
 from rlbench.workloads.spec import Workload
-
-DEFAULT_TIMEOUT_S = 7200.0  # per run; $RLBENCH_RUN_TIMEOUT_S overrides it
-
-
-def run_timeout_s() -> float:
-    return float(os.environ.get("RLBENCH_RUN_TIMEOUT_S", DEFAULT_TIMEOUT_S))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,5 +37,8 @@ def build_run_spec(framework: str, workload: str, parallel: tuple[str, ...] | li
     from rlbench.workloads.catalog import load_workload
 
     loaded = load_workload(workload)
+    from rlbench.profiling import sample_hz
+
+    cache_root(), sample_hz()  # a bad $RLBENCH_CACHE or $RLBENCH_SAMPLE_HZ is refused before anything is built
     return RunSpec(framework=framework, workload=loaded.with_steps(steps) if steps else loaded,
                    parallel=parse_parallel(parallel), seed=seed, out=out, timeout_s=run_timeout_s())

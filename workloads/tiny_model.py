@@ -20,14 +20,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from rlbench.settings import cache_root
 from rlbench.workloads.spec import TinyModelSpec
 
 # Special tokens the model and the frameworks need; "<|endoftext|>" mirrors Qwen's EOS name.
 EOS, PAD = "<|endoftext|>", "<|pad|>"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("RLBENCH_CACHE", Path.home() / ".cache" / "rlbench"))
 
 
 def model_key(spec: TinyModelSpec, seed: int, corpus: Sequence[str]) -> str:

@@ -1,0 +1,51 @@
+"""rlbench's environment settings: each variable is read and checked here, once.
+
+A bad value is one `RLBenchError` naming the variable, the value and the fix,
+never a `ValueError` traceback from wherever the value was first used.
+
+    RLBENCH_RUN_TIMEOUT_S=600 RLBENCH_CACHE=/scratch/rlbench rlbench run --framework trl --workload gsm8k-grpo-tiny
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from rlbench.errors import RLBenchError
+
+RUN_TIMEOUT_ENV, CACHE_ENV = "RLBENCH_RUN_TIMEOUT_S", "RLBENCH_CACHE"
+DEFAULT_TIMEOUT_S = 7200.0  # per run
+
+
+def env_number(name: str, default: float, *, unit: str, low: float = 0.0, high: float = math.inf,
+               allow_zero: bool = False) -> float:
+    """A number from `name` (default when unset or empty): low < value <= high, or exactly 0 when allowed."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (value == 0 and allow_zero or low < value <= high):  # NaN fails both
+        bounds = f"above {low:g}" + ("" if math.isinf(high) else f" and at most {high:g}")
+        raise RLBenchError(f"{name}={raw!r}: expected a number of {unit} {bounds}{' (or 0)' if allow_zero else ''}, "
+                           f"e.g. {default:g}; fix it or unset it")
+    return value
+
+
+def run_timeout_s() -> float:
+    """Seconds one run may take before the runner stops it ($RLBENCH_RUN_TIMEOUT_S)."""
+    return env_number(RUN_TIMEOUT_ENV, DEFAULT_TIMEOUT_S, unit="seconds")
+
+
+def cache_root() -> Path:
+    """rlbench's cache folder ($RLBENCH_CACHE, default ~/.cache/rlbench): tiny models, CPU probe, floors."""
+    raw = os.environ.get(CACHE_ENV, "").strip()
+    root = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rlbench"
+    for candidate in [*reversed(root.parents), root]:
+        if candidate.exists() and not candidate.is_dir():
+            raise RLBenchError(f"{CACHE_ENV}={raw}: {candidate} is a file, not a folder; point {CACHE_ENV} "
+                               "at a folder (it is created if missing) or unset it")
+    return root
