@@ -88,6 +88,11 @@ def arch_for(model: str) -> ModelArch:
     path = Path(model)
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return load_hf_config(path)
+    if path.suffix == ".json":  # a file name, not an architecture name: say it is missing
+        raise RLBenchError(f"model config {model}: no such file; pass an existing config.json, a model folder "
+                           "or a built-in name")
+    if path.is_dir():
+        raise RLBenchError(f"model folder {model} has no config.json; pass the folder of a Hugging Face model")
     return get_arch(model)
 
 

@@ -109,7 +109,7 @@ _REQUIRED = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "n
              "ffn": "intermediate_size", "vocab": "vocab_size"}
 
 
-def from_hf_config(config: dict[str, Any], name: str | None = None) -> ModelArch:
+def from_hf_config(config: dict[str, Any], name: str | None = None, where: str = "config.json") -> ModelArch:
     """Build a ModelArch from the dict of a Hugging Face `config.json`.
 
     A missing `tie_word_embeddings` means untied (the Qwen2 and Llama config classes default
@@ -117,21 +117,47 @@ def from_hf_config(config: dict[str, Any], name: str | None = None) -> ModelArch
     "qwen2" (whose config.json never states it). MoE keys: num_experts / num_local_experts /
     n_routed_experts, num_experts_per_tok, moe_intermediate_size. Shared experts are not modelled.
     """
+    if not isinstance(config, dict):
+        raise RLBenchError(f"{where} holds a {type(config).__name__}, not a JSON object; pass a model's config.json")
     missing = [key for key in _REQUIRED.values() if key not in config]
     if missing:
-        raise RLBenchError(f"config.json lacks {', '.join(missing)}; is it a decoder-only LM config?")
-    experts = config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0
+        raise RLBenchError(f"{where} lacks {', '.join(missing)}; is it a decoder-only LM config?")
+
+    def count(key: str, low: int = 1) -> int:
+        return _count(config, key, where, low)
+
+    def optional(key: str, low: int = 1) -> int | None:
+        return count(key, low) if config.get(key) is not None else None
+
+    experts_key = next((k for k in ("num_experts", "num_local_experts", "n_routed_experts") if config.get(k)), None)
+    experts = count(experts_key, low=0) if experts_key else 0
+    heads = count("num_attention_heads")
+    kv_heads = optional("num_key_value_heads") or heads
+    if heads % kv_heads:
+        raise RLBenchError(f"{where}: num_key_value_heads={kv_heads} must divide num_attention_heads={heads} "
+                           "(grouped-query attention shares each KV head among a whole number of query heads)")
+    top_k = count("num_experts_per_tok", low=0) if experts else 0
+    if experts and not 1 <= top_k <= experts:
+        raise RLBenchError(f"{where}: num_experts_per_tok={top_k} must be in 1..{experts_key} ({experts}) for an "
+                           "MoE model; fix the config")
     return ModelArch(
         name=name or config.get("_name_or_path") or config.get("model_type") or "custom",
-        **{field: int(config[key]) for field, key in _REQUIRED.items()},
-        kv_heads=int(config.get("num_key_value_heads") or config["num_attention_heads"]),
-        head_dim=config.get("head_dim"),
+        **{field: count(key) for field, key in _REQUIRED.items()},
+        kv_heads=kv_heads, head_dim=optional("head_dim"),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
-        moe_experts=int(experts), moe_top_k=int(config.get("num_experts_per_tok") or 0) if experts else 0,
-        moe_ffn=config.get("moe_intermediate_size"),
+        moe_experts=experts, moe_top_k=top_k, moe_ffn=optional("moe_intermediate_size"),
         source="config.json",
     )
+
+
+def _count(config: dict[str, Any], key: str, where: str, low: int = 1) -> int:
+    """config[key] as an integer >= low: 28 or 28.0, never 2.7 (which int() would truncate), "28" or true."""
+    value = config.get(key)
+    whole = isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not (isinstance(value, int) or whole) or value < low:
+        raise RLBenchError(f"{where}: {key}={json.dumps(value)} must be a whole number >= {low}; fix the config")
+    return int(value)
 
 
 def load_hf_config(path: str | Path) -> ModelArch:
@@ -145,7 +171,9 @@ def load_hf_config(path: str | Path) -> ModelArch:
         raise RLBenchError(f"no model config at {path}; pass a config.json or a folder with one") from None
     except json.JSONDecodeError as exc:
         raise RLBenchError(f"{path} is not valid JSON: {exc}") from None
-    return from_hf_config(config, name=path.parent.name or None)
+    except UnicodeDecodeError:
+        raise RLBenchError(f"{path} is not UTF-8 text; pass a model's config.json") from None
+    return from_hf_config(config, name=path.parent.name or None, where=str(path))
 
 
 def _hub(repo: str) -> str:
