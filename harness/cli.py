@@ -195,6 +195,8 @@ def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if key not in KNOBS or not values:
             raise RLBenchError(f"--sweep {pair!r}: expected KNOB=V1,V2 with KNOB one of {', '.join(KNOBS)}")
+        if key in grid:
+            raise RLBenchError(f"--sweep {key}= is given twice; list all its values once, e.g. --sweep {key}=1,2,4")
         grid[key] = values
     return grid
 
@@ -231,6 +233,8 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         floor = _measured_floor(framework, hardware)
         shape = dataclasses.replace(shape, **_framework_shape(framework, loaded, parallel))
     grid = _parse_sweep(sweeps)
+    if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
+        raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid:
         result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))

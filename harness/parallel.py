@@ -70,6 +70,7 @@ KNOBS = tuple(_cli_name(f.name) for f in dataclasses.fields(Parallelism))
 def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
     """Parse repeated `key=value` strings; an unknown key suggests the nearest one."""
     values: dict[str, object] = {}
+    seen: dict[str, str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
@@ -80,6 +81,9 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise RLBenchError(f"--parallel {pair!r}: unknown knob '{key}'; {hint}knobs: {', '.join(KNOBS)}")
         raw = raw.strip()
+        if key in seen:  # taking the last one silently would run a layout the user did not read back
+            raise RLBenchError(f"--parallel {key}= is given twice ({seen[key]} and {pair.strip()}); give each knob once")
+        seen[key] = pair.strip()
         if key in ("placement", "async"):
             values[key + ("_" if key == "async" else "")] = raw
         else:
