@@ -57,7 +57,8 @@ documents GRPO-family estimators only); shapes that do not divide (tp into the
 colocated GPUs, a mini-batch's responses into dp); more GPUs than the machine has.
 
 Metrics: verl's file logger (`trainer.logger=[console,file]`,
-`VERL_FILE_LOGGER_PATH` = the run folder's `framework_metrics.jsonl`, lines
+`VERL_FILE_LOGGER_PATH` = the run folder's `framework_metrics.jsonl`, set in the driver's environment and
+in the Ray job's `runtime_env.env_vars` (`+ray_kwargs.ray_init.runtime_env.env_vars`), lines
 `{"step": N, "data": {...}}`) is read by `read_steps`, see `normalize`: `timing_s/<stage>`
 -> `time_<stage>_s` (weight sync: `timing_s/update_weights`; one-step generation:
 `timing_s/generate_async`), `timing_s/step`, token counts from `perf/total_num_tokens`
@@ -288,6 +289,9 @@ class VerlAdapter(Adapter):
     def _run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         parquet = str(run_dir / PARQUET_FILE)
         return {
+            # verl's file logger runs in a Ray actor: its destination travels in the job's runtime_env, so it
+            # reaches the actor on any Ray (an existing cluster's workers never see the driver's environment).
+            "+ray_kwargs.ray_init.runtime_env.env_vars": self.ray_env(run_dir),
             "data.train_files": parquet, "data.val_files": parquet,
             "data.shuffle": False, "data.filter_overlong_prompts": False, "data.seed": spec.seed,
             "actor_rollout_ref.rollout.seed": spec.seed,
@@ -306,13 +310,16 @@ class VerlAdapter(Adapter):
         verl = [sys.executable, "-m", module, *self.overrides(spec, inputs.model, run_dir)]
         argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / PARQUET_FILE),
                 "--", *verl]
-        env = {"VERL_FILE_LOGGER_PATH": str(self.metrics_file(run_dir)), "WANDB_MODE": "disabled",
-               "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
+        env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
         if on_cpu_lane():
             env.update({**CPU_LANE_ENV, **cpu_lane.lane_env(self.name)})
         return LaunchPlan(argv=argv, env=env)
+
+    def ray_env(self, run_dir: Path) -> dict[str, str]:
+        """What verl's Ray actors must see: the file logger's destination (absolute), no wandb."""
+        return {"VERL_FILE_LOGGER_PATH": str(self.metrics_file(run_dir).absolute()), "WANDB_MODE": "disabled"}
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
         """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked."""

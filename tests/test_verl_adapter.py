@@ -387,3 +387,23 @@ def test_a_cpu_lane_peak_memory_of_zero_is_recorded_as_absent():
     row = module.normalize(1, {"timing_s/step": 1.0, "actor/perf/max_memory_allocated_gb": 0.0})
     assert math.isnan(row["peak_device_memory_gb"])
 
+
+
+@pytest.mark.parametrize("mode", [{}, ONE_STEP], ids=["colocated", "one-step"])
+def test_the_metrics_destination_travels_in_rays_runtime_env(mode, monkeypatch):
+    """verl's own run_ppo hands ray.init a runtime_env whose env_vars carry the file logger's path, so the
+    logger's Ray actor finds it on any cluster (RAY_ADDRESS set or not), beside verl's own env_vars."""
+    from unittest.mock import MagicMock
+
+    import verl.trainer.main_ppo as main_ppo
+
+    config = _compose(_spec("gsm8k-grpo", **({"dp": 2, **mode} if mode else {})), "Qwen/Qwen2.5-0.5B-Instruct")
+    for name in ("VERL_FILE_LOGGER_PATH", "TOKENIZERS_PARALLELISM"):  # verl drops defaults the driver already has
+        monkeypatch.delenv(name, raising=False)
+    ray = MagicMock()
+    ray.is_initialized.return_value = False
+    monkeypatch.setattr(main_ppo, "ray", ray)
+    main_ppo.run_ppo(config, task_runner_class=MagicMock())
+    env_vars = ray.init.call_args.kwargs["runtime_env"]["env_vars"]
+    assert env_vars["VERL_FILE_LOGGER_PATH"] == str(RUN_DIR / "framework_metrics.jsonl")
+    assert env_vars["WANDB_MODE"] == "disabled" and "TOKENIZERS_PARALLELISM" in env_vars  # verl's own kept
