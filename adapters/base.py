@@ -96,10 +96,11 @@ class Adapter(ABC):
         settings, `rlbench.adapters.cpu_lane.describe`), recorded as run.json's `cpu_lane`; None if nothing."""
         return None
 
-    def equal_work(self, spec: RunSpec) -> dict[str, Any] | None:
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any] | None:
         """How this launch meets the equal-work contract (`rlbench.equal_work.manifest`: the contract, the
         framework setting that carries each term, the differences named), recorded as run.json's
-        `equal_work`; None for an adapter that does not map it."""
+        `equal_work`; with the finished run's folder, also what the framework itself resolved where it
+        saves that. None for an adapter that does not map it."""
         return None
 
     def metrics_file(self, run_dir: Path) -> Path:

@@ -218,7 +218,7 @@ class OpenRLHFAdapter(Adapter):
             settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
         return settings
 
-    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {**NOT_SETTABLE, "step_time": STEP_TIME}
         if on_cpu_lane():
             named.update({

@@ -150,7 +150,7 @@ class TRLAdapter(Adapter):
                           **{key: terms[term] for term, key in CONTRACT_KEYS.items()})
         return config
 
-    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         config = self.grpo_config(spec, Path("."))
         terms = contract(spec.workload, spec.parallel)
         named = {"step_time": STEP_TIME}

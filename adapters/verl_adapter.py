@@ -249,7 +249,7 @@ class VerlAdapter(Adapter):
             settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
         return settings
 
-    def equal_work(self, spec: RunSpec) -> dict[str, Any]:
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
         if spec.parallel.async_ == "one-step":
             named["passes.old_log_prob"] = (
@@ -262,7 +262,7 @@ class VerlAdapter(Adapter):
                                                "(vLLM's sleep mode needs CUDA)",
                           "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"]})
         return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
-                        CONTRACT_KEYS, named)
+                        CONTRACT_KEYS, named, resolved=None if run_dir is None else read_resolved(run_dir))
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
@@ -453,6 +453,25 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
     return row
+
+
+def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The contract's settings as verl composed them for the run (Hydra saves the composed config in
+    <run>/verl_hydra/.hydra/config.yaml), with that path; None where verl did not get that far."""
+    import yaml
+
+    path = run_dir / HYDRA_DIR / ".hydra" / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    values: dict[str, Any] = {}
+    for key in CONTRACT_KEYS.values():
+        node: Any = config
+        for part in key.lstrip("+").split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[key] = node
+    return values, str(path)
 
 
 def on_cpu_lane() -> bool:

@@ -84,14 +84,16 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
     )
 
 
-def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], named: dict[str, str]
-             ) -> dict[str, Any]:
+def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], named: dict[str, str],
+             resolved: tuple[dict[str, Any], str] | None = None) -> dict[str, Any]:
     """run.json's `equal_work`: the contract, how the launch set each term, and the named differences.
 
     launched: the framework's settings as launched (after any CPU-lane change); keys: contract term
     -> the framework's setting for it; named: term (or a pass, e.g. `passes.old_log_prob`) -> why the
     framework differs. A term the launch sets to another value without a named reason is recorded as
-    a difference saying so (the tests keep there being none)."""
+    a difference saying so (the tests keep there being none). resolved: (setting -> value, where read)
+    as the framework itself resolved them after the run (e.g. verl's saved config); a carried term
+    the framework resolved otherwise becomes a difference too."""
     applied: dict[str, str] = {}
     differences = dict(named)
     for term, value in terms.to_dict().items():
@@ -104,4 +106,12 @@ def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], na
             applied[term] = f"{key}={launched[key]}"
         else:
             differences[term] = UNEXPLAINED + f" ({key}={launched[key]}; contract: {value})"
-    return {"contract": terms.to_dict(), "applied": applied, "differences": differences}
+    out = {"contract": terms.to_dict(), "applied": applied, "differences": differences}
+    if resolved is not None:
+        values, source = resolved
+        out["resolved"] = {"source": source, "values": {term: values.get(keys[term]) for term in applied}}
+        for term, value in out["resolved"]["values"].items():
+            if value != terms.to_dict()[term]:
+                differences[term] = UNEXPLAINED + f" (the framework resolved {keys[term]}={value}; launched " \
+                                                  f"{applied.pop(term)})"
+    return out

@@ -338,6 +338,7 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         record["comm"] = profiling.add_comm(run_dir, steps)
     except (OSError, ValueError) as exc:
         record["comm"], _ = None, write_errors.append(f"comm.parquet: {exc}")
+    record["equal_work"] = adapter.equal_work(spec, run_dir)  # now with what the framework itself resolved
     if outcome.kind is None and len(steps) < spec.workload.steps:
         outcome.kind = "framework_error"
     record.update(returncode=outcome.returncode, ended_at=utc_now(), duration_s=outcome.wall_s,

@@ -407,3 +407,20 @@ def test_the_metrics_destination_travels_in_rays_runtime_env(mode, monkeypatch):
     env_vars = ray.init.call_args.kwargs["runtime_env"]["env_vars"]
     assert env_vars["VERL_FILE_LOGGER_PATH"] == str(RUN_DIR / "framework_metrics.jsonl")
     assert env_vars["WANDB_MODE"] == "disabled" and "TOKENIZERS_PARALLELISM" in env_vars  # verl's own kept
+
+
+def test_the_record_reads_the_contract_back_from_verls_saved_config(tmp_path):
+    """After a run, equal_work states what verl itself composed (Hydra's saved .hydra/config.yaml)."""
+    spec = _spec("gsm8k-ppo")
+    saved = tmp_path / module.HYDRA_DIR / ".hydra" / "config.yaml"
+    saved.parent.mkdir(parents=True)
+    config = _compose(spec, "Qwen/Qwen2.5-0.5B-Instruct")
+    saved.write_text(OmegaConf.to_yaml(config))  # as Hydra saves it: composed, not resolved
+    record = get_adapter("verl").equal_work(spec, tmp_path)
+    assert record["resolved"]["source"] == str(saved) and not record["differences"].keys() - {"step_time"}
+    assert record["resolved"]["values"] == {term: record["contract"][term] for term in record["applied"]}
+    config.actor_rollout_ref.rollout.max_num_seqs = 512  # verl resolved something else than launched
+    saved.write_text(OmegaConf.to_yaml(config))
+    record = get_adapter("verl").equal_work(spec, tmp_path)
+    assert "resolved actor_rollout_ref.rollout.max_num_seqs=512" in record["differences"]["engine.max_num_seqs"]
+    assert "resolved" not in get_adapter("verl").equal_work(spec, tmp_path / "never-ran")
