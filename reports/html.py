@@ -43,7 +43,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         "title": "rlbench history" if history else "rlbench comparison",
         "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
         "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged),
-        "lanes": tables.lane_rows(runs),
+        "lanes": tables.lane_rows(runs), "equal_work": tables.equal_work_rows(runs),
         "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
     }
     if history:

@@ -126,6 +126,28 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """Each term of the equal-work contract (`rlbench.equal_work`) and each named difference, by run: the value
+    the launch carried, or why the framework could not match it. Rows where the runs differ come first."""
+    views = [(run, run.record.get("equal_work")) for run in runs]
+    views = [(run, manifest) for run, manifest in views if isinstance(manifest, dict)]
+    terms: dict[str, None] = {}
+    for _, manifest in views:
+        terms.update(dict.fromkeys(manifest.get("contract") or {}))
+    for _, manifest in views:
+        terms.update(dict.fromkeys(manifest.get("differences") or {}))
+    rows = []
+    for term in terms:
+        cells = []
+        for _, manifest in views:
+            contract, differences = manifest.get("contract") or {}, manifest.get("differences") or {}
+            cells.append(f"differs: {differences[term]}" if term in differences else
+                         str(contract[term]) if term in contract else "n/a")
+        rows.append([term, *cells])
+    rows.sort(key=lambda row: len(set(row[1:])) == 1)  # stable: differing terms first, contract order kept
+    return ["term", *(run.label for run, _ in views)], rows
+
+
 def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = ()) -> tuple[list[str], list[list[str]]]:
     """Runs that did not succeed, then records left out because a file of theirs is damaged."""
     headers = ["run", "record", "status", "cause", "message"]

@@ -280,3 +280,22 @@ def test_predict_refuses_and_skips_the_same_layouts():
     data = json.loads(result.stdout)
     assert [row["layout"]["tp"] for row in data["skipped"]] == ["4", "7"]
     assert "14 attention heads" in data["skipped"][0]["reason"] and "2 KV heads" in data["skipped"][1]["reason"]
+
+
+def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
+    from rlbench.record import write_run_json
+    from rlbench.reports.html import render_report
+    from tests.conftest import synthetic_record
+
+    folders = []
+    for framework in ("verl", "openrlhf"):
+        folder = synthetic_record(tmp_path / "results" / framework, [1.0, 1.1, 0.9])
+        record = json.loads((folder / "run.json").read_text())
+        record["equal_work"] = get_adapter(framework).equal_work(_spec(framework, "gsm8k-grpo"))
+        write_run_json(folder, record)
+        folders.append(folder)
+    html = render_report(folders, tmp_path / "report.html").read_text()
+    assert "Equal work: engine settings and token budgets" in html
+    table = html[html.index('class="equal-work"'):]
+    first = table[table.index("<tbody>"):].split("</tr>")[0]
+    assert "engine.max_num_seqs" in first and "256" in first and "differs: OpenRLHF 0.11.2 has no flag" in first
