@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlbench.equal_work import manifest_changes
 from rlbench.errors import RLBenchError
 from rlbench.regression import Comparison, compare_samples
 from rlbench.reports.load import DamagedRecord, read_record
@@ -58,6 +59,9 @@ def compare_records(baseline: str | Path, candidate: str | Path, threshold: floa
         differing = sorted(k for k in key_b if key_b[k] != key_c[k])
         raise RLBenchError(f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
                            "compare runs of one configuration")
+    if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
+        for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):
+            notice(f"notice: equal_work differs: {line}")
     results = []
     for name, metric in STEP_METRICS.items():
         if metric.direction == "neutral" or name not in base["steps"] or name not in cand["steps"]:

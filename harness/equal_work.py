@@ -115,3 +115,17 @@ def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], na
                 differences[term] = UNEXPLAINED + f" (the framework resolved {keys[term]}={value}; launched " \
                                                   f"{applied.pop(term)})"
     return out
+
+
+def manifest_changes(baseline: dict[str, Any] | None, candidate: dict[str, Any] | None) -> list[str]:
+    """What differs between two records' `equal_work` (contract values, named differences), one line each,
+    for `rlbench compare` to say beside the numbers; [] when both are equal or a record has none."""
+    if not isinstance(baseline, dict) or not isinstance(candidate, dict):
+        return []
+    lines = []
+    for part in ("contract", "differences"):
+        old, new = baseline.get(part) or {}, candidate.get(part) or {}
+        for term in dict.fromkeys([*old, *new]):
+            if old.get(term) != new.get(term):
+                lines.append(f"{part} {term}: {old.get(term, '(none)')} -> {new.get(term, '(none)')}")
+    return lines

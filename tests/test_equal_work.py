@@ -299,3 +299,22 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
     table = html[html.index('class="equal-work"'):]
     first = table[table.index("<tbody>"):].split("</tr>")[0]
     assert "engine.max_num_seqs" in first and "256" in first and "differs: OpenRLHF 0.11.2 has no flag" in first
+
+
+def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
+    from rlbench.compare import compare_records
+    from rlbench.record import write_run_json
+    from tests.conftest import synthetic_record
+
+    manifest = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo"))
+    moved = json.loads(json.dumps(manifest))
+    moved["contract"]["engine.max_num_seqs"] = 1024
+    folders = []
+    for name, equal_work in (("base", manifest), ("cand", moved)):
+        folder = synthetic_record(tmp_path / name, [1.0, 1.1, 0.9, 1.0])
+        record = json.loads((folder / "run.json").read_text())
+        write_run_json(folder, {**record, "equal_work": equal_work})
+        folders.append(folder)
+    notices: list[str] = []
+    compare_records(*folders, 0.05, notice=notices.append)
+    assert notices == ["notice: equal_work differs: contract engine.max_num_seqs: 256 -> 1024"]
