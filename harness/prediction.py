@@ -84,7 +84,8 @@ def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...]
 
 
 def arch_for(model: str) -> ModelArch:
-    """Architecture from a model folder's config.json, a config.json path, or the built-in table."""
+    """Architecture from a model folder's config.json, a config.json path, the Hugging Face cache's copy of
+    a hub model's config.json (offline), or the built-in table."""
     path = Path(model)
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return load_hf_config(path)
@@ -93,6 +94,12 @@ def arch_for(model: str) -> ModelArch:
                            "or a built-in name")
     if path.is_dir():
         raise RLBenchError(f"model folder {model} has no config.json; pass the folder of a Hugging Face model")
+    cached = _hub_cached_config(model)
+    if cached:
+        try:
+            return dataclasses.replace(load_hf_config(cached), name=model, source=str(cached))
+        except (RLBenchError, ValueError):
+            pass  # a config the model cannot read (not a decoder-only LM): the table may still know the name
     return get_arch(model)
 
 
@@ -107,10 +114,7 @@ def workload_arch(model: ModelSpec) -> ModelArch | None:
         return ModelArch(name="tiny", layers=t.num_layers, hidden=t.hidden_size, heads=t.num_heads,
                          kv_heads=t.num_kv_heads, ffn=t.intermediate_size, vocab=t.vocab_size,
                          tied_embeddings=True, qkv_bias=True, source="workload model.tiny")
-    cached = _hub_cached_config(model.name)
     try:
-        if cached:
-            return dataclasses.replace(load_hf_config(cached), name=model.name, source=str(cached))
         return arch_for(model.name)
     except (RLBenchError, ValueError):
         return None

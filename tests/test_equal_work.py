@@ -318,3 +318,19 @@ def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
     notices: list[str] = []
     compare_records(*folders, 0.05, notice=notices.append)
     assert notices == ["notice: equal_work differs: contract engine.max_num_seqs: 256 -> 1024"]
+
+
+def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
+    snapshot = tmp_path / "hub" / "models--someone--six-heads" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({
+        "model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 6,
+        "num_key_value_heads": 3, "intermediate_size": 512, "vocab_size": 1000}))
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("abc")
+    base = ("predict", "--model-config", "someone/six-heads", "--workload", "gsm8k-grpo", "--hardware", "H100-SXM",
+            "--gpus", "6")
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    assert run_cli(*base, "--parallel", "tp=3", env=env).returncode == 0
+    result = run_cli(*base, "--parallel", "tp=2", env=env)
+    assert result.returncode == 2 and "2 neither divides its 3 KV heads" in result.stderr
