@@ -54,7 +54,8 @@ placement=colocated with async=one-step (OpenRLHF's async trainer then colocates
 only the DeepSpeed models and gives vLLM GPUs of its own); model.dtype float32
 (`--ds.param_dtype` is bf16 or fp16 only); sp>1 on a GPU machine without
 ring-flash-attn; shapes that do not divide (tp into the colocated W GPUs, a
-mini-batch's responses into dp); more GPUs than the machine has.
+mini-batch's responses into dp, tp or sp into the model's attention heads:
+`rlbench.parallel.check_heads`); more GPUs than the machine has.
 Not honoured: prompt order. OpenRLHF always shuffles its prompt loader (seeded by
 `--train.seed`, no flag turns it off), so it trains on exactly rlbench's prompts, in
 another order.

@@ -54,7 +54,8 @@ knob to pick verl's Megatron backend); placement=colocated with async=one-step
 training); placement=disaggregated with async=off (every disaggregated verl 0.9.1
 trainer is asynchronous); async=one-step with PPO (verl's one-step-off trainer
 documents GRPO-family estimators only); shapes that do not divide (tp into the
-colocated GPUs, a mini-batch's responses into dp); more GPUs than the machine has.
+colocated GPUs, a mini-batch's responses into dp, tp or sp into the model's attention
+heads: `rlbench.parallel.check_heads`); more GPUs than the machine has.
 
 Metrics: verl's file logger (`trainer.logger=[console,file]`,
 `VERL_FILE_LOGGER_PATH` = the run folder's `framework_metrics.jsonl`, set in the driver's environment and
@@ -106,9 +107,9 @@ CONTRACT_KEYS = {
     "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
     "budget.critic": "critic.ppo_max_token_len_per_gpu",
 }
-# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
 STEP_TIME = ("timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
              "marked_timer('step')), the metric computation after it left out")
+# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
 LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
 # The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
 # the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
