@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.executors import Executor, RunResult, failure
+from rlbench.executors import Executor, RunResult, Terminated, failure
 from rlbench.parallel import KNOBS, parse_parallel
 from rlbench.record import utc_now
 from rlbench.runner import RunInterrupted
@@ -178,7 +178,13 @@ def _finish_cell(cell: dict[str, Any], result: RunResult) -> None:
     error = result.error
     cell.update(status=result.status, error=error, executor=result.executor, ended_at=utc_now(),
                 record=result.record.name if result.record is not None else None,
-                reason=None if error is None else f"{error['kind']}: {error['message']}"[:500])
+                reason=None if error is None else _reason(error))
+
+
+def _reason(error: dict[str, Any]) -> str:
+    """The error's kind and message on one line, the kind once (not "interrupted: interrupted by SIGTERM")."""
+    kind, message = str(error.get("kind") or ""), str(error.get("message") or "")
+    return (message if message.startswith(kind) else f"{kind}: {message}")[:500]
 
 
 def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print) -> dict[str, Any]:
@@ -210,9 +216,10 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 if result.status == INTERRUPTED:
                     raise KeyboardInterrupt
             index["status"] = "finished"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             if current is not None and current["status"] == RUNNING:
-                current.update(status=INTERRUPTED, reason="interrupted: Ctrl-C before the run started",
+                how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"  # never call a `kill` a Ctrl-C
+                current.update(status=INTERRUPTED, reason=f"interrupted: {how} before the run started",
                                ended_at=utc_now())
             index["status"] = "interrupted"
             raise SweepInterrupted(f"sweep interrupted; finished records are kept; continue with: "

@@ -342,3 +342,26 @@ def test_predict_on_a_missing_config_file_says_so(tmp_path):
     missing = tmp_path / "x.json"
     line = assert_refused(run_cli("predict", "--model-config", str(missing), *PREDICT), str(missing), "no such file")
     assert "architecture" not in line
+
+
+# ---------------------------------------------------------------- a sweep stopped by SIGTERM
+
+def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
+    """`kill` (SIGTERM) to a real sweep while its one TRL run starts: the index and output name SIGTERM."""
+    import signal
+    import time
+
+    pytest.importorskip("trl")
+    env = {**__import__("os").environ, "RLBENCH_CACHE": str(tmp_path / "cache")}
+    process = subprocess.Popen([sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload",
+                                "gsm8k-grpo-tiny", "--steps", "2", "--out", str(tmp_path / "out")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, env=env)
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "out").glob("*-sweep-*/*/run.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the run's record folder exists: the cell has started
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0 and "Traceback" not in stdout + stderr
+    assert "Ctrl-C" not in stdout + stderr
+    index = json.loads(next((tmp_path / "out").glob("*-sweep-*/sweep.json")).read_text())
+    assert index["status"] == "interrupted" and "SIGTERM" in index["cells"][0]["reason"], index["cells"][0]

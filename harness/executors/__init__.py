@@ -65,13 +65,17 @@ def make_executor(kind: str, ray_address: str | None = None, envs: tuple[str, ..
     raise RLBenchError(f"unknown executor {kind!r}; available: {', '.join(EXECUTORS)}")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as the Ctrl-C every stop path handles; its type lets a message name the real signal."""
+
+
 def sigterm_as_ctrl_c() -> None:
     """Make SIGTERM (`kill`, `ray job stop`, a batch system's time limit) stop a run as Ctrl-C does:
     the runner then stops the framework's process group and writes the record."""
 
     def handler(signum, frame) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop is enough; let the record be written
-        raise KeyboardInterrupt
+        raise Terminated
 
     signal.signal(signal.SIGTERM, handler)
 
