@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from dataclasses import dataclass
 
 import matplotlib
@@ -153,18 +154,37 @@ def all_figures(runs: list[RunView]) -> dict[str, Figure | None]:
             "telemetry": telemetry_timeline(runs), "comm": comm_volume(runs)}
 
 
+def _night_label(started_at: str) -> str:
+    """'2026-11-08T02:00:00+00:00' -> '2026-11-08 02:00': two nights of one day stay apart."""
+    return started_at[:16].replace("T", " ") if started_at else "?"
+
+
 def history_figure(series) -> Figure | None:
-    """One panel per (configuration, metric): the nightly medians, with change points as dashed lines."""
+    """One panel per (configuration, metric): the nightly medians with each night's spread over its steps
+    (median ± std, a band), and change points as dashed lines."""
     if not series:
         return None
-    fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.3 * len(series)), squeeze=False)
+    fig, axes = plt.subplots(len(series), 1, figsize=(10, 2.5 * len(series)), squeeze=False)
     for ax, s in zip(axes[:, 0], series):
-        ax.plot(range(len(s.values)), s.values, marker="o", ms=3, lw=1, color="#4c72b0")
+        x = list(range(len(s.values)))
+        ax.plot(x, s.values, marker="o", ms=3, lw=1, color="#4c72b0", label="median over post-warm-up steps")
+        if s.spreads:
+            spread = [0.0 if math.isnan(d) else d for d in s.spreads]  # a night without a std: no band there
+            low, high = [v - d for v, d in zip(s.values, spread)], [v + d for v, d in zip(s.values, spread)]
+            ax.fill_between(x, low, high, color="#4c72b0", alpha=0.18, lw=0, label="± std over the night's steps")
         for change in s.changes:
             ax.axvline(change.index - 0.5, ls="--", color="#c44e52" if change.kind == "regression" else "#55a868")
         arrow = {"higher": "↑ better", "lower": "↓ better"}.get(s.direction, "")
-        ax.set_title(f"{s.configuration}: {s.metric} ({s.unit}, {arrow})", fontsize=8, loc="left")
-        ax.set_xticks(range(len(s.nights)), [n[:10] for n in s.nights], rotation=45, fontsize=6, ha="right")
+        low_n, high_n = (min(s.counts), max(s.counts)) if s.counts else (0, 0)
+        n = "" if not s.counts else f", n = {low_n} steps a night" if low_n == high_n else \
+            f", n = {low_n}-{high_n} steps a night"
+        ax.set_title(f"{s.configuration}: {s.metric} ({arrow}{n})", fontsize=8, loc="left")
+        ax.set_ylabel(f"{s.metric}\n({s.unit})", fontsize=7)
+        ax.set_xlabel("night (start, UTC)", fontsize=7)
+        ax.set_xticks(x, [_night_label(n) for n in s.nights], rotation=45, fontsize=6, ha="right")
+        ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    return Figure("Metrics over nights", "Per-night median over post-warm-up steps; dashed lines are detected change "
-                  "points (red: regression, green: improvement).", _encode(fig))
+    return Figure("Metrics over nights", "Per-night median over post-warm-up steps with a band of ± one standard "
+                  "deviation over that night's steps; dashed lines are detected change points (red: regression, "
+                  "green: improvement). One line per full configuration (framework, workload version, parallelism, "
+                  "steps, seed).", _encode(fig))

@@ -12,7 +12,9 @@ function, penalise each extra step), done with `ruptures`' PELT search:
   metric's direction.
 Each change names the last night before it and the first night after it, and
 what differed between those two records: framework version, rlbench commit,
-package versions.
+package versions. A series is one full configuration: framework, workload and
+version, parallelism, steps and seed (a night run with other --steps or another
+seed is other work, never a point of the same line).
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Series:
     records: list[str]
     values: list[float]
     changes: list[ChangePoint]
+    spreads: list[float] = field(default_factory=list)  # each night's std over its post-warm-up steps
+    counts: list[int] = field(default_factory=list)  # each night's n of post-warm-up steps
 
 
 def robust_sigma(values: np.ndarray) -> float:
@@ -102,9 +106,12 @@ def _what_changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tu
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
 
 
-def _label(key: dict[str, Any]) -> str:
+def _label(record: dict[str, Any]) -> str:
+    """The full configuration of a record: what must match for two nights to be one series."""
+    key = configuration_key(record)
     knobs = " ".join(f"{k}={v}" for k, v in key["parallel"].items())
-    return f"{key['framework']} · {key['workload']['name']} v{key['workload']['version']} · {knobs}"
+    return (f"{key['framework']} · {key['workload']['name']} v{key['workload']['version']} · {knobs} · "
+            f"{record['workload'].get('steps')} steps · seed {record.get('seed', 0)}")
 
 
 def history(runs: list[RunView], threshold: float = 0.05) -> list[Series]:
@@ -112,7 +119,7 @@ def history(runs: list[RunView], threshold: float = 0.05) -> list[Series]:
     groups: dict[str, list[RunView]] = {}
     for run in runs:
         if run.record.get("status") == "succeeded" and run.record.get("summary"):
-            groups.setdefault(_label(configuration_key(run.record)), []).append(run)
+            groups.setdefault(_label(run.record), []).append(run)
     out = []
     for label, group in sorted(groups.items()):
         group.sort(key=lambda r: r.record.get("started_at") or "")
@@ -128,7 +135,9 @@ def history(runs: list[RunView], threshold: float = 0.05) -> list[Series]:
                 changes.append(ChangePoint(cut, before, after, after / before, "regression" if worse else "improvement",
                                            points[cut - 1][0].path.name, points[cut][0].path.name,
                                            _what_changed(points[cut - 1][0].record, points[cut][0].record)))
+            stats = [r.record["summary"][metric] for r, _ in points]
             out.append(Series(label, metric, STEP_METRICS[metric].unit, direction,
                               [r.record.get("started_at") or "" for r, _ in points], [r.path.name for r, _ in points],
-                              values, changes))
+                              values, changes, [float(st.get("std", math.nan)) for st in stats],
+                              [int(st.get("n", 0)) for st in stats]))
     return out
