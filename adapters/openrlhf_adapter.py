@@ -102,6 +102,8 @@ CONTRACT_KEYS = {
     "engine.sleep_mode": "vllm.enable_sleep",  # sleep and wake vLLM around training (colocated)
     "budget.actor": "train.max_tokens_per_gpu", "budget.critic": "train.max_tokens_per_gpu",  # one flag for both
     "budget.log_prob": "rollout.max_tokens_per_gpu",  # make_experience: old log-probs, ref, values
+    "train.packing": "ds.packing_samples",
+    "train.gradient_checkpointing": "actor.gradient_checkpointing_enable",  # the critic reads the same flag
 }
 # What OpenRLHF 0.11.2 cannot set: its create_vllm_engines (trainer/ray/vllm_engine.py) builds vLLM's
 # AsyncEngineArgs from a fixed list of keyword arguments, without these.
@@ -227,7 +229,8 @@ class OpenRLHFAdapter(Adapter):
                 "engine.sleep_mode": "CPU lane: no --vllm.enable_sleep (vLLM's sleep mode needs CUDA)",
                 "engine.gpu_memory_utilization": "CPU lane: flag dropped; " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
                 **{term: "CPU lane: token-budget micro-batches off (no packing without flash-attention); one "
-                         "micro-batch of a mini-batch's responses" for term in ("budget.actor", "budget.log_prob")}})
+                         "micro-batch of a mini-batch's responses" for term in ("budget.actor", "budget.log_prob")},
+                "train.packing": "CPU lane: no --ds.packing_samples (packing needs flash-attention)"})
         launched = {flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items()
                     if value is not None}  # None: flag left off
         return manifest(contract(spec.workload, spec.parallel), launched, CONTRACT_KEYS, named)
@@ -302,9 +305,10 @@ def _algorithm(spec: RunSpec) -> dict[str, Any]:
 
 
 def _engine(spec: RunSpec) -> dict[str, Any]:
-    """The vLLM engine of the equal-work contract, as OpenRLHF flags (store_true flags: True or left off)."""
+    """The vLLM engine and the training terms of the equal-work contract, as OpenRLHF flags (store_true flags:
+    True or left off; budgets: _batches)."""
     terms = contract(spec.workload, spec.parallel).to_dict()
-    return {flag: terms[term] for term, flag in CONTRACT_KEYS.items() if term.startswith("engine.")}
+    return {flag: terms[term] for term, flag in CONTRACT_KEYS.items() if not term.startswith("budget.")}
 
 
 def _batches(spec: RunSpec) -> dict[str, Any]:
@@ -313,7 +317,7 @@ def _batches(spec: RunSpec) -> dict[str, Any]:
         "rollout.batch_size": w.prompts_per_step,
         "train.batch_size": w.mini_batch_prompts * w.algorithm.group_size,
         "train.micro_batch_size": 1, "rollout.micro_batch_size": 1,
-        "train.dynamic_batch_enable": True, "ds.packing_samples": True,
+        "train.dynamic_batch_enable": True,  # ds.packing_samples: _engine (the contract)
         "train.max_tokens_per_gpu": budget.actor, "rollout.max_tokens_per_gpu": budget.log_prob,
         "data.max_len": w.max_prompt_length + w.max_response_length,
         "rollout.max_new_tokens": w.max_response_length,
@@ -327,7 +331,6 @@ def _model(spec: RunSpec, model: str) -> dict[str, Any]:
         "actor.model_name_or_path": model,
         "critic.model_name_or_path": model if w.algorithm.name == "ppo" else None,
         "ds.param_dtype": "bf16",
-        "actor.gradient_checkpointing_enable": w.gradient_checkpointing,
         "data.apply_chat_template": w.prompt.chat,
     }
 

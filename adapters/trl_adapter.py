@@ -47,7 +47,8 @@ _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time
            "ref": "time_ref_s"}
 # The equal-work contract's terms (rlbench.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
 CONTRACT_KEYS = {"engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
-                 "engine.sleep_mode": "vllm_enable_sleep_mode"}
+                 "engine.sleep_mode": "vllm_enable_sleep_mode", "train.gradient_checkpointing": "gradient_checkpointing"}
+NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
 # What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
 VLLM_FIXED = {
     "engine.max_num_seqs": "TRL 1.16 sets it to per_device_train_batch_size x vllm_tensor_parallel_size x "
@@ -153,7 +154,7 @@ class TRLAdapter(Adapter):
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         config = self.grpo_config(spec, Path("."))
         terms = contract(spec.workload, spec.parallel)
-        named = {"step_time": STEP_TIME}
+        named = {"step_time": STEP_TIME, "train.packing": NO_PACKING}
         if config["use_vllm"]:
             seqs = config["per_device_train_batch_size"] * config["vllm_tensor_parallel_size"] * \
                 config["steps_per_generation"]

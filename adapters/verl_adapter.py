@@ -106,6 +106,8 @@ CONTRACT_KEYS = {
     "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
     "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
     "budget.critic": "critic.ppo_max_token_len_per_gpu",
+    "train.packing": "actor_rollout_ref.model.use_remove_padding",
+    "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
 }
 STEP_TIME = ("timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
              "marked_timer('step')), the metric computation after it left out")
@@ -261,7 +263,9 @@ class VerlAdapter(Adapter):
             named.update({"engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
                           "engine.sleep_mode": "CPU lane: +actor_rollout_ref.rollout.enable_sleep_mode=false "
                                                "(vLLM's sleep mode needs CUDA)",
-                          "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"]})
+                          "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
+                          "train.packing": "CPU lane: use_remove_padding=false (padding-free batches need "
+                                           "flash-attention)"})
         return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
                         CONTRACT_KEYS, named, resolved=None if run_dir is None else read_resolved(run_dir))
 
@@ -373,16 +377,15 @@ def _batches(spec: RunSpec) -> dict[str, Any]:
 
 
 def _engine(spec: RunSpec) -> dict[str, Any]:
-    """The vLLM engine of the equal-work contract, as verl rollout keys."""
+    """The vLLM engine and the training terms of the equal-work contract, as verl keys (budgets: _batches)."""
     terms = contract(spec.workload, spec.parallel).to_dict()
-    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if term.startswith("engine.")}
+    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith("budget.")}
 
 
 def _model(spec: RunSpec, model: str) -> dict[str, Any]:
     w = spec.workload
     settings: dict[str, Any] = {
-        "actor_rollout_ref.model.path": model,
-        "actor_rollout_ref.model.enable_gradient_checkpointing": w.gradient_checkpointing,
+        "actor_rollout_ref.model.path": model,  # gradient checkpointing and padding: _engine (the contract)
     }
     if w.algorithm.name == "ppo":
         settings.update({"critic.model.path": model,

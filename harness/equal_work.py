@@ -59,14 +59,24 @@ class TokenBudgets:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TrainSettings:
+    """How the trainer's passes run over a micro-batch."""
+
+    packing: bool  # sequences packed without padding (padding-free, varlen attention)
+    gradient_checkpointing: bool  # the workload's choice: activations recomputed in the backward pass
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Contract:
     engine: EngineSettings
     budget: TokenBudgets
+    train: TrainSettings
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat `engine.<field>` / `budget.<role>` names: the keys adapters map and records state."""
+        """Flat `engine.<field>` / `budget.<role>` / `train.<field>` names: the keys adapters map and records
+        state."""
         terms = {f"{part}.{f.name}": getattr(getattr(self, part), f.name)
-                 for part in ("engine", "budget") for f in dataclasses.fields(getattr(self, part))}
+                 for part in ("engine", "budget", "train") for f in dataclasses.fields(getattr(self, part))}
         return {term: value for term, value in terms.items() if value is not None}
 
 
@@ -81,6 +91,7 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
                               enable_prefix_caching=True, gpu_memory_utilization=memory, enforce_eager=False,
                               sleep_mode=parallel.placement == "colocated"),
         budget=TokenBudgets(actor=budget, log_prob=budget, critic=budget if workload.algorithm.name == "ppo" else None),
+        train=TrainSettings(packing=True, gradient_checkpointing=workload.gradient_checkpointing),
     )
 
 

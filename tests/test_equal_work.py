@@ -62,6 +62,8 @@ def _verl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
                                                   "gpu_memory_utilization", "enforce_eager")}
     terms["engine.sleep_mode"] = rollout["free_cache_engine"]
     terms["budget.actor"] = c["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"]
+    terms["train.packing"] = c["actor_rollout_ref"]["model"]["use_remove_padding"]
+    terms["train.gradient_checkpointing"] = c["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"]
     # Both forward-only passes: the rollout's old log-probs and the reference model.
     log_prob = {rollout["log_prob_max_token_len_per_gpu"], c["actor_rollout_ref"]["ref"]["log_prob_max_token_len_per_gpu"]}
     assert len(log_prob) == 1
@@ -79,7 +81,9 @@ def _openrlhf_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
              "engine.enforce_eager": args.vllm.enforce_eager,
              # what OpenRLHF hands to create_vllm_engines, not only what it parsed
              "engine.gpu_memory_utilization": seen.engines.memory, "engine.sleep_mode": seen.engines.sleep,
-             "budget.actor": args.train.max_tokens_per_gpu, "budget.log_prob": args.rollout.max_tokens_per_gpu}
+             "budget.actor": args.train.max_tokens_per_gpu, "budget.log_prob": args.rollout.max_tokens_per_gpu,
+             "train.packing": args.ds.packing_samples,
+             "train.gradient_checkpointing": args.actor.gradient_checkpointing_enable}
     if spec.workload.algorithm.name == "ppo":
         terms["budget.critic"] = args.train.max_tokens_per_gpu  # OpenRLHF's one training budget
     return terms
@@ -91,17 +95,18 @@ def _trl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     config = get_adapter("trl").grpo_config(spec, Path("/runs/x"))
     # bf16/use_cpu follow the (emulated) GPU; TrainingArguments refuses bf16 on this CPU, and they are no term.
     resolved = trl.GRPOConfig(**{**config, "bf16": False, "use_cpu": True})
-    if not resolved.use_vllm:
-        return {}
-    return {"engine.gpu_memory_utilization": resolved.vllm_gpu_memory_utilization,
-            "engine.sleep_mode": resolved.vllm_enable_sleep_mode}
+    terms = {"train.gradient_checkpointing": resolved.gradient_checkpointing}
+    if resolved.use_vllm:
+        terms.update({"engine.gpu_memory_utilization": resolved.vllm_gpu_memory_utilization,
+                      "engine.sleep_mode": resolved.vllm_enable_sleep_mode})
+    return terms
 
 
 RESOLVE = {"verl": _verl_resolved, "openrlhf": _openrlhf_resolved, "trl": _trl_resolved}
 # The terms each framework cannot carry on a GPU machine, named in its record (any other is equal).
 CANNOT = {"verl": set(), "openrlhf": {"engine.max_num_seqs", "engine.max_num_batched_tokens"},
           "trl": {"engine.max_num_seqs", "engine.max_num_batched_tokens", "engine.enable_prefix_caching",
-                  "engine.enforce_eager", "budget.actor", "budget.log_prob"}}
+                  "engine.enforce_eager", "budget.actor", "budget.log_prob", "train.packing"}}
 
 
 def _trl_on_gpu_with_vllm(monkeypatch) -> None:
@@ -165,8 +170,8 @@ def test_named_passes_and_transformers_generation():
     one_step = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo", **LAYOUTS["disaggregated"]))
     assert "bypass_mode" in one_step["differences"]["passes.old_log_prob"]
     trl = get_adapter("trl").equal_work(_spec("trl", "gsm8k-grpo-tiny"))  # this CPU: transformers generate
-    assert not trl["applied"] and all("transformers' generate" in trl["differences"][t]
-                                      for t in trl["contract"] if t.startswith("engine."))
+    assert set(trl["applied"]) == {"train.gradient_checkpointing"}
+    assert all("transformers' generate" in trl["differences"][t] for t in trl["contract"] if t.startswith("engine."))
     assert "passes.old_log_prob" in trl["differences"]  # 4 prompts, one mini-batch: one update per generation
     for framework in ("verl", "openrlhf", "trl"):
         assert "step_time" in get_adapter(framework).equal_work(_spec(framework, "gsm8k-grpo"))["differences"]
@@ -179,7 +184,7 @@ def test_cpu_lanes_change_only_what_they_name(monkeypatch):
     openrlhf = get_adapter("openrlhf").equal_work(_spec("openrlhf", "gsm8k-grpo-tiny"))
     for record in (verl, openrlhf):
         assert not any(UNEXPLAINED in why for why in record["differences"].values())
-        for term in ("engine.enforce_eager", "engine.gpu_memory_utilization", "engine.sleep_mode"):
+        for term in ("engine.enforce_eager", "engine.gpu_memory_utilization", "engine.sleep_mode", "train.packing"):
             assert record["differences"][term].startswith("CPU lane:")
         assert "engine.enable_prefix_caching" in record["applied"]  # both lanes cache prefixes, as on a GPU
     assert {"budget.actor", "budget.log_prob"} <= set(verl["applied"])
