@@ -209,7 +209,8 @@ def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2", help="Rank layouts over a grid, repeatable.")
 @click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
-@click.option("--framework", help="--hardware cpu: add this framework's floor measured by `rlbench calibrate`.")
+@click.option("--framework", help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "
+                                   "mode); on --hardware cpu also its floor measured by `rlbench calibrate`.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_user_errors
 def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
@@ -219,8 +220,10 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
     import itertools
     import json
 
+    from rlbench.parallel import parse_parallel
     from rlbench.perfmodel import get_hardware
-    from rlbench.prediction import arch_for, hardware_for, predict_layout, workload_shape
+    from rlbench.prediction import (arch_for, framework_fields, hardware_for, neutral_fields, predict_layout,
+                                    workload_shape)
     from rlbench.predict_report import stage_table, sweep_table
     from rlbench.workloads.catalog import load_workload
 
@@ -228,15 +231,25 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
     row = hardware_for({}) if hardware.lower() == "cpu" else get_hardware(hardware)
     loaded = load_workload(workload)
     shape = workload_shape(loaded)
-    floor = None
-    if framework:  # the framework's own launch of this workload, and the floor measured for it here
-        floor = _measured_floor(framework, hardware)
-        shape = dataclasses.replace(shape, **_framework_shape(framework, loaded, parallel))
+    floor, note = None, ""
+    if framework:  # the framework's own launch of this workload (any row); its measured floor on the CPU row only
+        _known_framework(framework)
+        shape = dataclasses.replace(shape, **framework_fields(framework, loaded, parse_parallel(parallel)))
+        if hardware.lower() == "cpu":
+            floor = _measured_floor(framework)
+        else:
+            note = (f"--framework {framework}: its launch shape is used; no framework floor on {row.name} (the floor "
+                    "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)")
+    else:
+        shape = dataclasses.replace(shape, **neutral_fields(shape))
+        note = (f"no --framework: neutral launch shape, token-packed micro-batches of {shape.micro_batch_tokens} "
+                "tokens per GPU and a CUDA-graph rollout engine (docs/perfmodel.md)")
     grid = _parse_sweep(sweeps)
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid:
         result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
+        result["notes"] = [note, *result["notes"]]
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
     ranked, skipped = [], []
@@ -244,7 +257,8 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         combo = dict(zip(grid, values))
         try:
             pairs = (*parallel, *(f"{k}={v}" for k, v in combo.items()))
-            ranked.append((combo, predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd, floor)))
+            result = predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd, floor)
+            ranked.append((combo, {**result, "notes": [note, *result["notes"]]}))
         except RLBenchError as exc:
             skipped.append((combo, str(exc)))
     ranked.sort(key=lambda item: (item[1]["step_time_s"] is None, item[1]["step_time_s"] or 0.0))
@@ -255,25 +269,17 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         click.echo(sweep_table(ranked, skipped))
 
 
-def _framework_shape(framework: str, workload, parallel: tuple[str, ...]) -> dict:
-    """What the framework's launch fixes beyond the workload (e.g. TRL's micro-batch): Adapter.model_shape."""
+def _known_framework(framework: str) -> None:
+    """An unknown name is one error line with the nearest one (the registry's did-you-mean)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.parallel import parse_parallel
-    from rlbench.runspec import RunSpec
-
-    return get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
-                                                      parallel=parse_parallel(parallel)))
-
-
-def _measured_floor(framework: str, hardware: str):
-    """The floor `rlbench calibrate` cached for this framework here; only this machine's CPU has one."""
-    from rlbench.adapters.registry import get_adapter
-    from rlbench.floor_cache import load_floor
 
     get_adapter(framework)
-    if hardware.lower() != "cpu":
-        raise RLBenchError(f"--framework {framework}: a framework floor is measured on this machine, so it applies "
-                           f"to --hardware cpu only, not {hardware}; drop --framework")
+
+
+def _measured_floor(framework: str):
+    """The floor `rlbench calibrate` cached for this framework here; only this machine's CPU has one."""
+    from rlbench.floor_cache import load_floor
+
     floor, why_not = load_floor(framework)
     if floor is None:
         raise RLBenchError(f"--framework {framework}: {why_not}")

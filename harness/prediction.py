@@ -22,6 +22,7 @@ from rlbench.floor_cache import load_floor
 from rlbench.parallel import Parallelism
 from rlbench.perfmodel import (FrameworkFloor, Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape,
                                find_hardware, get_arch, load_hf_config, predict)
+from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.workloads.spec import ModelSpec, Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
@@ -54,6 +55,34 @@ def workload_shape(workload: Workload, *, prompt_len: float | None = None, recom
         gradient_checkpointing=workload.gradient_checkpointing,
         fixed_length=workload.fixed_length,
     )
+
+
+def neutral_fields(shape: WorkloadShape) -> dict[str, Any]:
+    """The launch shape without a framework: token-packed micro-batches of NEUTRAL_MICRO_BATCH_TOKENS
+    per GPU (never below one whole sequence), as verl's and OpenRLHF's dynamic batching packs them,
+    and a CUDA-graph vLLM engine (vLLM's default)."""
+    return {"micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len), "engine_mode": "cuda_graphs"}
+
+
+def framework_fields(framework: str, workload: Workload, parallel: Parallelism) -> dict[str, Any]:
+    """What a framework's launch fixes beyond the workload: its adapter's `model_shape` (micro-batching,
+    packing, KV cache, dtype) and the rollout engine's mode from the equal-work contract every adapter
+    launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager)."""
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.runspec import RunSpec
+
+    fields = dict(get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
+                                                             parallel=parallel)))
+    return {**fields, "engine_mode": engine_mode(workload, parallel, fields)}
+
+
+def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
+    """'eager' for Hugging Face generate (no paged cache) or an engine launched with enforce_eager."""
+    from rlbench.equal_work import contract
+
+    if fields.get("kv_cache") == "concat" or contract(workload, parallel).engine.enforce_eager:
+        return "eager"
+    return "cuda_graphs"
 
 
 def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelShape:
@@ -152,8 +181,9 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
     padded_prompt_len: the measured prompt width of a left-padded batch (TRL's padded_prompt_tokens
     per response), None or NaN where the framework does not pad.
-    framework: with a floor cached for it on this machine (`rlbench calibrate`), the prediction
-    includes it; "floor" says which, or why there is none."""
+    framework: on a CPU run, with a floor cached for it on this machine (`rlbench calibrate`), the
+    prediction includes it; "floor" says which, or why there is none (never on a GPU row).
+    Without shape_fields the neutral launch shape (neutral_fields) is used."""
     try:
         arch = arch_for(model)
     except RLBenchError as exc:
@@ -164,10 +194,19 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
-    shape = dataclasses.replace(shape, **(shape_fields or {}))
+    if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
+        shape_fields = neutral_fields(shape)
+    elif "engine_mode" not in shape_fields:
+        shape_fields = {**shape_fields, "engine_mode": engine_mode(workload, parallel, shape_fields)}
+    shape = dataclasses.replace(shape, **shape_fields)
     if padded_prompt_len is not None and not math.isnan(padded_prompt_len):
         shape = dataclasses.replace(shape, padded_prompt_len=max(shape.prompt_len, round(padded_prompt_len)))
-    floor, why_not = load_floor(framework) if framework else (None, "no framework given")
+    if not framework:
+        floor, why_not = None, "no framework given"
+    elif environment.get("gpus"):  # measured on this machine's CPU: a CPU-row feature only
+        floor, why_not = None, f"no framework floor on {hardware.name}: `rlbench calibrate` measures it on the CPU"
+    else:
+        floor, why_not = load_floor(framework)
     result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
     return {"available": True, "hardware": hardware.name, "hardware_source": hardware.source,
             "inputs": {"prompt_len": shape.prompt_len, "padded_prompt_len": shape.padded_prompt_len,
@@ -193,11 +232,22 @@ def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -
         if measured is not None and predicted:
             out["stages"][column] = {"measured_s": measured, "predicted_s": predicted,
                                      "floor_s": sum(stages[n].get("floor_s", 0.0) for n in names if n in stages),
-                                     "measured_over_predicted": measured / predicted}
+                                     "measured_over_predicted": measured / predicted,
+                                     **_over_estimate(measured, [stages[n].get("estimate_s") for n in names
+                                                                 if n in stages])}
     step = summary.get("step_time_s", {}).get("median")
     if step and prediction.get("step_time_s"):
         out["step"] = {"measured_s": step, "predicted_s": prediction["step_time_s"],
-                       "measured_over_predicted": step / prediction["step_time_s"]}
+                       "measured_over_predicted": step / prediction["step_time_s"],
+                       **_over_estimate(step, [prediction.get("step_time_estimate_s")])}
         work = sum((s["time_s"] or 0.0) * s["gpus"] for s in prediction["stages"])
         out["bubble"] = 1 - work / (prediction["gpus"] * step)
     return out
+
+
+def _over_estimate(measured: float, estimates: list[float | None]) -> dict[str, float]:
+    """measured / the estimate (bound plus overhead terms) where the prediction has one (newer records)."""
+    if not estimates or any(e is None for e in estimates) or not sum(estimates):  # type: ignore[arg-type]
+        return {}
+    total = sum(estimates)  # type: ignore[arg-type]
+    return {"estimate_s": total, "measured_over_estimate": measured / total}

@@ -52,12 +52,17 @@ def test_an_unreadable_floor_file_is_named_with_the_fix(own_cache):
     assert floor is None and "unreadable" in why and "rlbench calibrate --framework trl" in why
 
 
-def test_predict_with_a_framework_needs_its_floor_and_the_cpu(own_cache):
+def test_predict_with_a_framework_needs_its_floor_on_the_cpu_only(own_cache):
     args = ("predict", "--model-config", "Qwen2.5-0.5B-Instruct", "--workload", "gsm8k-grpo-tiny")
     assert "rlbench calibrate --framework trl" in _one_error_line(run_cli(*args, "--hardware", "cpu",
                                                                           "--framework", "trl"))
     save_floor("trl", FLOOR, [])
-    assert "--hardware cpu only" in _one_error_line(run_cli(*args, "--hardware", "H100-SXM", "--framework", "trl"))
+    # A GPU row takes the framework's launch shape but never the floor measured on this CPU, and says so.
+    shown = run_cli(*args, "--hardware", "H100-SXM", "--framework", "trl", "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert "no framework floor on H100-SXM" in data["notes"][0]
+    assert all(stage["floor_s"] == 0.0 for stage in data["stages"])
 
 
 def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
@@ -69,14 +74,17 @@ def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
     assert floor is None and "framework_version" in why and "rlbench calibrate --framework trl" in why
 
 
-def test_run_predictions_include_the_cached_floor(own_cache):
+def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
+    from rlbench import cpu_probe
     from rlbench.parallel import parse_parallel
+    from rlbench.perfmodel import cpu_hardware
     from rlbench.prediction import predict_run
     from rlbench.workloads.catalog import load_workload
 
+    # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check
+    monkeypatch.setattr(cpu_probe, "cpu_row", lambda: cpu_hardware(1e11, 1e10, op_latency_s=3e-4))
     workload = load_workload("gsm8k-grpo-tiny")
-    # A GPU from the cited table: no CPU probe needed for this check
-    args = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})
+    args = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {})
     bare = predict_run(*args, prompt_len=90, recompute_old_logprob=False, framework="trl")
     assert "rlbench calibrate" in bare["floor"]["reason"]
     save_floor("trl", FLOOR, [])
@@ -84,6 +92,10 @@ def test_run_predictions_include_the_cached_floor(own_cache):
     assert floored["floor"]["source"] == "test calibration"
     added = FLOOR.seconds("gen", workload.max_response_length) + FLOOR.seconds("update_actor", 0)
     assert floored["step_time_s"] == pytest.approx(bare["step_time_s"] + added)
+    # A GPU run never takes the floor measured on this machine's CPU.
+    gpu = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})
+    on_gpu = predict_run(*gpu, prompt_len=90, recompute_old_logprob=False, framework="trl")
+    assert "no framework floor on H100-SXM" in on_gpu["floor"]["reason"]
 
 
 @pytest.mark.slow

@@ -24,6 +24,14 @@ Definitions (PERF-NOTES.md conventions):
 * floor: a framework's own per-step time that no hardware number prices (generate's per-token
   bookkeeping, the Trainer's optimizer step and logging), measured by `rlbench calibrate`
   (floor.py); when given it is added to the stages that pay it, so every figure above includes it.
+* Bound and estimate, separately: step_time_bound_s is Brent's lower bound max(W/p, D t) combined
+  over the DAG (on a datasheet row: the roofline at 100% of peak, what the hardware allows) and
+  mfu_bound the MFU at that time, an upper bound on any run's MFU. step_time_estimate_s adds the
+  overhead terms no datasheet states (overheads.py: achievable fraction of peak, per-kernel launch
+  latency of the trainer's layer chain, the rollout engine's per-decode-step floor), and
+  mfu_estimate is the MFU at that time. On a CPU row, whose latency and framework floor were
+  measured here, the estimate is step_time_s itself. step_time_s and mfu keep their old meaning
+  (the roofline prediction; the bound on GPU rows) for readers of older records.
 Anything that needs an unknown number (a link, a TDP, a price, a latency) is None, never a guess.
 
     from rlbench.perfmodel import predict, WorkloadShape, ParallelShape
@@ -41,6 +49,7 @@ from rlbench.perfmodel.arch import ModelArch, get_arch
 from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.perfmodel.overheads import ACHIEVABLE_FRACTION, SOURCES, engine_floor, estimate_hardware
 from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import build_stages
@@ -71,6 +80,21 @@ class Prediction:
     achievable: float
     notes: tuple[str, ...] = ()
     peak_flops: float | None = None  # the dense peak per device that mfu divides by (bf16 on GPU rows)
+    estimate_stages: tuple[StageCost, ...] = ()  # the stages with overhead terms (overheads.py)
+    step_time_estimate_s: float | None = None
+    mfu_estimate: float | None = None
+    estimate_terms: dict[str, Any] | None = None  # which overhead terms the estimate used, with sources
+
+    @property
+    def step_time_bound_s(self) -> float | None:
+        """Brent's lower bound over the DAG: on a datasheet row, the roofline at 100% of peak."""
+        return self.brent_lower_s
+
+    @property
+    def mfu_bound(self) -> float | None:
+        """MFU at the bound's step time: no run of this shape can reach more."""
+        bound = self.step_time_bound_s
+        return None if not bound or not self.peak_flops else self.model_flops / (self.gpus * self.peak_flops * bound)
 
     @property
     def memory_per_gpu_gb(self) -> float:
@@ -80,8 +104,15 @@ class Prediction:
         return next(s for s in self.stages if s.name == name)
 
     def to_dict(self) -> dict[str, Any]:
+        estimates = {s.name: s.time_s for s in self.estimate_stages}
+        stages = [{**s.to_dict(), "bound_s": s.brent_lower_s, "estimate_s": estimates.get(s.name)} for s in self.stages]
         return {"arch": self.arch, "hardware": self.hardware, "gpus": self.gpus,
-                "stages": [s.to_dict() for s in self.stages], "group_times_s": dict(self.group_times_s),
+                "stages": stages, "group_times_s": dict(self.group_times_s),
+                "step_time_bound_s": self.step_time_bound_s, "step_time_estimate_s": self.step_time_estimate_s,
+                "mfu_bound": self.mfu_bound, "mfu_estimate": self.mfu_estimate,
+                "group_times_estimate_s": _group(list(self.estimate_stages), "time_s") if self.estimate_stages else None,
+                "tokens_per_s_estimate": _ratio(self.tokens_per_step, self.step_time_estimate_s),
+                "estimate_terms": self.estimate_terms,
                 "step_time_s": self.step_time_s, "tokens_per_step": self.tokens_per_step,
                 "tokens_per_s": self.tokens_per_s, "model_flops": self.model_flops, "mfu": self.mfu,
                 "mfu_actor": self.mfu_actor, "memory_per_gpu_gb": self.memory.per_gpu_gb,
@@ -115,6 +146,26 @@ def _ratio(num: float, den: float | None) -> float | None:
     return None if not den else num / den
 
 
+def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelShape, hw: Hardware,
+                    achievable: float, stages: list[StageCost]) -> tuple[list[StageCost], dict[str, Any]]:
+    """The stages with the GPU overhead terms (overheads.py), and which terms were used.
+
+    A row that measured its own latency (the CPU probe, with a calibrated framework floor) is
+    already an estimate: its stages are returned as they are."""
+    if hw.op_latency_s is not None:
+        return stages, {"kind": "measured", "note": "CPU row: per-op latency and framework floor measured here"}
+    a = achievable * ACHIEVABLE_FRACTION
+    with_launch = build_stages(arch, shape, parallel, estimate_hardware(hw), achievable=a)
+    # Decode is priced by the engine's measured per-step floor, which already holds its launches
+    # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
+    plain_decode = next(s for s in build_stages(arch, shape, parallel, hw, achievable=a) if s.name == "generation_decode")
+    out = [engine_floor(plain_decode, shape.response_len, shape.engine_mode) if s.name == "generation_decode" else s
+           for s in with_launch]
+    terms = {"kind": "gpu_overheads", "achievable_fraction": a, "engine_mode": shape.engine_mode,
+             "op_latency_s": estimate_hardware(hw).op_latency_s, "sources": dict(SOURCES)}
+    return out, terms
+
+
 def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape, hardware: Hardware | str, *,
             gpu_hour_usd: float | None = None, kwh_usd: float = 0.0, achievable: float = 1.0,
             floor: FrameworkFloor | None = None) -> Prediction:
@@ -135,6 +186,8 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     overlap = parallel.async_mode == "one-step" and parallel.placement == "disaggregated"
     if parallel.async_mode == "one-step" and not overlap:
         notes.append("async_mode='one-step' ignored for timing: colocated pools share the GPUs, so stages add")
+    estimated, terms = estimate_stages(arch, shape, parallel, hw, achievable, stages)
+    step_estimate = _combine(_group(estimated, "time_s"), overlap)
     groups = _group(stages, "time_s")
     step = _combine(groups, overlap)
     lower = _combine(_group(stages, "brent_lower_s"), overlap)
@@ -160,4 +213,8 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
                       model_flops=model_flops,
                       mfu=_ratio(model_flops, None if step is None else parallel.gpus * hw.bf16_flops * step),
                       mfu_actor=mfu_actor, memory=memory, energy_j=energy, cost_per_mtok_usd=cost,
-                      achievable=float(achievable), notes=tuple(notes), peak_flops=hw.bf16_flops)
+                      achievable=float(achievable), notes=tuple(notes), peak_flops=hw.bf16_flops,
+                      estimate_stages=tuple(estimated), step_time_estimate_s=step_estimate,
+                      mfu_estimate=_ratio(model_flops, None if step_estimate is None
+                                          else parallel.gpus * hw.bf16_flops * step_estimate),
+                      estimate_terms=terms)

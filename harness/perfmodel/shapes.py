@@ -24,6 +24,15 @@ PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step")
 SHARDINGS = ("full", "optimizer", "none")
 KV_CACHES = ("paged", "concat")
+ENGINE_MODES = ("cuda_graphs", "eager")
+
+# The neutral launch shape (no --framework): token-packed micro-batches of 16,384 tokens per GPU,
+# verl's actor budget (ppo_max_token_len_per_gpu, verl/trainer/config/actor/actor.yaml, and
+# rlbench's equal-work contract, equal_work.TOKEN_BUDGET_PER_GPU), which OpenRLHF's
+# --train.max_tokens_per_gpu takes too. Never one sequence per micro-batch: FSDP would re-gather
+# the whole model for every sequence. WorkloadShape's own default (micro_batch_size=1, no token
+# budget) is the pure model's literal input; rlbench's predictions start from this one.
+NEUTRAL_MICRO_BATCH_TOKENS = 16384
 
 
 def _positive(owner: str, field: str, value: object, minimum: int = 1) -> None:
@@ -73,6 +82,10 @@ class WorkloadShape:
     # prompt (TRL: Hugging Face generate and the loss's forward run on rows x that width, pads
     # included); None: the mean prompt_len (vLLM pages each sequence; verl and OpenRLHF pack).
     padded_prompt_len: int | None = None
+    # How the rollout engine runs a decode step: "cuda_graphs" (vLLM's default, enforce_eager=False)
+    # or "eager" (enforce_eager=True; Hugging Face generate). Used by the estimate only
+    # (overheads.ENGINE_STEP_FLOOR_S), never by the roofline bound.
+    engine_mode: str = "cuda_graphs"
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
@@ -83,6 +96,7 @@ class WorkloadShape:
         _positive(own, "prompt_len", self.prompt_len, minimum=0)
         _choice(own, "algorithm", self.algorithm, ALGORITHMS)
         _choice(own, "kv_cache", self.kv_cache, KV_CACHES)
+        _choice(own, "engine_mode", self.engine_mode, ENGINE_MODES)
         for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
                       "gradient_checkpointing", "fixed_length", "shared_prefill"):
             _boolean(own, field, getattr(self, field))

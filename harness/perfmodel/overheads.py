@@ -1,0 +1,82 @@
+"""GPU overhead terms that turn the roofline bound into an estimate: named constants, each with its source.
+
+The roofline (roofline.py) is a bound: what the datasheet allows. A real step on a GPU also pays
+what no datasheet states, and the estimate adds it, stage by stage:
+
+* Achievable fraction of peak (ACHIEVABLE_FRACTION): a large bf16 GEMM on one H200 measured
+  ~790 of 989 dense TFLOP/s (0.80) and a device copy ~4.3 of 4.8 TB/s (0.90) (PERF-NOTES.md,
+  "One H200 here measured"). The estimate divides compute, memory and link time by 0.80, the
+  smaller of the two: one number, as roofline.py's `achievable` is one number.
+* Kernel launch latency (KERNEL_LAUNCH_S) x kernels per layer (KERNELS_PER_LAYER_FORWARD): each
+  trainer pass is a chain of layer units (roofline.pass_units); however small a micro-batch, a
+  unit costs at least its kernels' launches. The estimate gives the datasheet row this per-unit
+  latency, so Brent's lower bound max(W/p, D * t) applies on GPU rows too (the host enqueues ahead
+  of the device, so launch and arithmetic overlap: roofline.brent's GPU branch).
+* Rollout engine per-decode-step floor (ENGINE_STEP_FLOOR_S, by engine mode): a decode step of a
+  real engine (scheduler, input preparation, sampler, output processing, and in eager mode one
+  host dispatch per kernel) takes milliseconds however small the model. Decode time is then
+  max(roofline, steps x floor): the engine never steps faster than its floor.
+
+Nothing here is fitted to the published runs in benchmarks/published_runs.yaml; each constant
+comes from the measurement cited beside it.
+
+    from rlbench.perfmodel.overheads import estimate_hardware, ENGINE_STEP_FLOOR_S
+    hw = estimate_hardware(get_hardware("H100-SXM"))      # op_latency_s = 36 kernels x 4.7 us
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rlbench.perfmodel.hardware import Hardware
+from rlbench.perfmodel.roofline import StageCost
+
+# 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (PERF-NOTES.md, "Hardware").
+ACHIEVABLE_FRACTION = 0.80
+
+# Host cost of one kernel launch through Triton's launcher: 4.7 us on a GB200 (0-argument kernel;
+# raw cuLaunchKernel alone 3.0 us), meta-pytorch/tritonbench PR #1017 "Profile inductor launch
+# overhead" (https://github.com/meta-pytorch/tritonbench/pull/1017). Eager PyTorch adds ATen
+# dispatch on top, so this is a lower figure for an eager trainer.
+KERNEL_LAUNCH_S = 4.7e-6
+
+# Kernels of one decoder layer's forward in eager PyTorch, counted from Hugging Face transformers'
+# LlamaDecoderLayer / Qwen2DecoderLayer (the modules verl's and OpenRLHF's FSDP trainers run):
+# 2 RMSNorms x 6 (to fp32, pow, mean, add eps, rsqrt, mul, weight mul -> ~6 each), q/k/v/o
+# projections 4, rotary on q and k 2 x 6 (mul cos, slice, neg, cat, mul sin, add), attention 1,
+# 2 residual adds, gate/up/down 3, SiLU 1, gate x up 1: 12 + 4 + 12 + 1 + 2 + 3 + 2 = 36.
+KERNELS_PER_LAYER_FORWARD = 36
+
+# Per decode step of the rollout engine at a small batch, seconds, from vLLM PR #51167
+# (https://github.com/vllm-project/vllm/pull/51167): single H200, max_num_seqs=4, 209 output
+# tokens, mean of 3: eager 3.454 s -> 16.5 ms per step; full CUDA graph 1.093 s -> 5.2 ms per step.
+# These include that ~4B model's own step (about 2 ms of weight reads), so they are the engine's
+# floor for a small batch, not a pure overhead: the estimate uses max(roofline, steps x floor).
+ENGINE_STEP_FLOOR_S = {"cuda_graphs": 1.093 / 209, "eager": 3.454 / 209}
+
+SOURCES = {
+    "ACHIEVABLE_FRACTION": "PERF-NOTES.md: one H200 measured ~790 TF/s (8192^3 bf16 matmul) and ~4.3 TB/s copy",
+    "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 (4.7 us Triton launch, 3.0 us cuLaunchKernel)",
+    "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
+    "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200: eager 3.454 s, full CUDA graph "
+                           "1.093 s for 209 tokens)",
+}
+
+
+def estimate_hardware(hw: Hardware) -> Hardware:
+    """The row with a per-layer-unit latency (launches of one layer's kernels) where it has none."""
+    if hw.op_latency_s is not None:
+        return hw
+    return dataclasses.replace(hw, op_latency_s=KERNELS_PER_LAYER_FORWARD * KERNEL_LAUNCH_S)
+
+
+def engine_floor(stage: StageCost, steps: int, mode: str) -> StageCost:
+    """The decode stage with time = max(its time, steps x the engine's per-step floor)."""
+    if mode not in ENGINE_STEP_FLOOR_S:
+        raise ValueError(f"engine mode {mode!r}: must be one of {', '.join(ENGINE_STEP_FLOOR_S)}")
+    floor = steps * ENGINE_STEP_FLOOR_S[mode]
+    if stage.time_s is None or stage.time_s >= floor:
+        return stage
+    return dataclasses.replace(stage, time_s=floor, bound="engine",
+                               note=f"{stage.note}; engine floor {steps} steps x "
+                                    f"{ENGINE_STEP_FLOOR_S[mode] * 1e3:.1f} ms ({mode})".lstrip("; "))
