@@ -147,6 +147,8 @@ def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[
                 _guarded(on_poll)
                 time.sleep(POLL_S)
             stops.hold()  # still inside the try: a signal up to here counts as an interruption, none after
+            if _group_alive(process.pid, []):  # the leader is gone; its workers must not outlive the run
+                _stop(process, stops.hurry)
         except RunStop as stop:
             stops.hold()
             _stop(process, stops.hurry)

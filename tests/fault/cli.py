@@ -5,10 +5,14 @@
 
 from __future__ import annotations
 
+import faulthandler
+import signal
+
 from rlbench.adapters.registry import ADAPTERS
 from rlbench.cli import main
 
 ADAPTERS["fake"] = "tests.fault.framework:FakeAdapter"
+faulthandler.register(signal.SIGUSR1)  # `kill -USR1` shows where a hung test run is
 
 if __name__ == "__main__":
     main()
