@@ -241,7 +241,7 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
             note = (f"--framework {framework}: its launch shape is used; no framework floor on {row.name} (the floor "
                     "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)")
     else:
-        shape = dataclasses.replace(shape, **neutral_fields(shape))
+        shape = dataclasses.replace(shape, **neutral_fields(shape, parse_parallel(parallel)))
         note = (f"no --framework: neutral launch shape, token-packed micro-batches of {shape.micro_batch_tokens} "
                 "tokens per GPU and a CUDA-graph rollout engine (docs/perfmodel.md)")
     grid = _parse_sweep(sweeps)

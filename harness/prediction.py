@@ -57,11 +57,19 @@ def workload_shape(workload: Workload, *, prompt_len: float | None = None, recom
     )
 
 
-def neutral_fields(shape: WorkloadShape) -> dict[str, Any]:
+def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) -> dict[str, Any]:
     """The launch shape without a framework: token-packed micro-batches of NEUTRAL_MICRO_BATCH_TOKENS
     per GPU (never below one whole sequence), as verl's and OpenRLHF's dynamic batching packs them,
-    and a CUDA-graph vLLM engine (vLLM's default)."""
-    return {"micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len), "engine_mode": "cuda_graphs"}
+    and a CUDA-graph vLLM engine with the equal-work contract's limits (256 sequences; half of a
+    colocated GPU, 0.9 of a rollout GPU of its own) where the placement is known."""
+    from rlbench.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
+
+    fields: dict[str, Any] = {"micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len),
+                              "engine_mode": "cuda_graphs", "engine_max_seqs": MAX_NUM_SEQS}
+    if parallel is not None:
+        fields["engine_memory_fraction"] = (GPU_MEMORY_COLOCATED if parallel.placement == "colocated"
+                                            else GPU_MEMORY_DEDICATED)
+    return fields
 
 
 def framework_fields(framework: str, workload: Workload, parallel: Parallelism) -> dict[str, Any]:
@@ -73,7 +81,18 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism) 
 
     fields = dict(get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
                                                              parallel=parallel)))
-    return {**fields, "engine_mode": engine_mode(workload, parallel, fields)}
+    return {**fields, **engine_fields(workload, parallel, fields)}
+
+
+def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> dict[str, Any]:
+    """The rollout engine's mode and limits as every adapter launches it (the equal-work contract)."""
+    from rlbench.equal_work import contract
+
+    engine = contract(workload, parallel).engine
+    if fields.get("kv_cache") == "concat":  # Hugging Face generate: eager, the whole batch at once
+        return {"engine_mode": "eager"}
+    return {"engine_mode": engine_mode(workload, parallel, fields), "engine_max_seqs": engine.max_num_seqs,
+            "engine_memory_fraction": engine.gpu_memory_utilization}
 
 
 def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
@@ -195,9 +214,9 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
     if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
-        shape_fields = neutral_fields(shape)
+        shape_fields = neutral_fields(shape, parallel)
     elif "engine_mode" not in shape_fields:
-        shape_fields = {**shape_fields, "engine_mode": engine_mode(workload, parallel, shape_fields)}
+        shape_fields = {**shape_fields, **engine_fields(workload, parallel, shape_fields)}
     shape = dataclasses.replace(shape, **shape_fields)
     if padded_prompt_len is not None and not math.isnan(padded_prompt_len):
         shape = dataclasses.replace(shape, padded_prompt_len=max(shape.prompt_len, round(padded_prompt_len)))

@@ -43,3 +43,24 @@ def test_bad_input_is_one_line_exit_2():
     assert result.returncode == 2 and "did you mean 'H200'" in result.stderr and "Traceback" not in result.stderr
     result = run_cli(*BASE, "--sweep", "tq=1,2")
     assert result.returncode == 2 and result.stderr.startswith("error: --sweep 'tq=1,2'")
+
+
+def test_framework_launch_shape_on_a_gpu_row_without_its_floor():
+    result = run_cli(*BASE, "--framework", "verl", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert "--framework verl: its launch shape is used; no framework floor on H100-SXM" in data["notes"][0]
+    assert all(stage["floor_s"] == 0.0 for stage in data["stages"])
+    assert data["estimate_terms"]["engine_mode"] == "cuda_graphs"  # verl's vLLM, CUDA graphs (enforce_eager off)
+
+
+def test_bound_and_estimate_are_both_given_and_labelled():
+    result = run_cli(*BASE, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["step_time_bound_s"] < data["step_time_estimate_s"]
+    assert data["mfu_estimate"] < data["mfu_bound"]
+    assert "neutral launch shape, token-packed micro-batches of 16384 tokens" in data["notes"][0]
+    text = run_cli(*BASE).stdout
+    for label in ("  bound ", "  estimate ", "MFU bound", "MFU estimate", "estimate s"):
+        assert label in text

@@ -198,6 +198,9 @@ BUILTIN_ARCHS: dict[str, ModelArch] = {arch.name: arch for arch in (
     _qwen25("32B", 64, 5120, 40, 8, 27648, 152064, False),
     ModelArch(name="Llama-3.1-8B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
               tied_embeddings=False, qkv_bias=False, source=_hub("meta-llama/Llama-3.1-8B")),
+    # Qwen3 adds a per-head RMSNorm on q and k (2 x 128 weights a layer), not counted: 16K of 32.8B.
+    ModelArch(name="Qwen3-32B", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn=25600,
+              vocab=151936, tied_embeddings=False, qkv_bias=False, source=_hub("Qwen/Qwen3-32B")),
 )}
 
 # The Instruct and base checkpoints share one architecture.

@@ -16,6 +16,12 @@ what no datasheet states, and the estimate adds it, stage by stage:
   real engine (scheduler, input preparation, sampler, output processing, and in eager mode one
   host dispatch per kernel) takes milliseconds however small the model. Decode time is then
   max(roofline, steps x floor): the engine never steps faster than its floor.
+* Sequences in flight (engine_steps): an engine decodes at most min(max_num_seqs, KV-cache
+  capacity / one sequence's KV) sequences at once; a replica with more sequences than that
+  generates its tokens in more steps than its longest response: steps = max(longest response,
+  tokens of the replica / sequences in flight). The capacity is gpu_memory_utilization x HBM x
+  rollout_tp minus the weights, the sequence's KV at prompt + mean response (vLLM's own accounting);
+  the limits come from the launch (WorkloadShape.engine_max_seqs, engine_memory_fraction).
 
 Nothing here is fitted to the published runs in benchmarks/published_runs.yaml; each constant
 comes from the measurement cited beside it.
@@ -27,9 +33,13 @@ comes from the measurement cited beside it.
 from __future__ import annotations
 
 import dataclasses
+import math
 
+from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.roofline import StageCost
+from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
+from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 # 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (PERF-NOTES.md, "Hardware").
 ACHIEVABLE_FRACTION = 0.80
@@ -80,3 +90,28 @@ def engine_floor(stage: StageCost, steps: int, mode: str) -> StageCost:
     return dataclasses.replace(stage, time_s=floor, bound="engine",
                                note=f"{stage.note}; engine floor {steps} steps x "
                                     f"{ENGINE_STEP_FLOOR_S[mode] * 1e3:.1f} ms ({mode})".lstrip("; "))
+
+
+def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
+    """Sequences one engine decodes at once: its share of the batch, capped by its limits."""
+    per_replica = math.ceil(shape.sequences / par.rollout_replicas)
+    limit = min(per_replica, shape.engine_max_seqs or per_replica)
+    if shape.engine_memory_fraction is None or hw.hbm_bytes is None:
+        return limit
+    budget = shape.engine_memory_fraction * hw.hbm_bytes * par.rollout_tp - arch.weight_bytes(shape.dtype_bytes)
+    per_seq = (shape.computed_prompt_len + shape.mean_response) * par.rollout_tp * \
+        kv_bytes_per_token_per_gpu(arch, par.rollout_tp, shape.dtype_bytes)
+    return max(1, min(limit, math.floor(budget / per_seq))) if budget > 0 else 1
+
+
+def engine_steps(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
+    """Decode steps of the busiest engine: its longest response, or its tokens / sequences in flight."""
+    per_replica = math.ceil(shape.sequences / par.rollout_replicas)
+    return max(shape.response_len, math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw)))
+
+
+def stepped_shape(shape: WorkloadShape, steps: int) -> WorkloadShape:
+    """The shape whose decode runs `steps` steps with the same mean response (FLOPs and KV unchanged)."""
+    if steps == shape.response_len:
+        return shape
+    return dataclasses.replace(shape, response_len=steps, fixed_length=False, mean_response_len=shape.mean_response)

@@ -49,7 +49,9 @@ from rlbench.perfmodel.arch import ModelArch, get_arch
 from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
-from rlbench.perfmodel.overheads import ACHIEVABLE_FRACTION, SOURCES, engine_floor, estimate_hardware
+from rlbench.perfmodel.overheads import (ACHIEVABLE_FRACTION, SOURCES, engine_floor, engine_steps, estimate_hardware,
+                                         in_flight, stepped_shape)
+from rlbench.perfmodel.rollout import decode_stage
 from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import build_stages
@@ -158,11 +160,14 @@ def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelSha
     with_launch = build_stages(arch, shape, parallel, estimate_hardware(hw), achievable=a)
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
-    plain_decode = next(s for s in build_stages(arch, shape, parallel, hw, achievable=a) if s.name == "generation_decode")
-    out = [engine_floor(plain_decode, shape.response_len, shape.engine_mode) if s.name == "generation_decode" else s
+    # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
+    steps = engine_steps(arch, shape, parallel, hw)
+    plain_decode = decode_stage(arch, stepped_shape(shape, steps), parallel, hw, achievable=a)
+    out = [engine_floor(plain_decode, steps, shape.engine_mode) if s.name == "generation_decode" else s
            for s in with_launch]
     terms = {"kind": "gpu_overheads", "achievable_fraction": a, "engine_mode": shape.engine_mode,
-             "op_latency_s": estimate_hardware(hw).op_latency_s, "sources": dict(SOURCES)}
+             "op_latency_s": estimate_hardware(hw).op_latency_s, "decode_steps": steps,
+             "sequences_in_flight": in_flight(arch, shape, parallel, hw), "sources": dict(SOURCES)}
     return out, terms
 
 

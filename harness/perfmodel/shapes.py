@@ -86,6 +86,11 @@ class WorkloadShape:
     # or "eager" (enforce_eager=True; Hugging Face generate). Used by the estimate only
     # (overheads.ENGINE_STEP_FLOOR_S), never by the roofline bound.
     engine_mode: str = "cuda_graphs"
+    # The engine's limits on sequences in flight (estimate only, overheads.engine_steps): vLLM's
+    # max_num_seqs, and gpu_memory_utilization (the share of each rollout GPU for weights + KV cache).
+    # None: no limit known, every sequence of a replica decodes at once.
+    engine_max_seqs: int | None = None
+    engine_memory_fraction: float | None = None
 
     def __post_init__(self) -> None:
         own = "WorkloadShape"
@@ -97,6 +102,12 @@ class WorkloadShape:
         _choice(own, "algorithm", self.algorithm, ALGORITHMS)
         _choice(own, "kv_cache", self.kv_cache, KV_CACHES)
         _choice(own, "engine_mode", self.engine_mode, ENGINE_MODES)
+        if self.engine_max_seqs is not None:
+            _positive(own, "engine_max_seqs", self.engine_max_seqs)
+        if self.engine_memory_fraction is not None and (
+                not isinstance(self.engine_memory_fraction, (int, float)) or isinstance(self.engine_memory_fraction, bool)
+                or not 0 < self.engine_memory_fraction <= 1):
+            raise ValueError(f"{own}.engine_memory_fraction={self.engine_memory_fraction!r}: must be in (0, 1]")
         for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
                       "gradient_checkpointing", "fixed_length", "shared_prefill"):
             _boolean(own, field, getattr(self, field))

@@ -1,0 +1,126 @@
+"""Bound vs estimate: the GPU overhead terms (perfmodel/overheads.py) and the neutral launch shape."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rlbench.parallel import Parallelism
+from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
+from rlbench.perfmodel import overheads
+from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
+from rlbench.prediction import measured_vs_predicted, neutral_fields
+
+GRPO_8B = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=1024)
+
+
+def neutral(shape: WorkloadShape) -> WorkloadShape:
+    return dataclasses.replace(shape, **neutral_fields(shape, Parallelism()))
+
+
+def test_the_neutral_shape_packs_tokens_and_never_one_sequence_per_micro_batch():
+    shape = neutral(GRPO_8B)
+    assert shape.micro_batch_tokens == NEUTRAL_MICRO_BATCH_TOKENS == 16384
+    assert shape.micro_batches(64) == 6  # 64 x 1,536 tokens in 16,384-token micro-batches, not 64 of them
+    long = WorkloadShape(prompts_per_step=8, prompt_len=1024, response_len=20000)
+    assert neutral(long).micro_batch_tokens == 21024  # a budget never below one whole sequence
+
+
+def test_an_8b_grpo_step_is_faster_on_16_h100_than_on_8_with_the_packed_shape():
+    shape = neutral(GRPO_8B)
+    eight, sixteen = (predict("Llama-3.1-8B", shape, ParallelShape(gpus=g), "H100-SXM") for g in (8, 16))
+    assert sixteen.step_time_bound_s < eight.step_time_bound_s
+    assert sixteen.step_time_estimate_s < eight.step_time_estimate_s
+    # One sequence per micro-batch re-gathers the model for every sequence: the packed shape is faster.
+    unpacked = predict("Llama-3.1-8B", GRPO_8B, ParallelShape(gpus=16), "H100-SXM")
+    assert sixteen.step_time_bound_s < unpacked.step_time_bound_s
+
+
+def test_the_estimate_is_never_below_the_bound_stage_by_stage():
+    p = predict("Qwen2.5-7B-Instruct", neutral(GRPO_8B), ParallelShape(gpus=8), "H100-SXM")
+    for bound, estimate in zip(p.stages, p.estimate_stages):
+        assert bound.name == estimate.name and estimate.time_s >= bound.time_s
+    assert p.step_time_estimate_s > p.step_time_bound_s
+    assert p.mfu_estimate < p.mfu_bound <= 1.0
+    assert p.estimate_terms["achievable_fraction"] == overheads.ACHIEVABLE_FRACTION
+
+
+def test_a_small_models_decode_is_held_at_the_engines_per_step_floor():
+    shape = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=100, response_len=256)
+    graphs = predict("Qwen2.5-0.5B-Instruct", shape, ParallelShape(gpus=8), "H100-SXM")
+    eager = predict("Qwen2.5-0.5B-Instruct", dataclasses.replace(shape, engine_mode="eager"),
+                    ParallelShape(gpus=8), "H100-SXM")
+    bound = graphs.stage("generation_decode").time_s
+    decode = {s.name: s for s in graphs.estimate_stages}["generation_decode"]
+    # The roofline of a 0.5B decode step is far under a millisecond; the engine steps no faster than its floor.
+    assert bound < 256 * 1e-3
+    assert decode.time_s == pytest.approx(256 * overheads.ENGINE_STEP_FLOOR_S["cuda_graphs"])
+    assert decode.bound == "engine"
+    eager_decode = {s.name: s for s in eager.estimate_stages}["generation_decode"]
+    assert eager_decode.time_s == pytest.approx(256 * overheads.ENGINE_STEP_FLOOR_S["eager"])
+    assert eager_decode.time_s > decode.time_s
+    assert graphs.stage("generation_decode").time_s == eager.stage("generation_decode").time_s  # the bound ignores it
+
+
+def test_trainer_passes_pay_kernel_launches_in_the_estimate_only():
+    row = overheads.estimate_hardware(get_hardware("H100-SXM"))
+    assert row.op_latency_s == pytest.approx(overheads.KERNELS_PER_LAYER_FORWARD * overheads.KERNEL_LAUNCH_S)
+    assert get_hardware("H100-SXM").op_latency_s is None  # the datasheet row itself is untouched
+    # Tiny micro-batches of a small model: the launch chain, not the arithmetic, sets the estimate.
+    tiny = WorkloadShape(prompts_per_step=64, group_size=1, prompt_len=16, response_len=16)
+    p = predict("Qwen2.5-0.5B-Instruct", tiny, ParallelShape(gpus=1), "H100-SXM")
+    actor = {s.name: s for s in p.estimate_stages}["actor_update"]
+    assert actor.bound == "latency" and actor.time_s > 10 * p.stage("actor_update").time_s
+
+
+def test_sequences_in_flight_are_capped_by_the_engines_memory_and_more_steps_follow():
+    arch, hw = get_arch("Qwen2.5-7B-Instruct"), get_hardware("H100-SXM")
+    shape = WorkloadShape(prompts_per_step=128, group_size=16, prompt_len=1024, response_len=8192)
+    layout = ParallelShape(gpus=8)
+    assert overheads.in_flight(arch, shape, layout, hw) == 256  # every sequence of the replica at once
+    assert overheads.engine_steps(arch, shape, layout, hw) == 8192
+    tight = dataclasses.replace(shape, engine_memory_fraction=0.5, engine_max_seqs=256)
+    held = overheads.in_flight(arch, tight, layout, hw)
+    assert 1 <= held < 256
+    assert overheads.engine_steps(arch, tight, layout, hw) == -(-256 * 8192 // held)
+    roomy, cramped = (predict(arch, s, layout, hw) for s in (shape, tight))
+    assert cramped.step_time_estimate_s > roomy.step_time_estimate_s
+    assert cramped.step_time_bound_s == roomy.step_time_bound_s
+
+
+def test_a_measured_cpu_row_is_its_own_estimate():
+    cpu = cpu_hardware(1e11, 1e10, op_latency_s=3e-4)
+    p = predict("Qwen2.5-0.5B-Instruct", WorkloadShape(prompts_per_step=2, prompt_len=8, response_len=8),
+                ParallelShape(gpus=1), cpu)
+    assert p.step_time_estimate_s == p.step_time_s and p.estimate_terms["kind"] == "measured"
+    assert p.step_time_bound_s <= p.step_time_s
+
+
+def test_prediction_json_labels_bound_and_estimate_and_keeps_the_old_keys():
+    data = predict("Llama-3.1-8B", neutral(GRPO_8B), ParallelShape(gpus=8), "H100-SXM").to_dict()
+    for key in ("step_time_bound_s", "step_time_estimate_s", "mfu_bound", "mfu_estimate", "tokens_per_s_estimate",
+                "group_times_estimate_s", "estimate_terms", "step_time_s", "mfu", "brent"):
+        assert key in data
+    assert data["step_time_s"] == data["step_time_bound_s"] and data["mfu"] == pytest.approx(data["mfu_bound"])
+    assert all({"time_s", "bound_s", "estimate_s"} <= set(s) for s in data["stages"])
+    summary = {"step_time_s": {"median": 3 * data["step_time_estimate_s"]},
+               "time_gen_s": {"median": 2 * data["group_times_estimate_s"]["generation"]}}
+    compared = measured_vs_predicted(summary, {"available": True, **data})
+    assert compared["step"]["measured_over_estimate"] == pytest.approx(3.0)
+    assert compared["stages"]["gen"]["measured_over_estimate"] == pytest.approx(2.0)
+    # A record from before the estimate still compares against its step time.
+    old = {k: v for k, v in data.items() if k != "step_time_estimate_s"}
+    assert "measured_over_estimate" not in measured_vs_predicted(summary, {"available": True, **old})["step"]
+
+
+def test_every_overhead_constant_cites_a_source():
+    for name in ("ACHIEVABLE_FRACTION", "KERNEL_LAUNCH_S", "KERNELS_PER_LAYER_FORWARD", "ENGINE_STEP_FLOOR_S"):
+        assert getattr(overheads, name) and overheads.SOURCES[name]
+
+
+@pytest.mark.parametrize(("field", "value"), [("engine_mode", "graphs"), ("engine_max_seqs", 0),
+                                              ("engine_memory_fraction", 1.5), ("engine_memory_fraction", True)])
+def test_bad_engine_settings_are_refused_by_name(field, value):
+    with pytest.raises(ValueError, match=field):
+        WorkloadShape(prompts_per_step=1, prompt_len=1, response_len=1, **{field: value})

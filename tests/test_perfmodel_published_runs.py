@@ -1,0 +1,59 @@
+"""The published-runs validation set loads, is complete, and benchmarks/validate_published.py runs on it.
+
+Checks the data and the script, not the accuracy: the accuracy is reported (docs/perfmodel.md), never asserted.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "validate_published.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("validate_published", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_run_states_its_source_configuration_and_measurement():
+    data = _script().load_runs()
+    ids = [run["id"] for run in data["runs"]]
+    assert len(ids) >= 4 and len(set(ids)) == len(ids)
+    assert set(data["training_subset"]) <= set(ids)  # a fitted run is named by id
+    for run in data["runs"]:
+        assert run["source"].startswith("https://") and run["recipe"].startswith("https://")
+        for key in ("model", "hardware", "gpus", "placement", "async", "workload", "train", "rollout"):
+            assert key in run, f"{run['id']}: {key}"
+        for key in ("prompts_per_step", "group_size", "prompt_len", "response_len", "mini_batch_prompts"):
+            assert key in run["workload"], f"{run['id']}: workload.{key}"
+        for key in ("tp", "pp", "sharding", "gradient_checkpointing", "offload"):
+            assert key in run["train"], f"{run['id']}: train.{key}"
+        assert run["measured"]["step_s"] > 0
+
+
+def test_the_script_prints_bound_and_estimate_for_every_run(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert _script().main(["--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    runs = _script().load_runs()["runs"]
+    assert {row["run"] for row in rows} == {run["id"] for run in runs}
+    for row in rows:
+        assert 0 < row["bound_s"] <= row["estimate_s"]
+        assert row["measured_over_bound"] == pytest.approx(row["measured_s"] / row["bound_s"])
+        assert row["run"] in printed
+    assert "meas/bound" in printed and "meas/est" in printed and "validation rows" in printed
+
+
+def test_a_bad_entry_is_refused_by_name(tmp_path):
+    bad = tmp_path / "runs.yaml"
+    bad.write_text("version: 1\nruns: []\n")
+    with pytest.raises(ValueError, match="non-empty 'runs'"):
+        _script().load_runs(bad)
