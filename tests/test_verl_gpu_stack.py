@@ -23,7 +23,8 @@ from rlbench.workloads.catalog import load_workload  # noqa: E402
 
 def _recipe() -> str:
     readme = (PROJECT_ROOT / "README.md").read_text()
-    return readme[readme.index("python -m venv ~/venv-verl"):readme.index("rlbench ls                                           # verl")]
+    start = readme.index("python -m venv ~/venv-verl")
+    return readme[start:readme.index("# verl: usable", start)]
 
 
 def test_the_readme_recipe_is_verls_own_pins():
