@@ -20,6 +20,7 @@ from rlbench.record import atomic_write_bytes, utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
+from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.load import DamagedRecord, load_runs
 
 
@@ -45,7 +46,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
         "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged),
         "lanes": tables.lane_rows(runs), "equal_work": tables.equal_work_rows(runs),
-        "hygiene": hygiene_rows(runs),
+        "hygiene": hygiene_rows(runs), "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
     }
     if history:
