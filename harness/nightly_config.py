@@ -18,10 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from rlbench.compare import parse_threshold
 from rlbench.errors import RLBenchError
+from rlbench.yaml_input import read_yaml
 
 TOP_KEYS = {"results", "baseline", "threshold", "matrix"}
 ENTRY_KEYS = {"framework", "workload", "parallel", "steps", "seed"}
@@ -67,21 +66,18 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
     parallel = entry.get("parallel", [])
     if not isinstance(parallel, list) or not all(isinstance(p, str) and "=" in p for p in parallel):
         raise RLBenchError(f"{name}: 'parallel' must be a list of KEY=VALUE strings, e.g. [dp=8, tp=2]")
-    steps = entry.get("steps")
-    if steps is not None and (not isinstance(steps, int) or steps < 1):
-        raise RLBenchError(f"{name}: 'steps' must be a positive integer")
-    return Benchmark(entry["framework"], entry["workload"], tuple(parallel), steps, int(entry.get("seed", 0)))
+    steps, seed = entry.get("steps"), entry.get("seed", 0)
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise RLBenchError(f"{name}: 'steps' must be a positive integer, got {steps!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):  # bool is an int to Python, not to a reader
+        raise RLBenchError(f"{name}: 'seed' must be an integer, got {seed!r}")
+    return Benchmark(entry["framework"], entry["workload"], tuple(parallel), steps, seed)
 
 
 def load_nightly_config(path: Path) -> NightlyConfig:
     if not path.is_file():
         raise RLBenchError(f"nightly config {path} not found; pass --config benchmarks/nightly.yaml or your own file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise RLBenchError(f"{path}: not valid YAML{at}; fix the file") from None
+    data = read_yaml(path, "nightly config")
     if not isinstance(data, dict):
         raise RLBenchError(f"{path}: expected a mapping with keys {', '.join(sorted(TOP_KEYS))}")
     unknown = set(data) - TOP_KEYS

@@ -365,3 +365,28 @@ def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
     assert "Ctrl-C" not in stdout + stderr
     index = json.loads(next((tmp_path / "out").glob("*-sweep-*/sweep.json")).read_text())
     assert index["status"] == "interrupted" and "SIGTERM" in index["cells"][0]["reason"], index["cells"][0]
+
+
+# ---------------------------------------------------------------- the nightly config, read like a workload
+
+@pytest.mark.parametrize("text, needle", [
+    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - framework: trl\n    workload: caf\xe9\n", "is not UTF-8 text"),
+    (b"results: x\nresults: /tmp/y\nbaseline: /tmp/b\nmatrix: []\n", "key 'results' appears twice"),
+    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: abc}\n",
+     "'seed' must be an integer"),
+    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, steps: true}\n",
+     "'steps' must be a positive integer"),
+])
+def test_a_damaged_nightly_config_is_one_line(tmp_path, text, needle):
+    config = tmp_path / "nightly.yaml"
+    config.write_bytes(text)
+    assert_refused(run_cli("nightly", "--config", str(config)), str(config), needle)
+    assert not (tmp_path / "x").exists()
+
+
+def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
+    config = tmp_path / "nightly.yaml"
+    config.write_text(f"results: {read_only_dir / 'runs'}\nbaseline: {tmp_path / 'baseline'}\n"
+                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
+    result = _in_read_only_mount(read_only_dir, "nightly", "--config", str(config))
+    assert_refused(result, "nightly results folder", "Read-only file system")

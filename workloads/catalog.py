@@ -16,11 +16,10 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlbench.errors import RLBenchError
 from rlbench.workloads.spec import (AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec,
                                     TinyModelSpec, Workload)
+from rlbench.yaml_input import read_yaml
 
 WORKLOAD_DIR = Path(__file__).resolve().parent
 _SECTIONS = {"data": DataSpec, "prompt": PromptSpec, "algorithm": AlgorithmSpec, "sampling": SamplingSpec}
@@ -47,35 +46,6 @@ def resolve_path(name_or_path: str) -> Path:
     raise RLBenchError(f"unknown workload '{name_or_path}'; {hint}available: {', '.join(names)}")
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (PyYAML keeps the last one silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (lines {seen[key]} and {key_node.start_mark.line + 1}); "
-                    "keep one", key_node.start_mark)
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def _read_text(path: Path) -> str:
-    """The file's text; unreadable bytes or a folder are one RLBenchError naming the file."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise RLBenchError(f"workload file {path} cannot be read ({exc.strerror}); pass a YAML file") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise RLBenchError(f"workload file {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); "
-                           "save it as UTF-8") from None
-
-
 def _include_paths(path: Path, include: Any) -> list[Path]:
     """The files an `include:` names (one or a list), relative to the including file, each checked."""
     names = include if isinstance(include, list) else [] if include is None else [include]
@@ -94,13 +64,7 @@ def _include_paths(path: Path, include: Any) -> list[Path]:
 def _read_mapping(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     if path.resolve() in seen:
         raise RLBenchError(f"workload file {path}: include cycle through {path.name}")
-    try:
-        raw = yaml.load(_read_text(path), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid syntax"
-        raise RLBenchError(f"workload file {path} is not valid YAML{where}: {problem}; fix the file") from None
+    raw = read_yaml(path, "workload file")
     if not isinstance(raw, dict):
         raise RLBenchError(f"workload file {path} must hold a mapping of fields, got {type(raw).__name__}")
     base: dict[str, Any] = {}
