@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlbench.record import effective_status
 from rlbench.reports.load import DamagedRecord, RunView
 from rlbench.schema import STAGES
 
@@ -62,7 +63,7 @@ def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         memory = "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
         energy = costs.get("energy_per_mtok_j")
         rows.append([
-            run.label, run.record.get("status", "?"),
+            run.label, effective_status(run.record, run.path),
             _spread(summary, "step_time_s"), _spread(summary, "tokens_per_s"),
             _spread(summary, "tokens_per_s_per_gpu"), _spread(summary, "mfu", 100.0),
             _spread(summary, memory) + ("" if memory == "peak_device_memory_gb" or memory not in summary else " host"),
@@ -148,11 +149,15 @@ def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     return ["term", *(run.label for run, _ in views)], rows
 
 
+_ABANDONED = {"abandoned": "run.json still says running, but the rlbench process writing it is gone "
+                            "(killed, or its machine lost); the steps it logged are in the folder"}
+
+
 def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = ()) -> tuple[list[str], list[list[str]]]:
     """Runs that did not succeed, then records left out because a file of theirs is damaged."""
     headers = ["run", "record", "status", "cause", "message"]
-    rows = [[run.label, run.path.name, run.record.get("status"), (run.record.get("error") or {}).get("kind", ""),
-             (run.record.get("error") or {}).get("message", "")]
-            for run in runs if run.record.get("status") != "succeeded"]
+    rows = [[run.label, run.path.name, status, (run.record.get("error") or {}).get("kind", ""),
+             (run.record.get("error") or {}).get("message", "") or _ABANDONED.get(status, "")]
+            for run in runs if (status := effective_status(run.record, run.path)) != "succeeded"]
     rows += [[str(d.path), d.path.name, "not shown", "damaged record", d.problem] for d in damaged]
     return headers, rows

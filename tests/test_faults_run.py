@@ -24,7 +24,7 @@ import pytest
 
 from rlbench.record import effective_status, load_record
 from rlbench.schema import TERMINAL_STATUSES
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, run_cli
 
 TINY = "gsm8k-grpo-tiny"
 
@@ -168,6 +168,9 @@ def test_sigkill_of_rlbench_leaves_a_record_readers_call_abandoned(tmp_path):
     run.communicate(timeout=30)
     try:
         assert effective_status(json.loads((run_dir / "run.json").read_text()), run_dir) == "abandoned"
+        report = run_cli("report", str(tmp_path), "--out", str(tmp_path / "report.html"))
+        assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+        assert "abandoned" in (tmp_path / "report.html").read_text()
     finally:  # nothing stops an orphaned framework when rlbench itself is SIGKILLed: the test does
         for pid in framework_pids(run_dir):
             if alive(pid):
