@@ -124,3 +124,18 @@ def test_every_overhead_constant_cites_a_source():
 def test_bad_engine_settings_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         WorkloadShape(prompts_per_step=1, prompt_len=1, response_len=1, **{field: value})
+
+
+def test_the_gpu_measurement_protocol_refuses_without_cuda(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: the protocol would run")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "measure_gpu_overheads.py"
+    spec = importlib.util.spec_from_file_location("measure_gpu_overheads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([]) == 2
+    assert "no CUDA device" in capsys.readouterr().err
