@@ -126,6 +126,33 @@ def test_two_quick_ctrl_c_still_record_and_hurry_a_stubborn_framework(tmp_path):
     assert record["steps_recorded"] == 1
 
 
+def _paused_run(tmp_path: Path, where: str) -> subprocess.Popen:
+    marker = tmp_path / "paused"
+    run = start_run(tmp_path / "results", "ok", env={"FAULT_PAUSE_AT": where, "FAULT_PAUSE_MARKER": str(marker)})
+    end = time.monotonic() + 60
+    while not marker.exists():
+        assert time.monotonic() < end and run.poll() is None, "the run never reached its pause"
+        time.sleep(0.1)
+    return run
+
+
+def test_a_signal_before_any_record_leaves_nothing(tmp_path):
+    run = _paused_run(tmp_path, "inputs")
+    run.send_signal(signal.SIGTERM)
+    line = check_user_view(*finish(run), expected_rc=143)
+    assert "nothing was recorded" in line
+    assert not list((tmp_path / "results").glob("*"))
+
+
+def test_a_signal_after_the_record_started_but_before_launch_ends_it(tmp_path):
+    run = _paused_run(tmp_path, "launch")
+    run.send_signal(signal.SIGHUP)
+    check_user_view(*finish(run), expected_rc=129)
+    record = load_record(run_dir_of(tmp_path / "results"))
+    assert record["status"] == "interrupted" and record["error"]["signal"] == "SIGHUP"
+    assert record["steps_recorded"] == 0
+
+
 def test_a_crash_is_a_framework_error_with_the_line_that_says_so(tmp_path):
     code, stderr = finish(start_run(tmp_path, "crash", steps=1), timeout_s=120)
     check_user_view(code, stderr, expected_rc=2)
@@ -217,3 +244,42 @@ def test_read_only_disk_while_recording(small_tmpfs):
     assert effective_status(record, run_dir) == "abandoned"  # ... which readers show as abandoned
     assert not [p.name for p in run_dir.iterdir() if ".tmp" in p.name]
     assert not [pid for pid in framework_pids(run_dir) if alive(pid)]
+
+
+def test_effective_status_from_pid_heartbeat_or_timeout(tmp_path):
+    import socket
+
+    from rlbench.record import write_run_json
+
+    now = time.time()
+    here = {"status": "running", "runner": {"host": socket.gethostname(), "pid": os.getpid(),
+                                            "pid_started_unix_s": psutil.Process().create_time(), "heartbeat_s": 30}}
+    assert effective_status(here) == "running"
+    reused = {**here, "runner": {**here["runner"], "pid_started_unix_s": 1.0}}  # same PID, another process
+    assert effective_status(reused) == "abandoned"
+    elsewhere = {"status": "running", "runner": {"host": "another-host", "pid": 1, "heartbeat_s": 30}}
+    write_run_json(tmp_path, elsewhere)
+    assert effective_status(elsewhere, tmp_path) == "running"
+    os.utime(tmp_path / "run.json", (now - 3600, now - 3600))
+    assert effective_status(elsewhere, tmp_path) == "abandoned"
+    old = {"status": "running", "started_at": "2020-01-01T00:00:00+00:00", "timeout_s": 7200}
+    assert effective_status(old) == "abandoned" and effective_status({**old, "status": "failed"}) == "failed"
+
+
+def test_sigkill_is_oom_only_with_evidence(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rlbench.failure_cause import classify, memory_limit_gb, oom_kill_count
+
+    (tmp_path / "framework.log").write_text("step 1\n{'loss': 0.1}\n")
+    assert classify(-9, tmp_path, oom_kill_count(), None)["kind"] == "signal"
+    before = oom_kill_count()
+    if before is not None:  # the kernel counted one more OOM kill during the run
+        assert classify(-9, tmp_path, before - 1, None)["kind"] == "oom"
+    telemetry = tmp_path / "telemetry.parquet"
+    at_limit = 0.97 * memory_limit_gb()
+    pq.write_table(pa.table({"proc_rss_gb": [1.0, at_limit], "host_mem_used_gb": [2.0, at_limit]}), telemetry)
+    error = classify(-9, tmp_path, oom_kill_count(), telemetry)
+    assert error["kind"] == "oom" and "memory at" in error["message"]
+    assert classify(-15, tmp_path, oom_kill_count(), telemetry)["kind"] == "signal"  # SIGTERM is never OOM

@@ -1,18 +1,42 @@
 """`rlbench` with the stand-in framework registered as `fake`; everything else is the real CLI.
 
+FAULT_PAUSE_AT=inputs|launch holds the run there (after writing FAULT_PAUSE_MARKER) so a
+test can signal it at a known point: before any record, or with run.json written but
+nothing launched.
+
     python -m tests.fault.cli run --framework fake --workload gsm8k-grpo-tiny --steps 3 --out /tmp/r
 """
 
 from __future__ import annotations
 
 import faulthandler
+import os
 import signal
+import time
+from pathlib import Path
+
+import rlbench.runner
 
 from rlbench.adapters.registry import ADAPTERS
 from rlbench.cli import main
 
 ADAPTERS["fake"] = "tests.fault.framework:FakeAdapter"
 faulthandler.register(signal.SIGUSR1)  # `kill -USR1` shows where a hung test run is
+
+
+def _pause_before(name: str) -> None:
+    real = getattr(rlbench.runner, name)
+
+    def paused(*args, **kwargs):
+        Path(os.environ["FAULT_PAUSE_MARKER"]).touch()
+        time.sleep(60)  # the test's signal lands here
+        return real(*args, **kwargs)
+
+    setattr(rlbench.runner, name, paused)
+
+
+if os.environ.get("FAULT_PAUSE_AT"):
+    _pause_before({"inputs": "prepare_inputs", "launch": "launch"}[os.environ["FAULT_PAUSE_AT"]])
 
 if __name__ == "__main__":
     main()
