@@ -87,6 +87,10 @@ def run(framework: str, workload: str, steps: int | None, parallel: tuple[str, .
             click.echo(plan_only(spec))
             return
         run_dir = execute(spec, echo=lambda line: click.echo(line, err=True))
+    from rlbench.reports.headline import headline
+
+    for line in headline(run_dir):  # the figures on stderr; stdout stays the record's path alone
+        click.echo(line, err=True)
     click.echo(str(run_dir))
 
 
@@ -216,48 +220,44 @@ def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
             sweeps: tuple[str, ...], gpu_hour_usd: float | None, framework: str | None, as_json: bool) -> None:
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
-    import dataclasses
     import itertools
     import json
 
-    from rlbench.parallel import parse_parallel
     from rlbench.perfmodel import get_hardware
-    from rlbench.prediction import (arch_for, framework_fields, hardware_for, neutral_fields, predict_layout,
-                                    workload_shape)
+    from rlbench.prediction import arch_for, hardware_for, launch_shape, predict_layout
     from rlbench.predict_report import stage_table, sweep_table
     from rlbench.workloads.catalog import load_workload
 
     arch = arch_for(model_config)
     row = hardware_for({}) if hardware.lower() == "cpu" else get_hardware(hardware)
     loaded = load_workload(workload)
-    shape = workload_shape(loaded)
     floor, note = None, ""
     if framework:  # the framework's own launch of this workload (any row); its measured floor on the CPU row only
         _known_framework(framework)
-        shape = dataclasses.replace(shape, **framework_fields(framework, loaded, parse_parallel(parallel)))
         if hardware.lower() == "cpu":
             floor = _measured_floor(framework)
         else:
             note = (f"--framework {framework}: its launch shape is used; no framework floor on {row.name} (the floor "
                     "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)")
     else:
-        shape = dataclasses.replace(shape, **neutral_fields(shape, parse_parallel(parallel)))
-        note = (f"no --framework: neutral launch shape, token-packed micro-batches of {shape.micro_batch_tokens} "
-                "tokens per GPU and a CUDA-graph rollout engine (docs/perfmodel.md)")
+        note = (f"no --framework: neutral launch shape, token-packed micro-batches of "
+                f"{launch_shape(loaded, None, parallel).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
+                "engine (docs/perfmodel.md)")
     grid = _parse_sweep(sweeps)
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid:
-        result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
+        result = predict_layout(arch, launch_shape(loaded, framework, parallel), parallel, gpus, row, gpu_hour_usd,
+                                floor)
         result["notes"] = [note, *result["notes"]]
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
     ranked, skipped = [], []
     for values in itertools.product(*grid.values()):
         combo = dict(zip(grid, values))
-        try:
+        try:  # each layout launches its own shape (the engine's memory share follows the placement)
             pairs = (*parallel, *(f"{k}={v}" for k, v in combo.items()))
-            result = predict_layout(arch, shape, pairs, gpus, row, gpu_hour_usd, floor)
+            result = predict_layout(arch, launch_shape(loaded, framework, pairs), pairs, gpus, row, gpu_hour_usd, floor)
             ranked.append((combo, {**result, "notes": [note, *result["notes"]]}))
         except RLBenchError as exc:
             skipped.append((combo, str(exc)))
@@ -300,6 +300,9 @@ def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     from rlbench.calibrate import calibrate as run_calibration
     from rlbench.calibrate import describe, parse_lengths
 
+    from rlbench.out_dir import writable_folder
+
+    writable_folder(out)  # refused before the calibration runs, not when their records are written
     floor, cells, cache = run_calibration(framework, parse_lengths(lengths), steps=steps, out=out,
                                           echo=functools.partial(click.echo, err=True))
     click.echo(describe(floor, cells))
@@ -352,7 +355,9 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         sweeps.check_resume(resume, request)
         sweep_dir = resume
     else:
-        sweep_dir = sweeps.start(request, executor, out)
+        from rlbench.out_dir import writable_folder
+
+        sweep_dir = sweeps.start(request, executor, writable_folder(out))
     echo = functools.partial(click.echo, err=True)
     index = load_index(sweep_dir)
     todo = sum(cell["status"] not in ("succeeded", "failed", "refused") for cell in index["cells"])

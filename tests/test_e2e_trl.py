@@ -109,6 +109,20 @@ def test_progress_is_shown(tiny_run):
     assert "step 1/2" in result.stderr and "step 2/2" in result.stderr and "tokens/s" in result.stderr
 
 
+def test_the_end_of_a_run_prints_its_headline_and_the_next_command(tiny_run):
+    run_dir, result = tiny_run
+    assert result.stdout.strip() == str(run_dir)  # stdout stays the record's path alone, for scripts
+    summary = load_record(run_dir)["summary"]
+    lines = result.stderr.splitlines()
+    step = next(line for line in lines if line.startswith("step time "))
+    assert f"{summary['step_time_s']['median']:.3g} s" in step and "n=1 post-warm-up steps" in step
+    assert any(line.startswith("throughput ") and "tokens/s" in line for line in lines)
+    assert any(line.startswith("vs model ") and "measured / predicted" in line for line in lines)
+    assert "warning: 1 post-warm-up step(s): compare needs 4 per side" in result.stderr
+    assert lines[-1] == f"next: rlbench report {run_dir} --out report.html"
+    assert "nvidia-ml-py is not installed" not in result.stderr  # no GPU here to miss
+
+
 def test_summary_excludes_warmup(tiny_run):
     run_dir, _ = tiny_run
     record = load_record(run_dir)
