@@ -300,9 +300,9 @@ def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     from rlbench.calibrate import calibrate as run_calibration
     from rlbench.calibrate import describe, parse_lengths
 
-    from rlbench.out_dir import writable_folder
+    from rlbench.out_dir import check_writable
 
-    writable_folder(out)  # refused before the calibration runs, not when their records are written
+    check_writable(out)  # refused before the calibration runs, not when their records are written
     floor, cells, cache = run_calibration(framework, parse_lengths(lengths), steps=steps, out=out,
                                           echo=functools.partial(click.echo, err=True))
     click.echo(describe(floor, cells))
@@ -355,9 +355,9 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         sweeps.check_resume(resume, request)
         sweep_dir = resume
     else:
-        from rlbench.out_dir import writable_folder
+        from rlbench.out_dir import check_writable
 
-        sweep_dir = sweeps.start(request, executor, writable_folder(out))
+        sweep_dir = sweeps.start(request, executor, check_writable(out))
     echo = functools.partial(click.echo, err=True)
     index = load_index(sweep_dir)
     todo = sum(cell["status"] not in ("succeeded", "failed", "refused") for cell in index["cells"])

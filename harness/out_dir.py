@@ -10,6 +10,7 @@ path, the reason and the fix, never an OSError traceback after the work is done.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -32,12 +33,27 @@ def unwritable(path: Path, exc: OSError, option: str) -> RLBenchError:
     return RLBenchError(f"{option} {path}: cannot write there ({exc.strerror or exc}); choose another {option}")
 
 
+def check_writable(path: Path, option: str = "--out") -> Path:
+    """Refuse a folder that could not be created or written, creating nothing (a refused command leaves no trace)."""
+    path = Path(path).absolute()
+    blocker = _file_in_the_way(path)
+    if blocker is not None:
+        raise RLBenchError(f"{option} {path}: {blocker} is a file, not a folder; choose another {option}")
+    existing = next(p for p in [path, *path.parents] if p.exists())
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        raise RLBenchError(f"{option} {path}: cannot write there (Read-only file system); choose another {option}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RLBenchError(f"{option} {path}: cannot write there ({existing}: Permission denied); "
+                           f"choose another {option}")
+    return path
+
+
 def writable_folder(path: Path, option: str = "--out") -> Path:
     """Create `path` (with its parents) and prove a file can be created in it; returns it."""
-    path = Path(path)
+    path = check_writable(path, option)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):  # mkdir succeeds on a read-only mount when the folder exists
+        with tempfile.TemporaryFile(dir=path):  # e.g. a full disk, which the checks above cannot see
             pass
     except OSError as exc:
         raise unwritable(path, exc, option) from None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from rlbench.out_dir import unwritable, writable_folder
+from rlbench.out_dir import check_writable, unwritable
 from rlbench.record import atomic_write_bytes, utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.history import history as build_history
@@ -35,7 +35,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
 
     A damaged record is left out, listed on the page and passed to `warn`; the rest is reported.
     `option` names where `out` came from in an error (the CLI flag, or the nightly config's key)."""
-    writable_folder(out.parent, option)  # before the work: a bad --out is refused, not found at the end
+    check_writable(out.parent, option)  # before the work: a bad --out is refused, not found at the end
     damaged: list[DamagedRecord] = []
     runs = load_runs(list(paths), damaged)
     for skipped in damaged if warn is not None else ():
@@ -58,6 +58,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         context["vs_model"] = tables.vs_model_rows(succeeded)
     html = _environment().get_template("report.html.j2").render(**context)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(out, html.encode("utf-8"))
     except OSError as exc:  # e.g. the disk filled while the figures were drawn
         raise unwritable(out.parent, exc, option) from None
