@@ -117,6 +117,16 @@ def test_report_out_under_a_regular_file(results, tmp_path):
                    "--out", f"{blocker} is a file, not a folder")
 
 
+@pytest.mark.parametrize("command", [
+    ("sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny"),
+    ("calibrate", "--framework", "trl"),
+])
+def test_sweep_and_calibrate_out_under_a_regular_file(tmp_path, command):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    assert_refused(run_cli(*command, "--out", str(blocker / "sub")), "--out", f"{blocker} is a file, not a folder")
+
+
 def _in_read_only_mount(mount: Path, *args: str) -> subprocess.CompletedProcess:
     """`python -m rlbench ARGS` in a private mount namespace where `mount` is a read-only tmpfs."""
     mount.mkdir(exist_ok=True)
@@ -382,6 +392,12 @@ def test_a_damaged_nightly_config_is_one_line(tmp_path, text, needle):
     config.write_bytes(text)
     assert_refused(run_cli("nightly", "--config", str(config)), str(config), needle)
     assert not (tmp_path / "x").exists()
+
+
+def test_sweep_out_on_a_read_only_filesystem(read_only_dir):
+    result = _in_read_only_mount(read_only_dir, "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
+                                 "--out", str(read_only_dir / "sweeps"))
+    assert_refused(result, "--out", "Read-only file system")
 
 
 def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
