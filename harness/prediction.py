@@ -84,6 +84,17 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism) 
     return {**fields, **engine_fields(workload, parallel, fields)}
 
 
+def launch_shape(workload: Workload, framework: str | None, pairs: tuple[str, ...] | list[str]) -> WorkloadShape:
+    """The workload as launched with these `--parallel` pairs: the framework's launch shape, or the
+    neutral one without a framework. A bad pair is an RLBenchError, as for `rlbench run`."""
+    from rlbench.parallel import parse_parallel
+
+    parallel = parse_parallel(pairs)
+    shape = workload_shape(workload)
+    fields = framework_fields(framework, workload, parallel) if framework else neutral_fields(shape, parallel)
+    return dataclasses.replace(shape, **fields)
+
+
 def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> dict[str, Any]:
     """The rollout engine's mode and limits as every adapter launches it (the equal-work contract)."""
     from rlbench.equal_work import contract
