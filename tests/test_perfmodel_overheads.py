@@ -44,6 +44,10 @@ def test_the_estimate_is_never_below_the_bound_stage_by_stage():
     assert p.step_time_estimate_s > p.step_time_bound_s
     assert p.mfu_estimate < p.mfu_bound <= 1.0
     assert p.estimate_terms["achievable_fraction"] == overheads.ACHIEVABLE_FRACTION
+    assert p.estimate_terms["trainer_mfu"] == overheads.TRAINER_MFU
+    # A compute-bound update runs at the trainer's MFU, not a lone GEMM's rate.
+    actor_bound, actor_estimate = p.stage("actor_update"), {s.name: s for s in p.estimate_stages}["actor_update"]
+    assert actor_estimate.compute_time_s == pytest.approx(actor_bound.compute_time_s / overheads.TRAINER_MFU)
 
 
 def test_a_small_models_decode_is_held_at_the_engines_per_step_floor():
@@ -115,7 +119,8 @@ def test_prediction_json_labels_bound_and_estimate_and_keeps_the_old_keys():
 
 
 def test_every_overhead_constant_cites_a_source():
-    for name in ("ACHIEVABLE_FRACTION", "KERNEL_LAUNCH_S", "KERNELS_PER_LAYER_FORWARD", "ENGINE_STEP_FLOOR_S"):
+    for name in ("ACHIEVABLE_FRACTION", "TRAINER_MFU", "KERNEL_LAUNCH_S", "KERNELS_PER_LAYER_FORWARD",
+                 "ENGINE_STEP_FLOOR_S"):
         assert getattr(overheads, name) and overheads.SOURCES[name]
 
 

@@ -7,6 +7,12 @@ what no datasheet states, and the estimate adds it, stage by stage:
   ~790 of 989 dense TFLOP/s (0.80) and a device copy ~4.3 of 4.8 TB/s (0.90) (PERF-NOTES.md,
   "One H200 here measured"). The estimate divides compute, memory and link time by 0.80, the
   smaller of the two: one number, as roofline.py's `achievable` is one number.
+* Trainer MFU (TRAINER_MFU): a trainer's forward and backward passes reach at most 47% of the
+  dense peak end to end (Megatron-LM's README: "up to 47% Model FLOP Utilization (MFU) on H100
+  clusters", GPT models of 2B-462B at sequence length 4096 with its communication overlaps), not a
+  lone GEMM's 80%: attention, norms, activations and the loss run between the GEMMs. The estimate
+  runs the trainer passes' compute at 0.47 of peak (their memory and links at 0.80). It is the best
+  a tuned trainer reports, so the estimate stays on the fast side of a typical run.
 * Kernel launch latency (KERNEL_LAUNCH_S) x kernels per layer (KERNELS_PER_LAYER_FORWARD): each
   trainer pass is a chain of layer units (roofline.pass_units); however small a micro-batch, a
   unit costs at least its kernels' launches. The estimate gives the datasheet row this per-unit
@@ -44,6 +50,10 @@ from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 # 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (PERF-NOTES.md, "Hardware").
 ACHIEVABLE_FRACTION = 0.80
 
+# Megatron-LM README, "Performance Benchmarking": "achieving up to 47% Model FLOP Utilization (MFU) on
+# H100 clusters" (https://github.com/NVIDIA/Megatron-LM#performance-benchmarking).
+TRAINER_MFU = 0.47
+
 # Host cost of one kernel launch through Triton's launcher: 4.7 us on a GB200 (0-argument kernel;
 # raw cuLaunchKernel alone 3.0 us), meta-pytorch/tritonbench PR #1017 "Profile inductor launch
 # overhead" (https://github.com/meta-pytorch/tritonbench/pull/1017). Eager PyTorch adds ATen
@@ -66,6 +76,7 @@ ENGINE_STEP_FLOOR_S = {"cuda_graphs": 1.093 / 209, "eager": 3.454 / 209}
 
 SOURCES = {
     "ACHIEVABLE_FRACTION": "PERF-NOTES.md: one H200 measured ~790 TF/s (8192^3 bf16 matmul) and ~4.3 TB/s copy",
+    "TRAINER_MFU": "https://github.com/NVIDIA/Megatron-LM (README: up to 47% MFU on H100 clusters)",
     "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 (4.7 us Triton launch, 3.0 us cuLaunchKernel)",
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
     "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200: eager 3.454 s, full CUDA graph "

@@ -49,8 +49,8 @@ from rlbench.perfmodel.arch import ModelArch, get_arch
 from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
-from rlbench.perfmodel.overheads import (ACHIEVABLE_FRACTION, SOURCES, engine_floor, engine_steps, estimate_hardware,
-                                         in_flight, stepped_shape)
+from rlbench.perfmodel.overheads import (ACHIEVABLE_FRACTION, SOURCES, TRAINER_MFU, engine_floor, engine_steps,
+                                         estimate_hardware, in_flight, stepped_shape)
 from rlbench.perfmodel.rollout import decode_stage
 from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
@@ -157,7 +157,8 @@ def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelSha
     if hw.op_latency_s is not None:
         return stages, {"kind": "measured", "note": "CPU row: per-op latency and framework floor measured here"}
     a = achievable * ACHIEVABLE_FRACTION
-    with_launch = build_stages(arch, shape, parallel, estimate_hardware(hw), achievable=a)
+    with_launch = build_stages(arch, shape, parallel, estimate_hardware(hw), achievable=a,
+                               trainer_compute_fraction=TRAINER_MFU / ACHIEVABLE_FRACTION)
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
@@ -165,7 +166,8 @@ def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelSha
     plain_decode = decode_stage(arch, stepped_shape(shape, steps), parallel, hw, achievable=a)
     out = [engine_floor(plain_decode, steps, shape.engine_mode) if s.name == "generation_decode" else s
            for s in with_launch]
-    terms = {"kind": "gpu_overheads", "achievable_fraction": a, "engine_mode": shape.engine_mode,
+    terms = {"kind": "gpu_overheads", "achievable_fraction": a, "trainer_mfu": achievable * TRAINER_MFU,
+             "engine_mode": shape.engine_mode,
              "op_latency_s": estimate_hardware(hw).op_latency_s, "decode_steps": steps,
              "sequences_in_flight": in_flight(arch, shape, parallel, hw), "sources": dict(SOURCES)}
     return out, terms

@@ -114,8 +114,8 @@ def pass_units(layers: int) -> int:
 
 
 def _times(hw: Hardware, achievable: float, gpus: int, flops: float, nbytes: float,
-           comm: tuple[Collective, ...], rate: float) -> tuple[float, float, float | None]:
-    compute = flops / (gpus * rate * achievable)
+           comm: tuple[Collective, ...], rate: float, compute_fraction: float = 1.0) -> tuple[float, float, float | None]:
+    compute = flops / (gpus * rate * achievable * compute_fraction)
     memory = nbytes / (gpus * hw.hbm_bytes_per_s * achievable)
     link = comm_time_s(comm)
     return compute, memory, (None if link is None else link / achievable)
@@ -140,19 +140,21 @@ def largest_term(compute: float, memory: float, comm: float | None, span: float 
 def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
                 comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
                 matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
-                weight_bytes: float | None = None, note: str = "") -> StageCost:
+                weight_bytes: float | None = None, note: str = "", compute_fraction: float = 1.0) -> StageCost:
     """Time a stage from its totals (W/p), its busiest device's work and its depth D.
 
     matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
     where the hardware row measured FLOP/s by shape (the CPU probe), compute runs at that rate
     (the forward + backward rate for a `training` stage; the streamed rate when the `weight_bytes`
     one device reads per pass exceed its cache). `critical.serial_bytes` adds its time after
-    the overlapped terms (see the module docstring)."""
+    the overlapped terms (see the module docstring). `compute_fraction` scales the compute rate
+    alone (the estimate's trainer MFU, overheads.TRAINER_MFU); 1.0 for the bound."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
     rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training, weight_bytes)
-    compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm, rate)
-    d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate)
+    compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm, rate, compute_fraction)
+    d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate,
+                                         compute_fraction)
     busiest = span = lower = upper = time = None
     if link is not None and d_link is not None:
         d_serial = critical.serial_bytes / (hw.hbm_bytes_per_s * achievable)

@@ -89,7 +89,8 @@ def _trainer_comm(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
 
 
 def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                 achievable: float, training: bool, value_head: bool, params: int | None = None) -> StageCost:
+                 achievable: float, training: bool, value_head: bool, params: int | None = None,
+                 compute_fraction: float = 1.0) -> StageCost:
     """A forward (log-probs, values, reward model) or a full update over the step's sequences."""
     tp, pp, sp, dp, gpus = par.tp, par.pp, par.sp, par.data_parallel, par.trainer_gpus
     params = params if params is not None else arch.param_count().total
@@ -113,7 +114,8 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     critical = Work(flops=epochs * minis * per_rank * passes * seq / (tp * pp * sp) * bubble,
                     bytes=mb_bytes * bubble + opt_bytes, comm=comm)
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
-    return build_stage(name, hw=hw, achievable=achievable, gpus=gpus, flops=flops, model_flops=model_flops,
+    return build_stage(name, hw=hw, achievable=achievable, compute_fraction=compute_fraction, gpus=gpus,
+                       flops=flops, model_flops=model_flops,
                        bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
                        matmul_rows=per_rank * shape.computed_seq_len / micro / sp, matmul_dim=arch.hidden / tp, training=training,
                        depth=steps * (micro + pp - 1) * passes * pass_units(math.ceil(arch.layers / pp)))
@@ -159,14 +161,21 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
 
 
 def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                 achievable: float = 1.0) -> list[StageCost]:
-    """All ten stages of one step, in execution order; stages a step skips cost zero."""
+                 achievable: float = 1.0, trainer_compute_fraction: float = 1.0) -> list[StageCost]:
+    """All ten stages of one step, in execution order; stages a step skips cost zero.
+
+    trainer_compute_fraction scales the trainer passes' compute rate alone (the estimate's trainer
+    MFU, overheads.py); the bound leaves it at 1.0."""
     kw = {"achievable": achievable}
     critic = critic_params(arch)
 
     def forward(name: str, value_head: bool = False, params: int | None = None) -> StageCost:
         return trainer_pass(name, arch, shape, par, hw, training=False, value_head=value_head,
-                            params=params, **kw)
+                            params=params, compute_fraction=trainer_compute_fraction, **kw)
+
+    def update(name: str, value_head: bool, params: int | None = None) -> StageCost:
+        return trainer_pass(name, arch, shape, par, hw, training=True, value_head=value_head, params=params,
+                            compute_fraction=trainer_compute_fraction, **kw)
 
     return [
         prefill_stage(arch, shape, par, hw, **kw),
@@ -178,8 +187,7 @@ def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
         else empty_stage("old_logprob", note="old log-probs taken from the rollout"),
         forward("critic_values", True, critic) if shape.has_critic else empty_stage("critic_values", note="no critic"),
         advantage_stage(shape, par, hw, **kw),
-        trainer_pass("actor_update", arch, shape, par, hw, training=True, value_head=False, **kw),
-        trainer_pass("critic_update", arch, shape, par, hw, training=True, value_head=True, params=critic, **kw)
-        if shape.has_critic else empty_stage("critic_update", note="no critic"),
+        update("actor_update", False),
+        update("critic_update", True, critic) if shape.has_critic else empty_stage("critic_update", note="no critic"),
         weight_sync_stage(arch, par, hw, **kw),
     ]
