@@ -73,7 +73,7 @@ def measured_vs_predicted(runs: list[RunView]) -> Figure | None:
     rows = []
     for run in runs:
         vs = run.record.get("vs_model") or {}
-        for stage, row in {**vs.get("stages", {}), "step": vs.get("step") or {}}.items():
+        for stage, row in {**(vs.get("stages") or {}), "step": vs.get("step") or {}}.items():
             for kind in ("measured", "predicted"):
                 if row.get(f"{kind}_s"):
                     rows.append({"run": run.label, "stage": stage, "kind": kind, "seconds": row[f"{kind}_s"]})

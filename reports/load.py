@@ -26,6 +26,9 @@ from rlbench.errors import RLBenchError
 from rlbench.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.record import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
 from rlbench.schema import STEP_METRICS, SchemaError
+from rlbench.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
+
+TELEMETRY_NUMERIC = tuple(c.name for c in TELEMETRY_COLUMNS if c.kind in ("float", "int"))
 
 # What a pyarrow/pandas parquet read raises on a damaged file (ArrowInvalid is also a ValueError,
 # ArrowIOError an OSError); anything else from the reader is a bug and keeps its traceback.
@@ -86,6 +89,33 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _dicts(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
+
+
+# run.json fields the report's tables and figures index, and what each must be when present and not null
+# (null means "not measured"). A record that breaks one is damaged: named and skipped, never a traceback.
+_FIELDS: dict[tuple[str, ...], tuple[Any, str]] = {
+    ("error",): (dict, "a mapping"), ("environment",): (dict, "a mapping"), ("costs",): (dict, "a mapping"),
+    ("rlbench",): (dict, "a mapping"), ("vs_model",): (dict, "a mapping"), ("summary",): (_dicts, "a mapping of mappings"),
+    ("duration_s",): (_is_number, "a number"), ("started_at",): (str, "a string"),
+    ("environment", "gpus"): (lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v), "a list of mappings"),
+    ("environment", "packages"): (dict, "a mapping"), ("environment", "cpu_count"): (_is_number, "a number"),
+    ("environment", "memory_gb"): (_is_number, "a number"),
+    ("costs", "energy_per_mtok_j"): (_is_number, "a number"), ("costs", "cost_per_mtok_usd"): (_is_number, "a number"),
+    ("vs_model", "stages"): (_dicts, "a mapping of mappings"), ("vs_model", "step"): (dict, "a mapping"),
+    ("vs_model", "bubble"): (_is_number, "a number"),
+}
+
+
+def _field_problem(record: dict[str, Any], path: tuple[str, ...], check: Any, what: str) -> str | None:
+    value: Any = record
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    ok = isinstance(value, check) if isinstance(check, type) else check(value)
+    return None if value is None or ok else f"{RUN_FILE} field {'.'.join(path)} is not {what}"
+
+
 def _shape_problem(record: Any) -> str | None:
     """What is wrong with run.json's structure for a reader, or None: every field a reader indexes."""
     if not isinstance(record, dict):
@@ -97,16 +127,21 @@ def _shape_problem(record: Any) -> str | None:
         return f"{RUN_FILE} field framework.name is missing or not a string"
     if not isinstance(record["workload"].get("name"), str) or not _is_number(record["workload"].get("warmup_steps", 0)):
         return f"{RUN_FILE} field workload.name or workload.warmup_steps is missing or of the wrong type"
-    for field in ("error", "summary", "environment", "vs_model", "costs", "rlbench"):
-        if record.get(field) is not None and not isinstance(record[field], dict):
-            return f"{RUN_FILE} field {field!r} is not a mapping"
+    problems = (_field_problem(record, path, check, what) for path, (check, what) in _FIELDS.items())
+    if problem := next((p for p in problems if p), None):
+        return problem
     for name, stats in (record.get("summary") or {}).items():
-        if not isinstance(stats, dict) or not all(_is_number(stats.get(k)) for k in ("median", "std", "n")):
+        if not all(_is_number(stats.get(k)) for k in ("median", "std", "n")):
             return f"{RUN_FILE} field summary.{name} lacks a numeric median, std or n"
+    for stage, row in {**((record.get("vs_model") or {}).get("stages") or {}),
+                       "step": (record.get("vs_model") or {}).get("step") or {}}.items():
+        if not all(row.get(k) is None or _is_number(row[k]) for k in ("measured_s", "predicted_s")):
+            return f"{RUN_FILE} field vs_model.{stage} has a measured_s or predicted_s that is not a number"
     return None
 
 
-def _read_parquet(run_dir: Path, name: str, required: tuple[str, ...]) -> pd.DataFrame | None:
+def _read_parquet(run_dir: Path, name: str, required: tuple[str, ...], numeric: tuple[str, ...] = ()
+                  ) -> pd.DataFrame | None:
     path = run_dir / name
     if not path.is_file():
         return None
@@ -117,6 +152,9 @@ def _read_parquet(run_dir: Path, name: str, required: tuple[str, ...]) -> pd.Dat
     missing = [column for column in required if column not in table]
     if missing:
         raise DamagedRecord(run_dir, f"{name} lacks the column(s) {', '.join(missing)}")
+    odd = [c for c in numeric if c in table and not pd.api.types.is_numeric_dtype(table[c])]
+    if odd:
+        raise DamagedRecord(run_dir, f"{name} column {odd[0]!r} is not numeric")
     return table
 
 
@@ -176,8 +214,8 @@ def load_run(path: Path) -> RunView:
     record = read_record(path)
     steps = record.pop("steps")
     return RunView(path=path, record=record, steps=steps,
-                   telemetry=_read_parquet(path, TELEMETRY_FILE, ("time_unix_s",)),
-                   comm=_read_parquet(path, COMM_FILE, ("op", "total_bytes")),
+                   telemetry=_read_parquet(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
+                   comm=_read_parquet(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
                    prediction=_read_prediction(path), label=base_label(record))
 
 

@@ -84,7 +84,7 @@ def vs_model_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for run in runs:
         vs = run.record.get("vs_model") or {}
-        for stage, row in {**vs.get("stages", {}), "whole step": vs.get("step") or {}}.items():
+        for stage, row in {**(vs.get("stages") or {}), "whole step": vs.get("step") or {}}.items():
             if row:
                 rows.append([run.label, stage, _fmt(row.get("measured_s")), _fmt(row.get("predicted_s")),
                              _fmt(row.get("measured_over_predicted"))])
@@ -102,9 +102,9 @@ def environment_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         hardware = (f"{len(gpus)} × {gpus[0].get('name', 'GPU')}, driver {env.get('driver')}" if gpus
                     else f"CPU: {env.get('cpu_model')} × {env.get('cpu_count')} cores, {_fmt(env.get('memory_gb'))} GB")
         packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
-        fw = r["framework"]
+        fw, own = r["framework"], r.get("rlbench") or {}
         rows.append([run.label, run.path.name, f"{fw['name']} {fw.get('version')}" + ("" if fw.get("tested") else " (untested)"),
-                     f"{r.get('rlbench', {}).get('version')} @ {str(r.get('rlbench', {}).get('git_sha') or '')[:10]}",
+                     f"{own.get('version')} @ {str(own.get('git_sha') or '')[:10]}",
                      hardware, f"Python {env.get('python')}; {packages}", r.get("started_at") or "",
                      _fmt(r.get("duration_s"))])
     return headers, rows

@@ -44,6 +44,21 @@ def _cut(path: Path, keep: int) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
+def _rewrite(path: Path, change) -> None:
+    import pandas as pd
+
+    change(pd.read_parquet(path)).to_parquet(path)
+
+
+def _edit_json(path: Path, keys: tuple[str, ...], value) -> None:
+    record = json.loads(path.read_text())
+    node = record
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    path.write_text(json.dumps(record))
+
+
 DAMAGES = {
     "truncated-run-json": ("run.json", lambda d: _cut(d / "run.json", 300), "run.json is not valid JSON"),
     "run-json-not-an-object": ("run.json", lambda d: (d / "run.json").write_text("[1, 2]\n"),
@@ -54,6 +69,16 @@ DAMAGES = {
     "truncated-steps": ("steps.parquet", lambda d: _cut(d / "steps.parquet", 500), "steps.parquet is not a readable"),
     "garbage-telemetry": ("telemetry.parquet", lambda d: (d / "telemetry.parquet").write_bytes(b"not parquet\n"),
                           "telemetry.parquet is not a readable"),
+    "steps-without-step": ("steps.parquet", lambda d: _rewrite(d / "steps.parquet", lambda t: t.drop(columns="step")),
+                           "steps.parquet has no 'step' column"),
+    "telemetry-time-as-text": ("telemetry.parquet", lambda d: _rewrite(d / "telemetry.parquet", lambda t: t.assign(
+        time_unix_s=t["time_unix_s"].astype(str))), "telemetry.parquet column 'time_unix_s' is not numeric"),
+    "summary-median-text": ("run.json", lambda d: _edit_json(d / "run.json", ("summary", "step_time_s", "median"), "x"),
+                            "run.json field summary.step_time_s lacks a numeric median"),
+    "gpus-not-a-list": ("run.json", lambda d: _edit_json(d / "run.json", ("environment", "gpus"), "H100"),
+                        "run.json field environment.gpus is not a list of mappings"),
+    "vs-model-stage-not-a-mapping": ("run.json", lambda d: _edit_json(d / "run.json", ("vs_model", "stages"), {"gen": 1}),
+                                     "run.json field vs_model.stages is not a mapping of mappings"),
     "truncated-prediction": ("prediction.json", lambda d: _cut(d / "prediction.json", 100),
                              "prediction.json is not valid JSON"),
 }
