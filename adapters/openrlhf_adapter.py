@@ -407,7 +407,7 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "response_tokens": _count(response_mean * responses),
         "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
         "response_length_mean": response_mean,
-        "mfu": math.nan, "peak_device_memory_gb": math.nan, "peak_host_rss_gb": math.nan,  # not logged
+        "framework_mfu": math.nan, "peak_device_memory_gb": math.nan, "peak_host_rss_gb": math.nan,  # not logged
     }
 
 

@@ -454,7 +454,7 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["reward_mean"] = _num(data, "critic/score/mean")  # the rule reward, before any KL penalty
     row["response_length_mean"] = response_mean
     mfu = _num(data, "perf/mfu/actor")  # actor update only; verl reports 0 for a GPU whose peak it lacks
-    row["mfu"] = mfu if mfu > 0 else math.nan
+    row["framework_mfu"] = mfu if mfu > 0 else math.nan
     # actor/perf/..., critic/perf/...: each worker's torch peak since start, in GiB.
     memory = [float(v) for k, v in data.items() if k.endswith("perf/max_memory_allocated_gb") and v is not None]
     # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.

@@ -26,7 +26,7 @@ import psutil
 from rlbench import profiling
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
-from rlbench.derive import derive_step_metrics
+from rlbench.derive import derive_step_metrics, model_flops_utilisation
 from rlbench.environment import collect_environment, rlbench_identity
 from rlbench.errors import RLBenchError
 from rlbench.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
@@ -343,6 +343,9 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
     record["equal_work"] = adapter.equal_work(spec, run_dir)  # now with what the framework itself resolved
     if outcome.kind is None and len(steps) < spec.workload.steps:
         outcome.kind = "framework_error"
+    if not steps.empty:
+        prediction = _prediction(spec, adapter, model, environment, steps)
+        steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework
     record.update(returncode=outcome.returncode, ended_at=utc_now(), duration_s=outcome.wall_s,
                   steps_recorded=len(steps),
                   summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {})
@@ -350,7 +353,6 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         record["notes"] = notes
     if not steps.empty:
         _write_or_note(write_errors, STEPS_FILE, lambda: write_steps(run_dir, steps))
-        prediction = _prediction(spec, adapter, model, environment, steps)
         _write_or_note(write_errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
         gpus = spec.parallel.world_size if environment["gpus"] else 0

@@ -52,7 +52,11 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("response_length_mean", "tokens", "neutral", "mean response length"),
     _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
     _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)"),
-    _m("mfu", "1", "higher", "model FLOPs utilisation reported by the framework (NaN when it reports none)"),
+    _m("mfu", "1", "higher", "rlbench's MFU, one definition for every framework: the model's FLOPs of the step "
+       "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
+       "NaN without a prediction"),
+    _m("framework_mfu", "1", "higher", "MFU as the framework reports it (verl: perf/mfu/actor, the actor update "
+       "alone; NaN when it reports none): not comparable across frameworks"),
     # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
     _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)"),
     _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),

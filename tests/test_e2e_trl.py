@@ -85,6 +85,11 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     assert "gen" in vs["stages"] and vs["bubble"] < 1
     starts, ends = steps["step_start_unix_s"], steps["step_end_unix_s"]
     assert (starts < ends).all() and (ends.iloc[:-1].values <= starts.iloc[1:].values + 1e-3).all()
+    # rlbench's MFU: the model's FLOPs for each step's real tokens over this CPU's measured peak and the step time.
+    expected = (prediction["model_flops"] * steps["total_tokens"] / prediction["tokens_per_step"]
+                / (prediction["gpus"] * prediction["peak_flops_per_device"] * steps["step_time_s"]))
+    assert steps["mfu"].tolist() == pytest.approx(expected.tolist())
+    assert 0 < record["summary"]["mfu"]["median"] < 1
 
 
 def test_host_telemetry_is_sampled_and_aligned(tiny_run):

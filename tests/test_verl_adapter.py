@@ -273,7 +273,7 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     assert all(math.isnan(first[c]) for c in ("time_reward_s", "time_values_s", "time_update_critic_s"))
     assert (first.num_responses, first.prompt_tokens, first.response_tokens) == (4, 18, 13)
     assert first.response_length_mean == 13 / 4 and list(steps["reward_mean"]) == [0.5, 0.75]
-    assert first.mfu == 0.25 and first.peak_device_memory_gb == pytest.approx(10.0 * 1024**3 / 1e9)
+    assert first.framework_mfu == 0.25 and first.peak_device_memory_gb == pytest.approx(10.0 * 1024**3 / 1e9)
     assert math.isnan(first.step_start_unix_s) and math.isnan(first.peak_host_rss_gb)
     derived = derive_step_metrics(steps, gpu_count=1)
     assert derived["tokens_per_s"].tolist() == [31 / 5.0, 31 / 10.0]
@@ -283,7 +283,7 @@ def test_one_step_generation_time_is_the_overlapped_generation():
     row = module.normalize(4, {"timing_s/step": 3.0, "timing_s/gen": 0.2, "timing_s/generate_async": 2.5,
                                "timing_s/sync_rollout_weights": 0.1, "perf/mfu/actor": 0.0})
     assert (row["time_gen_s"], row["time_weight_sync_s"]) == (2.5, 0.1)
-    assert math.isnan(row["mfu"])  # verl reports 0 when it has no peak for the GPU
+    assert math.isnan(row["framework_mfu"])  # verl reports 0 when it has no peak for the GPU
     sparse = module.normalize(1, {"timing_s/step": 3.0, "response_length/mean": 7.0})  # no token total
     assert sparse["step_time_s"] == 3.0 and math.isnan(sparse["num_responses"]) and math.isnan(sparse["prompt_tokens"])
 
