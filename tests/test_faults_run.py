@@ -34,11 +34,14 @@ def start_run(out: Path, mode: str, *, steps: int = 2, step_s: float = 0.2, env:
     """`rlbench run` on the stand-in framework, with SIGINT at its default (as a shell's Ctrl-C, even under nohup)."""
     full_env = {**os.environ, "FAULT_MODE": mode, "FAULT_STEPS": str(steps), "FAULT_STEP_S": str(step_s),
                 **(env or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.fault.cli", "run", "--framework", "fake", "--workload", TINY,
-         "--steps", str(total_steps), "--out", str(out)],
-        cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(run_argv(out, total_steps), cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def run_argv(out: Path, total_steps: int = 4) -> list[str]:
+    return [sys.executable, "-m", "tests.fault.cli", "run", "--framework", "fake", "--workload", TINY,
+            "--steps", str(total_steps), "--out", str(out)]
 
 
 def run_dir_of(out: Path) -> Path:
@@ -124,6 +127,20 @@ def test_two_quick_ctrl_c_still_record_and_hurry_a_stubborn_framework(tmp_path):
     assert time.monotonic() - started < 8  # the second Ctrl-C skipped the 10 s graceful wait
     record = check_record(run_dir, "interrupted")
     assert record["steps_recorded"] == 1
+
+
+def test_ctrl_c_twice_from_a_terminal_reaches_the_whole_group(tmp_path):
+    """A terminal sends SIGINT to its whole foreground group (rlbench and what it started in its group)."""
+    run = subprocess.Popen(run_argv(tmp_path), cwd=PROJECT_ROOT,
+                           env={**os.environ, "FAULT_MODE": "hang", "FAULT_STEPS": "1", "FAULT_STEP_S": "0.2"},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    run_dir = wait_for_steps(tmp_path, 1)
+    os.killpg(run.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(run.pid, signal.SIGINT)
+    check_user_view(*finish(run), expected_rc=130)
+    assert check_record(run_dir, "interrupted")["steps_recorded"] == 1
 
 
 def _paused_run(tmp_path: Path, where: str) -> subprocess.Popen:
