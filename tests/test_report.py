@@ -110,5 +110,5 @@ def test_report_cli_names_an_unreadable_record(tmp_path):
     (broken / "run.json").write_text("{not json")
     result = run_cli("report", str(tmp_path), "--out", str(tmp_path / "r.html"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "not a readable run record" in result.stderr and str(broken) in result.stderr
+    assert "no readable run record" in result.stderr and f"{broken}: damaged run record" in result.stderr
     assert not (tmp_path / "r.html").exists()
