@@ -203,8 +203,13 @@ class TRLAdapter(Adapter):
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-        return pd.DataFrame([normalize(line) for line in lines if "step" in line])
+        lines = []
+        for text in path.read_text().splitlines() if path.exists() else []:
+            try:
+                lines.append(json.loads(text))
+            except json.JSONDecodeError:
+                continue  # the line being written when the launcher was killed: the steps before it count
+        return pd.DataFrame([normalize(line) for line in lines if isinstance(line, dict) and "step" in line])
 
 
 def normalize(line: dict[str, Any]) -> dict[str, float]:

@@ -10,7 +10,7 @@ that rlbench stops the whole tree), writes its and the child's PIDs to
     stubborn    hang, ignoring SIGTERM in both processes (rlbench must escalate to SIGKILL)
     crash       a Python traceback, then more log lines, exit 1
     cuda_oom    a CUDA out-of-memory traceback, exit 1
-    sigkill     SIGKILL itself (a kill without OOM evidence)
+    sigkill     SIGKILL itself halfway through a metrics line (a kill without OOM evidence)
     fill_disk   fill the run folder's filesystem up to FAULT_LEAVE_BYTES free, exit 0
 
     FAULT_MODE=crash python tests/fault/framework.py run/framework_metrics.jsonl
@@ -85,7 +85,9 @@ def main(metrics_file: Path) -> int:
         print("{'loss': 0.1, 'epoch': 1.0}", flush=True)
     elif mode == "cuda_oom":
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
-    elif mode == "sigkill":
+    elif mode == "sigkill":  # killed while writing a metrics line: half a line stays in the file
+        with metrics_file.open("a") as handle:
+            handle.write('{"step": 2, "step_ti')
         os.kill(os.getpid(), signal.SIGKILL)
     elif mode == "fill_disk":
         _fill(metrics_file.parent, int(os.environ.get("FAULT_LEAVE_BYTES", "0")))
