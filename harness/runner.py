@@ -10,13 +10,10 @@ a crash, a timeout or Ctrl-C still leaves a record that says what happened.
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,24 +27,15 @@ from rlbench.derive import derive_step_metrics, model_flops_utilisation
 from rlbench.environment import collect_environment, rlbench_identity
 from rlbench.errors import RLBenchError
 from rlbench.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
+from rlbench.framework_process import Outcome, launch
 from rlbench.inputs import prepare_inputs
 from rlbench.prediction import measured_vs_predicted, predict_run
 from rlbench.record import (HEARTBEAT_S, PREDICTION_FILE, STEPS_FILE, heartbeat, new_run_dir, runner_identity, summarize,
                             utc_now, write_json, write_run_json, write_run_json_in_place, write_steps)
 from rlbench.runspec import RunSpec
+from rlbench.step_stamps import apply_stamps, note_seen
 from rlbench.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
-
-POLL_S = 0.5
-GRACEFUL_STOP_S, KILL_WAIT_S = 10.0, 5.0
-
-
-@dataclass(slots=True)
-class Outcome:
-    returncode: int | None
-    kind: str | None  # None on success, else a schema.ERROR_KINDS key
-    wall_s: float
-    signum: int | None = None  # the stop signal of an interrupted run
 
 
 class RunFailed(RLBenchError):
@@ -66,101 +54,6 @@ class RunInterrupted(RLBenchError):
         return 128 + self.signum  # what a shell reports for a process that died of the signal
 
 
-def _group_alive(pgid: int, tree: list[psutil.Process]) -> bool:
-    """Any live (non-zombie) process left in the framework's group or its tree as it was at stop time.
-    Zombies are ignored: inside a container PID 1 may never reap orphans, and they hold nothing."""
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    for proc in tree:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
-def _stop(process: subprocess.Popen, hurry: Callable[[], bool] = lambda: False) -> None:
-    """Stop the framework's whole process tree: its process group (it leads its own session), and also
-    the descendants that left the group (Ray starts workers in sessions of their own). SIGTERM first,
-    SIGKILL after GRACEFUL_STOP_S, or at once when `hurry()` (a second Ctrl-C)."""
-    try:
-        tree = psutil.Process(process.pid).children(recursive=True)
-    except psutil.Error:
-        tree = []
-    for sig, wait_s in ((signal.SIGTERM, GRACEFUL_STOP_S), (signal.SIGKILL, KILL_WAIT_S)):
-        try:
-            os.killpg(process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for proc in tree:
-            try:
-                proc.send_signal(sig)  # psutil refuses a PID that was reused meanwhile
-            except psutil.Error:
-                continue
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            process.poll()  # reap the leader, or it stays a zombie in its group
-            if not _group_alive(process.pid, tree):
-                return
-            if sig == signal.SIGTERM and hurry():
-                break
-            time.sleep(0.1)
-    process.poll()
-
-
-def _guarded(on_poll: Callable[[], None]) -> None:
-    """Progress is cosmetic: a metrics line the framework is still writing (half a JSON line) or a file
-    it is rotating must not end the run or orphan the framework."""
-    try:
-        on_poll()
-    except (OSError, ValueError, KeyError):
-        pass
-
-
-def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None], stops: StopSignals,
-           on_start: Callable[[int], None] = lambda pid: None) -> Outcome:
-    env = {**os.environ, **plan.env}
-    start = time.perf_counter()
-    with (run_dir / LOG_FILE).open("wb") as log:
-        try:
-            with stops.deferred():  # a signal inside fork/exec would lose the child's handle: raise it after
-                process = subprocess.Popen(plan.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=run_dir,
-                                           start_new_session=True, stdin=subprocess.DEVNULL)
-        except OSError as exc:
-            log.write(f"launch failed: {exc}\n".encode())
-            return Outcome(None, "launch_error", 0.0)
-        except RunStop as stop:
-            _stop(process, stops.hurry)
-            return Outcome(process.returncode, "interrupted", time.perf_counter() - start, stop.signum)
-        try:
-            on_start(process.pid)  # inside the try: a signal while the sampler starts still stops the framework
-            while process.poll() is None:
-                if time.perf_counter() - start > timeout_s:
-                    _stop(process, stops.hurry)
-                    stops.hold()
-                    return Outcome(process.returncode, "timeout", time.perf_counter() - start)
-                _guarded(on_poll)
-                time.sleep(POLL_S)
-            stops.hold()  # still inside the try: a signal up to here counts as an interruption, none after
-            if _group_alive(process.pid, []):  # the leader is gone; its workers must not outlive the run
-                _stop(process, stops.hurry)
-        except RunStop as stop:
-            stops.hold()
-            _stop(process, stops.hurry)
-            return Outcome(process.returncode, "interrupted", time.perf_counter() - start, stop.signum)
-        except BaseException:  # a bug in rlbench: never leave the framework running without us
-            _stop(process, stops.hurry)
-            raise
-    wall = time.perf_counter() - start
-    _guarded(on_poll)
-    return Outcome(0, None, wall) if process.returncode == 0 else Outcome(process.returncode, "framework_error", wall)
-
-
 class ProgressPrinter:
     """Prints `step i/N` lines as the framework's metrics file grows."""
 
@@ -176,6 +69,7 @@ class ProgressPrinter:
             return
         self.size = size
         steps = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)
+        note_seen(self.run_dir, steps["step"].iloc[self.shown:].tolist() if not steps.empty else [])
         for row in steps.iloc[self.shown:].itertuples():
             self.echo(f"step {int(row.step)}/{self.total}  {row.step_time_s:7.2f} s  "
                       f"{row.tokens_per_s:9.1f} tokens/s  reward {row.reward_mean:.3f}")
@@ -331,6 +225,9 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
     except (OSError, ValueError, KeyError) as exc:  # a damaged metrics file must not cost the record
         steps, notes = pd.DataFrame(), [f"could not read the framework's metrics: {type(exc).__name__}: {exc}"]
+    steps, stand_in = apply_stamps(steps, run_dir)  # one step-time definition; verl's missing boundaries
+    if stand_in:
+        notes.append(stand_in)
     try:
         steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
     except (OSError, ValueError) as exc:

@@ -37,6 +37,9 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("step_time_s", "s", "lower", "wall time of the whole RL step"),
     _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
     _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
+    _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
+    _m("wall_step_time_s", "s", "lower", "time between consecutive step_seen_unix_s: one step-time definition for "
+       "every framework, beside its own step_time_s (NaN for the first step)"),
     *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
       for stage in STAGES],
     _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),

@@ -85,6 +85,9 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     assert "gen" in vs["stages"] and vs["bubble"] < 1
     starts, ends = steps["step_start_unix_s"], steps["step_end_unix_s"]
     assert (starts < ends).all() and (ends.iloc[:-1].values <= starts.iloc[1:].values + 1e-3).all()
+    # rlbench's own stamps: each step seen after it ended, and one wall-clock step time for every framework.
+    assert (steps["step_seen_unix_s"] >= steps["step_end_unix_s"] - 1e-3).all()
+    assert steps["wall_step_time_s"].iloc[1:].notna().all() and (steps["wall_step_time_s"].iloc[1:] >= 0).all()
     # rlbench's MFU: the model's FLOPs for each step's real tokens over this CPU's measured peak and the step time.
     expected = (prediction["model_flops"] * steps["total_tokens"] / prediction["tokens_per_step"]
                 / (prediction["gpus"] * prediction["peak_flops_per_device"] * steps["step_time_s"]))
