@@ -33,6 +33,7 @@ from rlbench.prediction import measured_vs_predicted, predict_run
 from rlbench.record import (HEARTBEAT_S, PREDICTION_FILE, STEPS_FILE, heartbeat, new_run_dir, runner_identity, summarize,
                             utc_now, write_json, write_run_json, write_run_json_in_place, write_steps)
 from rlbench.runspec import RunSpec
+from rlbench.step_stamps import apply_stamps, note_seen
 from rlbench.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
 
@@ -68,6 +69,7 @@ class ProgressPrinter:
             return
         self.size = size
         steps = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)
+        note_seen(self.run_dir, steps["step"].iloc[self.shown:].tolist() if not steps.empty else [])
         for row in steps.iloc[self.shown:].itertuples():
             self.echo(f"step {int(row.step)}/{self.total}  {row.step_time_s:7.2f} s  "
                       f"{row.tokens_per_s:9.1f} tokens/s  reward {row.reward_mean:.3f}")
@@ -223,6 +225,9 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
     except (OSError, ValueError, KeyError) as exc:  # a damaged metrics file must not cost the record
         steps, notes = pd.DataFrame(), [f"could not read the framework's metrics: {type(exc).__name__}: {exc}"]
+    steps, stand_in = apply_stamps(steps, run_dir)  # one step-time definition; verl's missing boundaries
+    if stand_in:
+        notes.append(stand_in)
     try:
         steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
     except (OSError, ValueError) as exc:
