@@ -300,3 +300,21 @@ def test_sigkill_is_oom_only_with_evidence(tmp_path):
     error = classify(-9, tmp_path, oom_kill_count(), telemetry)
     assert error["kind"] == "oom" and "memory at" in error["message"]
     assert classify(-15, tmp_path, oom_kill_count(), telemetry)["kind"] == "signal"  # SIGTERM is never OOM
+
+
+def test_an_out_folder_that_cannot_hold_a_record_is_refused_before_launch(tmp_path, small_tmpfs):
+    """--out under a regular file, on a read-only filesystem, on a full disk: one error line, nothing left."""
+    (tmp_path / "a-file").write_text("")
+    subprocess.run(["mount", "-o", "remount,size=8k", str(small_tmpfs)], check=True)  # too small for run.json + prompts
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(read_only)], check=True)
+    try:
+        for out, why in ((tmp_path / "a-file" / "results", "Not a directory"),
+                         (read_only / "results", "Read-only file system"),
+                         (small_tmpfs, "No space left on device")):
+            line = check_user_view(*finish(start_run(out, "ok")), expected_rc=2)
+            assert why in line
+        assert not list(small_tmpfs.iterdir())  # the half-made run folder was removed
+    finally:
+        subprocess.run(["umount", "-l", str(read_only)], capture_output=True)
