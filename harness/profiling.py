@@ -20,8 +20,9 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench import settings
 from rlbench.atomic import replacing
-from rlbench.errors import RLBenchError
+from rlbench.settings import sample_hz
 from rlbench.telemetry import (cost_per_mtok_usd, energy_per_mtok_j, nccl_env, per_step_telemetry,
                                read_nccl_logs, start_sampler, summarize_collectives)
 from rlbench.telemetry.sampler import SamplerHandle
@@ -39,18 +40,6 @@ def nccl_logging_enabled() -> bool:
 
 def framework_env(run_dir: Path) -> dict[str, str]:
     return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
-
-
-def sample_hz() -> float:
-    """RLBENCH_SAMPLE_HZ (default 10; 0 turns sampling off for overhead A/B runs)."""
-    raw = os.environ.get("RLBENCH_SAMPLE_HZ", "10")
-    try:
-        rate = float(raw)
-    except ValueError:
-        rate = math.nan
-    if not (rate == 0 or 0 < rate <= 1000):
-        raise RLBenchError(f"RLBENCH_SAMPLE_HZ={raw!r}: expected a rate in Hz, 0 (off) or up to 1000")
-    return rate
 
 
 def start(run_dir: Path, pid: int) -> SamplerHandle | None:
@@ -97,8 +86,7 @@ def costs(summary: dict[str, Any], steps: pd.DataFrame, gpus: int, hardware_usd:
     tokens = summary.get("total_tokens", {}).get("mean")
     step_s = summary.get("step_time_s", {}).get("mean")
     energy = summary.get("energy_j", {}).get("mean")
-    price = float(os.environ["RLBENCH_GPU_HOUR_USD"]) if "RLBENCH_GPU_HOUR_USD" in os.environ else hardware_usd
-    kwh_usd = float(os.environ.get("RLBENCH_KWH_USD", "0"))
+    price, kwh_usd = settings.gpu_hour_usd(hardware_usd), settings.kwh_usd()
     out: dict[str, Any] = {"gpu_hour_usd": price, "kwh_usd": kwh_usd,
                            "energy_per_mtok_j": None, "cost_per_mtok_usd": None}
     if tokens and energy is not None and math.isfinite(energy):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlbench.parallel import Parallelism
-from rlbench.settings import cache_root, run_timeout_s
+from rlbench.settings import check_environment, run_timeout_s
 from rlbench.workloads.spec import Workload
 
 
@@ -37,8 +37,6 @@ def build_run_spec(framework: str, workload: str, parallel: tuple[str, ...] | li
     from rlbench.workloads.catalog import load_workload
 
     loaded = load_workload(workload)
-    from rlbench.profiling import sample_hz
-
-    cache_root(), sample_hz()  # a bad $RLBENCH_CACHE or $RLBENCH_SAMPLE_HZ is refused before anything is built
+    check_environment()  # a bad RLBENCH_* setting is refused before anything is built or launched
     return RunSpec(framework=framework, workload=loaded.with_steps(steps) if steps else loaded,
                    parallel=parse_parallel(parallel), seed=seed, out=out, timeout_s=run_timeout_s())

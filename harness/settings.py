@@ -18,8 +18,8 @@ RUN_TIMEOUT_ENV, CACHE_ENV = "RLBENCH_RUN_TIMEOUT_S", "RLBENCH_CACHE"
 DEFAULT_TIMEOUT_S = 7200.0  # per run
 
 
-def env_number(name: str, default: float, *, unit: str, low: float = 0.0, high: float = math.inf,
-               allow_zero: bool = False) -> float:
+def env_number(name: str, default: float | None, *, unit: str, low: float = 0.0, high: float = math.inf,
+               allow_zero: bool = False, example: float | None = None) -> float | None:
     """A number from `name` (default when unset or empty): low < value <= high, or exactly 0 when allowed."""
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -31,13 +31,33 @@ def env_number(name: str, default: float, *, unit: str, low: float = 0.0, high: 
     if not (value == 0 and allow_zero or low < value <= high):  # NaN fails both
         bounds = f"above {low:g}" + ("" if math.isinf(high) else f" and at most {high:g}")
         raise RLBenchError(f"{name}={raw!r}: expected a number of {unit} {bounds}{' (or 0)' if allow_zero else ''}, "
-                           f"e.g. {default:g}; fix it or unset it")
+                           f"e.g. {example if example is not None else default:g}; fix it or unset it")
     return value
 
 
 def run_timeout_s() -> float:
     """Seconds one run may take before the runner stops it ($RLBENCH_RUN_TIMEOUT_S)."""
     return env_number(RUN_TIMEOUT_ENV, DEFAULT_TIMEOUT_S, unit="seconds")
+
+
+def sample_hz() -> float:
+    """$RLBENCH_SAMPLE_HZ: the telemetry sampler's rate (default 10; 0 turns sampling off for overhead A/B runs)."""
+    return env_number("RLBENCH_SAMPLE_HZ", 10.0, unit="Hz", high=1000.0, allow_zero=True)
+
+
+def gpu_hour_usd(hardware_default: float | None) -> float | None:
+    """$RLBENCH_GPU_HOUR_USD, else the hardware table's cited price (None: unknown, no cost is given)."""
+    return env_number("RLBENCH_GPU_HOUR_USD", hardware_default, unit="USD per GPU-hour", allow_zero=True, example=2.5)
+
+
+def kwh_usd() -> float:
+    """$RLBENCH_KWH_USD: the price of energy (default 0, energy not priced)."""
+    return env_number("RLBENCH_KWH_USD", 0.0, unit="USD per kWh", allow_zero=True, example=0.15)
+
+
+def check_environment() -> None:
+    """Parse every setting a run reads, so a bad one is refused before anything is built or launched."""
+    run_timeout_s(), cache_root(), sample_hz(), gpu_hour_usd(None), kwh_usd()
 
 
 def cache_root() -> Path:

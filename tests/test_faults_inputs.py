@@ -323,6 +323,8 @@ def test_an_empty_train_file_is_empty_and_no_tiny_model_is_cached(tmp_path):
     ("RLBENCH_RUN_TIMEOUT_S", "abc", "RLBENCH_RUN_TIMEOUT_S='abc': expected a number of seconds"),
     ("RLBENCH_RUN_TIMEOUT_S", "-5", "RLBENCH_RUN_TIMEOUT_S='-5'"),
     ("RLBENCH_SAMPLE_HZ", "abc", "RLBENCH_SAMPLE_HZ='abc'"),
+    ("RLBENCH_GPU_HOUR_USD", "two dollars", "RLBENCH_GPU_HOUR_USD='two dollars'"),
+    ("RLBENCH_KWH_USD", "-1", "RLBENCH_KWH_USD='-1'"),
     ("RLBENCH_CACHE", "{file}", "is a file, not a folder"),
 ])
 def test_a_bad_environment_setting_is_one_line(tmp_path, name, value, needle):
