@@ -45,7 +45,8 @@ def framework_env(run_dir: Path) -> dict[str, str]:
 def start(run_dir: Path, pid: int) -> SamplerHandle | None:
     """The sampler around the framework process, or None when RLBENCH_SAMPLE_HZ=0."""
     rate = sample_hz()
-    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=rate) if rate > 0 else None
+    # stop_orphan: should rlbench itself be SIGKILLed, the sampler stops the framework it leaves behind.
+    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=rate, stop_orphan=True) if rate > 0 else None
 
 
 def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

@@ -215,7 +215,11 @@ def test_sigkill_of_rlbench_leaves_a_record_readers_call_abandoned(tmp_path):
         report = run_cli("report", str(tmp_path), "--out", str(tmp_path / "report.html"))
         assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
         assert "abandoned" in (tmp_path / "report.html").read_text()
-    finally:  # nothing stops an orphaned framework when rlbench itself is SIGKILLed: the test does
+        end = time.monotonic() + 20  # the sampler saw its parent die and stopped the framework's group
+        while time.monotonic() < end and any(alive(pid) for pid in framework_pids(run_dir)):
+            time.sleep(0.2)
+        assert not [pid for pid in framework_pids(run_dir) if alive(pid)]
+    finally:
         for pid in framework_pids(run_dir):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)

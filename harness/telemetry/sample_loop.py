@@ -46,8 +46,24 @@ def _next_tick(next_tick: float, period: float) -> tuple[float, int]:
     return next_tick, missed
 
 
+def _stop_orphaned_group(root_pid: int) -> None:
+    """The runner died (SIGKILL, OOM killer) with the framework still running: nobody would ever stop it
+    or read what it logs, and it holds the GPUs. Stop its process group, which it leads (runner.launch
+    starts it in a session of its own): SIGTERM, then SIGKILL after a grace period."""
+    try:
+        if os.getpgid(root_pid) != root_pid:
+            return  # not a group leader (a PID reused meanwhile): never signal someone else's group
+        os.killpg(root_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and psutil.pid_exists(root_pid):
+            time.sleep(0.2)
+        os.killpg(root_pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None = None,
-        flush_every_s: float = 60.0, parent_pid: int | None = None) -> dict[str, Any]:
+        flush_every_s: float = 60.0, parent_pid: int | None = None, stop_orphan: bool = False) -> dict[str, Any]:
     """Sample until stopped; returns the notes that were also written next to `out_file`."""
     requested: list[str] = []
 
@@ -93,6 +109,9 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
                 break
             if os.getppid() != parent_pid:
                 reason = "parent process exited"
+                if stop_orphan:
+                    _stop_orphaned_group(root_pid)
+                    reason += "; stopped the framework's process group it left running"
                 break
             if time.monotonic() - last_flush >= flush_every_s:
                 try:
@@ -135,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default=None, help="NVML GPU indices, comma separated (default: all)")
     parser.add_argument("--flush-every-s", type=float, default=60.0, help="append to the crash journal this often")
     parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits (default: parent)")
+    parser.add_argument("--stop-orphan", action="store_true",
+                        help="if the parent dies first, stop the process group that --pid leads")
     args = parser.parse_args(argv)
     devices = [int(d) for d in args.devices.split(",") if d.strip()] if args.devices else None
-    run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid)
+    run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid, args.stop_orphan)
     return 0
 
 

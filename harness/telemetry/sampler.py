@@ -87,11 +87,12 @@ def _clear_stale(out_file: Path) -> None:
 
 def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devices: Sequence[int] | None = None,
                   flush_every_s: float = 60.0, env: Mapping[str, str] | None = None,
-                  ready_timeout_s: float = 20.0) -> SamplerHandle:
+                  ready_timeout_s: float = 20.0, stop_orphan: bool = False) -> SamplerHandle:
     """Start the sampler process and wait until it has begun sampling.
 
     devices: NVML GPU indices to read (default all GPUs NVML sees; NVML ignores
-    CUDA_VISIBLE_DEVICES). env: extra environment for the sampler process.
+    CUDA_VISIBLE_DEVICES). env: extra environment for the sampler process. stop_orphan: if this
+    process dies first, the sampler stops the process group `root_pid` leads (the runner's framework).
     """
     if not 0 < rate_hz <= 1000:
         raise ValueError(f"rate_hz must be in (0, 1000], got {rate_hz}")
@@ -105,6 +106,8 @@ def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devic
                "--parent-pid", str(os.getpid())]
     if devices is not None:
         command += ["--devices", ",".join(str(d) for d in devices)]
+    if stop_orphan:
+        command.append("--stop-orphan")
     # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) must not hit it while it
     # imports (a KeyboardInterrupt traceback); the runner stops it with SIGTERM, and it stops by itself
     # when its parent exits.
