@@ -1,9 +1,10 @@
 """Run one benchmark: check, prepare inputs, launch the framework, write the record.
 
-The framework runs as its own process group with a timeout; its output goes to
-`framework.log` in the run folder, and its metrics file is watched for progress.
-`run.json` is written (atomically) when the run starts and again when it ends, so
-a crash, a timeout or Ctrl-C still leaves a record that says what happened.
+The framework runs as its own process group with a timeout (framework_process.py);
+its output goes to `framework.log` in the run folder, and its metrics file is
+watched for progress. `run.json` is written (atomically) when the run starts and
+again when it ends, so a crash, a timeout, a stop signal (stop_signals.py) or a
+full disk still leaves a record that says what happened.
 
     rlbench run --framework trl --workload gsm8k-grpo-tiny --steps 3
 """
