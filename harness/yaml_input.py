@@ -4,7 +4,8 @@ PyYAML keeps the last of two equal keys silently and raises UnicodeDecodeError o
 bytes that are not UTF-8; both are refused here as one `RLBenchError` naming the
 file, the line and the fix, so every command reads its YAML the same way.
 
-    python -c "from pathlib import Path; from rlbench.yaml_input import read_yaml; print(read_yaml(Path('workloads/_gsm8k.yaml'), 'workload file'))"
+    from rlbench.yaml_input import read_yaml
+    read_yaml(Path("workloads/_gsm8k.yaml"), "workload file")  # {'data': {...}, 'prompt': {...}, ...}
 """
 
 from __future__ import annotations

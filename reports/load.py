@@ -97,9 +97,11 @@ def _dicts(value: Any) -> bool:
 # (null means "not measured"). A record that breaks one is damaged: named and skipped, never a traceback.
 _FIELDS: dict[tuple[str, ...], tuple[Any, str]] = {
     ("error",): (dict, "a mapping"), ("environment",): (dict, "a mapping"), ("costs",): (dict, "a mapping"),
-    ("rlbench",): (dict, "a mapping"), ("vs_model",): (dict, "a mapping"), ("summary",): (_dicts, "a mapping of mappings"),
+    ("rlbench",): (dict, "a mapping"), ("vs_model",): (dict, "a mapping"),
+    ("summary",): (_dicts, "a mapping of mappings"),
     ("duration_s",): (_is_number, "a number"), ("started_at",): (str, "a string"),
-    ("environment", "gpus"): (lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v), "a list of mappings"),
+    ("environment", "gpus"): (lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v),
+                              "a list of mappings"),
     ("environment", "packages"): (dict, "a mapping"), ("environment", "cpu_count"): (_is_number, "a number"),
     ("environment", "memory_gb"): (_is_number, "a number"),
     ("costs", "energy_per_mtok_j"): (_is_number, "a number"), ("costs", "cost_per_mtok_usd"): (_is_number, "a number"),
