@@ -38,9 +38,9 @@ _PARQUET_ERRORS = (OSError, ValueError, pyarrow.ArrowException)
 class DamagedRecord(RLBenchError):
     """A record folder with a file that cannot be read; `problem` says which and why."""
 
-    def __init__(self, path: Path, problem: str) -> None:
+    def __init__(self, path: Path, problem: str, what: str = "damaged run record") -> None:
         self.path, self.problem = Path(path), problem
-        super().__init__(f"{path}: damaged run record: {problem}")
+        super().__init__(f"{path}: {what}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -179,8 +179,8 @@ def read_record(run_dir: str | Path) -> dict[str, Any]:
                                      "truncated?)") from None
     except UnicodeDecodeError:
         raise DamagedRecord(run_dir, f"{RUN_FILE} is not UTF-8 text") from None
-    except SchemaError as exc:
-        raise DamagedRecord(run_dir, str(exc)) from None
+    except SchemaError as exc:  # intact, but written by a newer rlbench (or not a record at all)
+        raise DamagedRecord(run_dir, str(exc), "unreadable run record") from None
     except AttributeError:  # migrate() calls .get on a JSON list or number
         raise DamagedRecord(run_dir, f"{RUN_FILE} is not a JSON object") from None
     except _PARQUET_ERRORS as exc:  # load_record reads steps.parquet too

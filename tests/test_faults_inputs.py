@@ -61,6 +61,9 @@ def _edit_json(path: Path, keys: tuple[str, ...], value) -> None:
 
 DAMAGES = {
     "truncated-run-json": ("run.json", lambda d: _cut(d / "run.json", 300), "run.json is not valid JSON"),
+    "empty-run-json": ("run.json", lambda d: (d / "run.json").write_bytes(b""), "run.json is not valid JSON"),
+    "binary-run-json": ("run.json", lambda d: (d / "run.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe"),
+                        "run.json is not UTF-8 text"),
     "run-json-not-an-object": ("run.json", lambda d: (d / "run.json").write_text("[1, 2]\n"),
                                "run.json is not a JSON object"),
     "run-json-without-framework": ("run.json", lambda d: (d / "run.json").write_text(json.dumps(
@@ -128,6 +131,13 @@ def test_compare_refuses_a_damaged_record(results, damage):
     problem = DAMAGES[damage][2]
     assert_refused(run_cli("compare", str(results / "good"), str(results / damage)), problem, str(results / damage))
     assert_refused(run_cli("compare", str(results / damage), str(results / "good")), problem)
+
+
+def test_compare_refuses_a_record_of_a_newer_schema(tmp_path):
+    newer = tmp_path / "newer"
+    shutil.copytree(GOLDEN, newer)
+    _edit_json(newer / "run.json", ("schema_version",), 99)
+    assert_refused(run_cli("compare", str(GOLDEN), str(newer)), "unreadable run record", "upgrade rlbench")
 
 
 def test_compare_of_a_record_with_itself_says_so(results):
