@@ -20,7 +20,7 @@ from typing import Any, Callable
 from rlbench.compare import compare_records, configuration_key
 from rlbench.errors import RLBenchError
 from rlbench.nightly_config import Benchmark, NightlyConfig
-from rlbench.out_dir import writable_folder
+from rlbench.out_dir import check_writable, writable_folder
 from rlbench.record import RUN_FILE, new_unique_dir, utc_now, write_json
 from rlbench.reports.load import read_record
 
@@ -80,6 +80,8 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     from rlbench.reports.html import render_report
 
     writable_folder(config.results, "nightly results folder")  # refused before any benchmark runs
+    if update_baseline:
+        check_writable(config.baseline, "nightly baseline folder")  # not found only after a clean night
     night_dir = new_unique_dir(config.results, "night", "night")
     night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
                              "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}

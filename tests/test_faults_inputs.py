@@ -444,3 +444,14 @@ def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
                       "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
     result = _in_read_only_mount(read_only_dir, "nightly", "--config", str(config))
     assert_refused(result, "nightly results folder", "Read-only file system")
+
+
+def test_nightly_baseline_under_a_regular_file_is_refused_before_the_night(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    config = tmp_path / "nightly.yaml"
+    config.write_text(f"results: {tmp_path / 'runs'}\nbaseline: {blocker / 'baseline'}\n"
+                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
+    assert_refused(run_cli("nightly", "--config", str(config), "--update-baseline"), "nightly baseline folder",
+                   "is a file, not a folder")
+    assert not list((tmp_path / "runs").glob("*-night-*"))  # no night was started
