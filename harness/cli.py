@@ -53,7 +53,30 @@ def _user_errors(fn):
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineErrors(click.Group):
+    """Click's own usage errors (`--steps abc`, a missing option, a typo in a flag) as one `error:` line and
+    exit 2, the same shape as an RLBenchError, instead of click's usage block and capitalised "Error:"."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except getattr(click.exceptions, "NoArgsIsHelpError", ()) as exc:  # bare `rlbench`: the help, as click does
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f"; see `{ctx.command_path} -h`" if ctx is not None else ""
+            click.echo(f"error: {exc.format_message().rstrip('.')}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:  # Ctrl-C or EOF outside a command (commands handle their own)
+            click.echo("error: aborted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)  # --help and --version return 0
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rlbench")
 def main() -> None:
     """Benchmark RL-for-LLM training frameworks on equal work."""

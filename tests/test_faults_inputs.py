@@ -455,3 +455,13 @@ def test_nightly_baseline_under_a_regular_file_is_refused_before_the_night(tmp_p
     assert_refused(run_cli("nightly", "--config", str(config), "--update-baseline"), "nightly baseline folder",
                    "is a file, not a folder")
     assert not list((tmp_path / "runs").glob("*-night-*"))  # no night was started
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "abc"), "Invalid value for '--steps'"),
+    (("run", "--workload", "gsm8k-grpo-tiny"), "Missing option '--framework'"),
+    (("reprot", "results"), "No such command 'reprot'"),
+    (("compare", "only-one"), "Missing argument 'CANDIDATE'"),
+])
+def test_click_usage_errors_are_one_error_line(args, needle):
+    assert_refused(run_cli(*args), needle, "-h`")
