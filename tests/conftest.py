@@ -81,3 +81,23 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
     write_steps(folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times,
                                       "tokens_per_s": 1000 / times}))
     return folder
+
+
+def stop_ray_head(head, started, temp: Path) -> None:
+    """Stop a `ray start --head --block` test head and whatever it started; remove its temp folder."""
+    import shutil
+    import signal
+
+    import psutil
+
+    head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
+    try:
+        head.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        head.kill()
+    for proc in started:  # anything it left behind, by pid
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    shutil.rmtree(temp, ignore_errors=True)

@@ -10,7 +10,6 @@ bring its partial record back, and go on to the next run.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 
 from rlbench.record import load_record
 from rlbench.sweep_index import INDEX_FILE, load_index
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, stop_ray_head
 
 pytest.importorskip("trl")
 job_submission = pytest.importorskip("ray.job_submission")
@@ -78,23 +77,18 @@ def ray_head(model_cache):
         os.environ.pop("RAY_AUTH_MODE", None)
     else:
         os.environ["RAY_AUTH_MODE"] = auth_mode
-    head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-    try:
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        head.kill()
-    for proc in started:  # anything it left behind, by pid
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    shutil.rmtree(temp, ignore_errors=True)
+    stop_ray_head(head, started, temp)
+
+
+# Enough steps that a stop sent after step 1 lands while the run is still going, even on a loaded machine
+# (with 2, the run could end between the log poll and the stop, and the stop then met a finished run).
+STEPS = 6
 
 
 def _sweep(ray_head: str, out: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
-         "--steps", "2", "--out", str(out), "--executor", "ray", "--ray-address", ray_head, *args],
+         "--steps", str(STEPS), "--out", str(out), "--executor", "ray", "--ray-address", ray_head, *args],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
@@ -104,7 +98,8 @@ def _training_job(client, sweep: subprocess.Popen) -> str:
     end = time.monotonic() + 300
     while True:
         for job in client.list_jobs():
-            if job.status == job_submission.JobStatus.RUNNING and "step 1/2" in client.get_job_logs(job.submission_id):
+            logs = client.get_job_logs(job.submission_id) if job.status == job_submission.JobStatus.RUNNING else ""
+            if f"step 1/{STEPS}" in logs:
                 return job.submission_id
         assert time.monotonic() < end and sweep.poll() is None, "the job never started training"
         time.sleep(1)
@@ -131,10 +126,11 @@ def test_ray_sweep_survives_a_stopped_job(ray_head, tmp_path):
     assert stopped["error"]["log_tail"]
     assert succeeded["status"] == "succeeded" and succeeded["executor"]["kind"] == "ray"
     record = load_record(sweep_dir / succeeded["record"])
-    assert record["status"] == "succeeded" and record["steps"]["step"].tolist() == [1, 2]
-    assert {"framework.log", "steps.parquet", "run.json"} <= {p.name for p in (sweep_dir / succeeded["record"]).iterdir()}
+    assert record["status"] == "succeeded" and record["steps"]["step"].tolist() == list(range(1, STEPS + 1))
+    files = {p.name for p in (sweep_dir / succeeded["record"]).iterdir()}
+    assert {"framework.log", "steps.parquet", "run.json"} <= files
     assert client.get_job_status(succeeded["executor"]["job_id"]) == job_submission.JobStatus.SUCCEEDED
-    assert "failed: c000" in stdout and "stopped" in stdout and "step 2/2" in stderr
+    assert "failed: c000" in stdout and "stopped" in stdout and f"step {STEPS}/{STEPS}" in stderr
 
 
 def test_ctrl_c_stops_the_ray_job_and_keeps_its_record(ray_head, tmp_path):

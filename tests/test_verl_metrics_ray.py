@@ -10,8 +10,6 @@ file appears only if the destination travelled in the job's runtime_env.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +20,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.conftest import stop_ray_head
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -93,14 +93,4 @@ def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path):
         assert (tmp_path / "run" / "framework_metrics.jsonl").read_text() == "reached\n"
     finally:
         started = psutil.Process(head.pid).children(recursive=True) if head.poll() is None else []
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            head.kill()
-        for proc in started:  # anything it left behind, by pid
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-        shutil.rmtree(temp, ignore_errors=True)
+        stop_ray_head(head, started, temp)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -41,6 +42,8 @@ def main(argv: list[str]) -> int:
             code = exc.code if isinstance(exc.code, int) else 1
         except KeyboardInterrupt:
             code = 130
+        # The run is over and its record written: a stop arriving now must not cut the record on its way out.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for run_dir in sorted(p for p in scratch.iterdir() if (p / RUN_FILE).is_file()):
             print(pack(run_dir), flush=True)
         return code
