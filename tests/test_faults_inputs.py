@@ -229,13 +229,16 @@ def test_nightly_skips_damaged_history_and_ends_terminal(tmp_path):
     assert night["status"] == "failed" and night["ended_at"] and (results / "history.html").is_file()
 
 
-def test_nightly_results_under_a_regular_file(tmp_path):
+@pytest.mark.parametrize(("folder", "flags"), [("results", ()), ("baseline", ("--update-baseline",))])
+def test_nightly_folder_under_a_regular_file_is_refused_before_the_night(tmp_path, folder, flags):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
+    paths = {"results": tmp_path / "runs", "baseline": tmp_path / "baseline", folder: blocker / folder}
     config = tmp_path / "nightly.yaml"
-    config.write_text(f"results: {blocker / 'runs'}\nbaseline: {tmp_path / 'baseline'}\n"
+    config.write_text(f"results: {paths['results']}\nbaseline: {paths['baseline']}\n"
                       "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
-    assert_refused(run_cli("nightly", "--config", str(config)), "nightly results folder", "is a file, not a folder")
+    assert_refused(run_cli("nightly", "--config", str(config), *flags), f"nightly {folder} folder",
+                   "is a file, not a folder")
 
 
 # ---------------------------------------------------------------- validate: every check `run` makes
@@ -445,15 +448,6 @@ def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
     result = _in_read_only_mount(read_only_dir, "nightly", "--config", str(config))
     assert_refused(result, "nightly results folder", "Read-only file system")
 
-
-def test_nightly_baseline_under_a_regular_file_is_refused_before_the_night(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("x")
-    config = tmp_path / "nightly.yaml"
-    config.write_text(f"results: {tmp_path / 'runs'}\nbaseline: {blocker / 'baseline'}\n"
-                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
-    assert_refused(run_cli("nightly", "--config", str(config), "--update-baseline"), "nightly baseline folder",
-                   "is a file, not a folder")
     assert not list((tmp_path / "runs").glob("*-night-*"))  # no night was started
 
 
