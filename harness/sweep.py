@@ -256,8 +256,12 @@ def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], N
         return None
     from rlbench.reports.html import render_report
 
+    not_run = [{"label": " ".join([cell["framework"], cell["workload"],
+                                   *(f"{k}={v}" for k, v in (cell.get("parallel") or {}).items())]),
+                "status": cell["status"], "reason": cell.get("reason") or ""}
+               for cell in index["cells"] if not cell.get("record") and cell.get("status") == "refused"]
     try:
-        return render_report(records, sweep_dir / "report.html")
+        return render_report(records, sweep_dir / "report.html", not_run=not_run)
     except Exception as exc:  # the records and the index are the results; a report bug must not lose them
         echo(f"warning: the comparison report failed ({type(exc).__name__}: {exc}); the records are intact")
         return None

@@ -30,11 +30,14 @@ def _environment() -> jinja2.Environment:
 
 
 def render_report(paths: list[Path], out: Path, *, history: bool = False, threshold: float = 0.05,
-                  warn: Callable[[str], None] | None = None, option: str = "--out") -> Path:
+                  warn: Callable[[str], None] | None = None, option: str = "--out",
+                  not_run: list[dict[str, str]] = ()) -> Path:
     """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`.
 
     A damaged record is left out, listed on the page and passed to `warn`; the rest is reported.
-    `option` names where `out` came from in an error (the CLI flag, or the nightly config's key)."""
+    `option` names where `out` came from in an error (the CLI flag, or the nightly config's key).
+    `not_run`: runs that never started, e.g. a sweep's refused cells ({"label", "status", "reason"}), listed
+    with the runs that did not finish."""
     check_writable(out.parent, option)  # before the work: a bad --out is refused, not found at the end
     damaged: list[DamagedRecord] = []
     runs = load_runs(list(paths), damaged)
@@ -44,7 +47,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
     context = {
         "title": "rlbench history" if history else "rlbench comparison",
         "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
-        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged),
+        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged, not_run),
         "lanes": tables.lane_rows(runs), "equal_work": tables.equal_work_rows(runs),
         "hygiene": hygiene_rows(runs), "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,

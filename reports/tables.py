@@ -153,11 +153,14 @@ _ABANDONED = {"abandoned": "run.json still says running, but the rlbench process
                             "(killed, or its machine lost); the steps it logged are in the folder"}
 
 
-def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = ()) -> tuple[list[str], list[list[str]]]:
-    """Runs that did not succeed, then records left out because a file of theirs is damaged."""
+def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = (),
+                 not_run: list[dict[str, str]] = ()) -> tuple[list[str], list[list[str]]]:
+    """Runs that did not succeed, records left out because a file of theirs is damaged, then the runs that
+    never started (a sweep's refused cells: {"label", "status", "reason"})."""
     headers = ["run", "record", "status", "cause", "message"]
     rows = [[run.label, run.path.name, status, (run.record.get("error") or {}).get("kind", ""),
              (run.record.get("error") or {}).get("message", "") or _ABANDONED.get(status, "")]
             for run in runs if (status := effective_status(run.record, run.path)) != "succeeded"]
     rows += [[str(d.path), d.path.name, "not shown", "damaged record", d.problem] for d in damaged]
+    rows += [[cell["label"], "–", cell["status"], "not run", cell["reason"]] for cell in not_run]
     return headers, rows

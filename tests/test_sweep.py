@@ -158,7 +158,7 @@ def test_a_failing_report_never_fails_the_sweep(tmp_path, monkeypatch):
     import rlbench.reports.html
     from rlbench.sweep import final_report
 
-    def broken(paths, out):
+    def broken(paths, out, **options):
         raise ValueError("no figures")
 
     monkeypatch.setattr(rlbench.reports.html, "render_report", broken)
@@ -167,6 +167,23 @@ def test_a_failing_report_never_fails_the_sweep(tmp_path, monkeypatch):
     assert final_report(tmp_path, index, warnings.append) is None
     assert warnings == ["warning: the comparison report failed (ValueError: no figures); the records are intact"]
     assert final_report(tmp_path, {"cells": [{"record": None}]}, warnings.append) is None  # nothing to report
+
+
+def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
+    """Refused cells are in the report too, not only on the console and in sweep.json."""
+    import shutil
+
+    from rlbench.sweep import final_report
+    from tests.conftest import PROJECT_ROOT
+
+    shutil.copytree(PROJECT_ROOT / "tests" / "data" / "record-trl-tiny", tmp_path / "r1")
+    index = {"cells": [{"record": "r1", "status": "succeeded"},
+                       {"record": None, "status": "refused", "framework": "trl", "workload": TINY,
+                        "parallel": {"dp": "2"}, "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0"}]}
+    report = final_report(tmp_path, index, print)
+    html = report.read_text()
+    assert "Runs that did not finish" in html and f"trl {TINY} dp=2" in html
+    assert "--parallel dp=2: needs 2 GPUs, this machine has 0" in html
 
 
 def test_gpus_asked_of_ray():
