@@ -82,6 +82,7 @@ from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.adapters.openrlhf_reward import REWARD_LOG_ENV, label
+from rlbench.atomic import write_bytes
 from rlbench.environment import gpus, package_version
 from rlbench.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
@@ -455,9 +456,7 @@ def openrlhf_row(record) -> dict[str, str]:
 def write_jsonl(prompts: Path, jsonl: Path) -> int:
     """Convert the run's prompts.jsonl into OpenRLHF's JSONL, atomically; returns the row count."""
     rows = [openrlhf_row(r) for r in read_prompts(prompts)]
-    tmp = jsonl.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    tmp.replace(jsonl)
+    write_bytes(jsonl, "".join(json.dumps(row) + "\n" for row in rows).encode())
     return len(rows)
 
 

@@ -83,6 +83,7 @@ import pandas as pd
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.prelaunch import run_prelaunch
+from rlbench.atomic import replacing
 from rlbench.environment import gpus, package_version
 from rlbench.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
@@ -574,9 +575,8 @@ def write_parquet(prompts: Path, parquet: Path) -> int:
     import pyarrow.parquet as pq
 
     rows = [verl_row(i, r) for i, r in enumerate(read_prompts(prompts))]
-    tmp = parquet.with_suffix(".parquet.tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(parquet)
+    with replacing(parquet) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
     return len(rows)
 
 

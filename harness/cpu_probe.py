@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlbench.atomic import write_bytes
 from rlbench.environment import cpu_model, package_version
 
 PROBE_VERSION = 7  # 2: op_latency_s; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed;
@@ -294,9 +295,7 @@ def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
             return cached
     result = measure() | key
     cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(cache)
+    write_bytes(cache, json.dumps(result, indent=2).encode())
     return result
 
 

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlbench.atomic import write_bytes
 from rlbench.perfmodel import FrameworkFloor
 
 FLOOR_VERSION = 4  # bump when the model under the floor changes, so old floors are re-measured
@@ -49,9 +50,8 @@ def save_floor(framework: str, floor: FrameworkFloor, cells: list[dict[str, Any]
     """Write the floor and the calibration cells it came from, atomically (a crash leaves the old file)."""
     path = floor_file(framework)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**machine_key(framework), "floor": floor.to_dict(), "cells": cells}, indent=2))
-    tmp.replace(path)
+    write_bytes(path, json.dumps({**machine_key(framework), "floor": floor.to_dict(), "cells": cells},
+                                 indent=2).encode())
     return path
 
 

@@ -58,10 +58,6 @@ def new_run_dir(out: Path, framework: str, workload: str) -> Path:
     return new_unique_dir(out, f"{framework}-{workload}")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    write_bytes(path, data)
-
-
 def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
@@ -84,7 +80,7 @@ def _finite(value: Any) -> Any:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic JSON with NaN/inf written as null."""
     text = json.dumps(_finite(data), indent=2, default=_json_default, allow_nan=False)
-    atomic_write_bytes(path, text.encode() + b"\n")
+    write_bytes(path, text.encode() + b"\n")
 
 
 def write_run_json(run_dir: Path, record: dict[str, Any]) -> None:

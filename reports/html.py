@@ -16,7 +16,8 @@ from pathlib import Path
 import jinja2
 
 from rlbench.out_dir import check_writable, unwritable
-from rlbench.record import atomic_write_bytes, utc_now
+from rlbench.atomic import write_bytes
+from rlbench.record import utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
@@ -62,7 +63,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
     html = _environment().get_template("report.html.j2").render(**context)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(out, html.encode("utf-8"))
+        write_bytes(out, html.encode("utf-8"))
     except OSError as exc:  # e.g. the disk filled while the figures were drawn
         raise unwritable(out.parent, exc, option) from None
     out.chmod(0o644)  # a report is for sharing (mkstemp creates files 0600)

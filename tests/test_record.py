@@ -7,7 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from rlbench.record import (atomic_write_bytes, load_record, new_run_dir, summarize, write_run_json,
+from rlbench.atomic import write_bytes
+from rlbench.record import (load_record, new_run_dir, summarize, write_run_json,
                             write_steps)
 from rlbench.schema import SCHEMA_VERSION, STEP_METRICS, SchemaError
 
@@ -22,7 +23,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     target.write_text("old")
 
     with pytest.raises(TypeError):
-        atomic_write_bytes(target, object())  # type: ignore[arg-type]
+        write_bytes(target, object())  # type: ignore[arg-type]
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temp file left behind
 

@@ -15,6 +15,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rlbench.atomic import write_bytes
 from rlbench.errors import RLBenchError
 from rlbench.workloads.datasets import Problem, load_problems
 from rlbench.workloads.spec import Workload
@@ -60,11 +61,7 @@ def select_prompts(workload: Workload, problems: list[Problem], tokenizer) -> li
 
 
 def write_prompts(records: list[PromptRecord], path: Path) -> None:
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w") as handle:
-        for record in records:
-            handle.write(json.dumps(asdict(record)) + "\n")
-    tmp.replace(path)
+    write_bytes(path, "".join(json.dumps(asdict(record)) + "\n" for record in records).encode())
 
 
 def read_prompts(path: Path) -> list[PromptRecord]:
