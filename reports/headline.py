@@ -14,6 +14,7 @@ from typing import Any
 
 from rlbench.reports.hygiene import hygiene
 from rlbench.reports.load import load_runs
+from rlbench.reports.tables import peak_memory_metric
 
 
 def _figure(summary: dict[str, Any], name: str, unit: str, scale: float = 1.0, digits: int = 3) -> str | None:
@@ -39,7 +40,7 @@ def headline(run_dir: Path) -> list[str]:
         figure = _figure(summary, name, unit, scale)
         if figure:
             lines.append(f"{label:<12} {figure}")
-    memory = "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
+    memory = peak_memory_metric(summary)
     figure = _figure(summary, memory, "GB")
     if figure:
         lines.append(f"{'peak memory':<12} {figure}" + ("" if memory == "peak_device_memory_gb" else " (host)"))

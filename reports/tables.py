@@ -46,6 +46,11 @@ def _spread(summary: dict[str, Any], name: str, scale: float = 1.0) -> str:
     return f"{_fmt(s['median'] * scale)} ± {_fmt(s['std'] * scale, 2)} (n={s['n']})"
 
 
+def peak_memory_metric(summary: dict[str, Any]) -> str:
+    """The GPU peak where there is one; a CPU run's peak is its process tree's resident memory."""
+    return "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
+
+
 def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the framework × workload × parallelism table."""
     columns = [
@@ -59,8 +64,7 @@ def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     for run in runs:
         summary = run.record.get("summary") or {}
         costs = run.record.get("costs") or {}
-        # The GPU peak where there is one; a CPU run's peak is its process tree's resident memory.
-        memory = "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
+        memory = peak_memory_metric(summary)
         energy = costs.get("energy_per_mtok_j")
         rows.append([
             run.label, effective_status(run.record, run.path),
