@@ -4,6 +4,15 @@ The counts follow the Hugging Face Qwen2 / Llama modules exactly: q, k, v, o pro
 (q/k/v biases where the config has them), a gated MLP (gate, up, down), two RMSNorms a
 layer, a final norm, the input embedding and an LM head that may be tied to it.
 
+Mixture of experts (Qwen2-MoE / Qwen3-MoE / OLMoE / Mixtral modules): every layer's MLP is a
+router (hidden x experts), `moe_experts` gated experts of width `moe_ffn`, of which a token
+uses `moe_top_k`, plus optional shared experts every token uses (`moe_shared_ffn`, their
+summed width; Qwen2-MoE adds a hidden x 1 gate on them). FLOPs count the active parameters
+(`ParamCount.active`: top-k + shared experts + router); memory counts every expert
+(`ParamCount.total`, `expert_params` for the part expert parallelism shards). Layers that keep
+a dense MLP (Qwen's `mlp_only_layers`, DeepSeek's `first_k_dense_replace`) are not modelled:
+every layer is taken as MoE.
+
     from rlbench.perfmodel import get_arch, load_hf_config
     arch = get_arch("Qwen2.5-7B-Instruct")
     arch.param_count().total          # 7_615_616_512 (Qwen reports 7.61B)
@@ -47,6 +56,8 @@ class ModelArch:
     moe_experts: int = 0  # 0: dense
     moe_top_k: int = 0
     moe_ffn: int | None = None  # intermediate size of one expert; None: ffn
+    moe_shared_ffn: int = 0  # summed intermediate size of the shared experts every token uses; 0: none
+    moe_shared_gate: bool = False  # Qwen2-MoE's sigmoid gate (hidden x 1) on the shared expert
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -68,6 +79,10 @@ class ModelArch:
                              f"({self.moe_experts}) for an MoE model")
         if self.moe_ffn is None:
             object.__setattr__(self, "moe_ffn", self.ffn)
+        if not isinstance(self.moe_shared_ffn, int) or self.moe_shared_ffn < 0 or \
+                (self.moe_shared_ffn and not self.moe_experts):
+            raise ValueError(f"ModelArch.moe_shared_ffn={self.moe_shared_ffn!r}: must be an integer >= 0, "
+                             "and only on an MoE model (moe_experts > 0)")
 
     @property
     def attn_dim(self) -> int:
@@ -86,7 +101,16 @@ class ModelArch:
             return dense, dense
         expert = 3 * self.hidden * self.moe_ffn  # type: ignore[operator]
         router = self.hidden * self.moe_experts
-        return self.moe_experts * expert + router, self.moe_top_k * expert + router
+        shared = 3 * self.hidden * self.moe_shared_ffn + (self.hidden if self.moe_shared_gate else 0)
+        return self.moe_experts * expert + router + shared, self.moe_top_k * expert + router + shared
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe_experts > 0
+
+    def expert_params(self) -> int:
+        """Parameters of the routed experts, all layers: what expert parallelism shards (0 when dense)."""
+        return self.layers * self.moe_experts * 3 * self.hidden * self.moe_ffn if self.moe_experts else 0  # type: ignore[operator]
 
     def param_count(self) -> ParamCount:
         mlp_all, mlp_active = self._mlp_params()
@@ -147,8 +171,19 @@ def from_hf_config(config: dict[str, Any], name: str | None = None, where: str =
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
         moe_experts=experts, moe_top_k=top_k, moe_ffn=optional("moe_intermediate_size"),
+        **_shared_experts(config, experts, count, optional),
         source="config.json",
     )
+
+
+def _shared_experts(config: dict[str, Any], experts: int, count: Any, optional: Any) -> dict[str, Any]:
+    if not experts:
+        return {}
+    if config.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one shared expert behind a sigmoid gate
+        return {"moe_shared_ffn": count("shared_expert_intermediate_size"), "moe_shared_gate": True}
+    shared = optional("n_shared_experts", low=0) or 0  # DeepSeek: n shared experts of the routed width
+    width = optional("moe_intermediate_size") or count("intermediate_size")
+    return {"moe_shared_ffn": shared * width} if shared else {}
 
 
 def _count(config: dict[str, Any], key: str, where: str, low: int = 1) -> int:
@@ -201,10 +236,25 @@ BUILTIN_ARCHS: dict[str, ModelArch] = {arch.name: arch for arch in (
     # Qwen3 adds a per-head RMSNorm on q and k (2 x 128 weights a layer), not counted: 16K of 32.8B.
     ModelArch(name="Qwen3-32B", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn=25600,
               vocab=151936, tied_embeddings=False, qkv_bias=False, source=_hub("Qwen/Qwen3-32B")),
+    # MoE rows also from num_experts, num_experts_per_tok, moe_intermediate_size and
+    # shared_expert_intermediate_size; `ffn` keeps the config's intermediate_size, which routed
+    # experts do not use. Qwen3-30B-A3B: 30.5B total, 3.3B active on its model card.
+    ModelArch(name="Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=6144,
+              vocab=151936, tied_embeddings=False, qkv_bias=False, moe_experts=128, moe_top_k=8, moe_ffn=768,
+              source=_hub("Qwen/Qwen3-30B-A3B")),
+    # 14.3B total, 2.7B active on its model card; q/k/v biases as every qwen2-family config.
+    ModelArch(name="Qwen1.5-MoE-A2.7B", layers=24, hidden=2048, heads=16, kv_heads=16, ffn=5632, vocab=151936,
+              tied_embeddings=False, qkv_bias=True, moe_experts=60, moe_top_k=4, moe_ffn=1408,
+              moe_shared_ffn=5632, moe_shared_gate=True, source=_hub("Qwen/Qwen1.5-MoE-A2.7B")),
+    # OLMoE's q/k RMSNorms (2 x 2048 weights a layer) are not counted: 66K of 6.9B.
+    ModelArch(name="OLMoE-1B-7B-0924", layers=16, hidden=2048, heads=16, kv_heads=16, ffn=1024, vocab=50304,
+              tied_embeddings=False, qkv_bias=False, moe_experts=64, moe_top_k=8, moe_ffn=1024,
+              source=_hub("allenai/OLMoE-1B-7B-0924")),
 )}
 
 # The Instruct and base checkpoints share one architecture.
-_ALIASES = {"Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+_ALIASES = {"Llama-3.1-8B-Instruct": "Llama-3.1-8B", "Qwen1.5-MoE-A2.7B-Chat": "Qwen1.5-MoE-A2.7B",
+            "OLMoE-1B-7B": "OLMoE-1B-7B-0924", "OLMoE-1B-7B-0924-Instruct": "OLMoE-1B-7B-0924",
             **{f"Qwen2.5-{size}": f"Qwen2.5-{size}-Instruct" for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B")}}
 
 

@@ -19,7 +19,7 @@ ConnectX per GPU); other clusters differ, so pass your own row when they do.
 transformer layer's chain of kernels at a size where its arithmetic is negligible, i.e. the
 dispatch, launch and synchronisation floor every layer pays however small it is. No datasheet
 states it, so the GPU rows leave it None (their depth term then uses compute only); the CPU
-row takes it from `rlbench.cpu_probe`. `overlaps_latency` says whether that floor hides behind
+row takes it from `rlbench.predict.cpu_probe`. `overlaps_latency` says whether that floor hides behind
 the arithmetic: a GPU's host enqueues kernels asynchronously on a stream, so it does; eager
 PyTorch on a CPU runs each op on the thread that dispatched it, so dispatch and arithmetic add.
 """

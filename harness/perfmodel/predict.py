@@ -7,6 +7,10 @@ values + advantage; training = actor + critic updates; sync = weight_sync):
 * disaggregated, async_mode="one-step" (one-step-off-policy): generation of step k+1
   overlaps training on step k; steady state max(T_gen, T_experience + T_train + T_sync).
   (One-step on a colocated layout cannot overlap, so it adds; a note says so.)
+* disaggregated, async_mode="k-step" (async_staleness=k): generation runs up to k batches
+  ahead; with fixed stage times the steady state is the same max (parallelism.async_step_s),
+  and `staleness_steps` says how many policy versions old the trained samples are (k when
+  generation is the faster side, 1 when it is the slower). The first step pays both sides.
 
 Definitions (PERF-NOTES.md conventions):
 * tokens_per_s = (prompt + response tokens of the global batch) / step time (HybridFlow).
@@ -49,6 +53,7 @@ from rlbench.perfmodel.arch import ModelArch, get_arch
 from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.perfmodel.parallelism import async_staleness
 from rlbench.perfmodel.overheads import (ACHIEVABLE_FRACTION, SOURCES, TRAINER_MFU, engine_floor, engine_steps,
                                          estimate_hardware, in_flight, stepped_shape)
 from rlbench.perfmodel.rollout import decode_stage
@@ -86,6 +91,9 @@ class Prediction:
     step_time_estimate_s: float | None = None
     mfu_estimate: float | None = None
     estimate_terms: dict[str, Any] | None = None  # which overhead terms the estimate used, with sources
+    async_depth: int = 0  # generation batches ahead of the trainer (ParallelShape.async_depth)
+    staleness_steps: int = 0  # policy versions between generating and training a sample (0: on-policy)
+    first_step_s: float | None = None  # with asynchrony: the first step, which nothing overlaps
 
     @property
     def step_time_bound_s(self) -> float | None:
@@ -122,7 +130,10 @@ class Prediction:
                 "energy_j": self.energy_j, "energy_is_upper_bound": True,
                 "cost_per_mtok_usd": self.cost_per_mtok_usd, "achievable": self.achievable,
                 "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
-                "peak_flops_per_device": self.peak_flops, "notes": list(self.notes)}
+                "peak_flops_per_device": self.peak_flops, "notes": list(self.notes),
+                # only with asynchrony, so that a synchronous prediction's JSON is as before
+                **({"async": {"depth": self.async_depth, "staleness_steps": self.staleness_steps,
+                              "first_step_s": self.first_step_s}} if self.async_depth else {})}
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -190,9 +201,11 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     if floor is not None:
         stages = apply_floor(stages, floor, shape.response_len)
         notes.append(f"includes the framework floor measured by {floor.source or 'calibration runs'}")
-    overlap = parallel.async_mode == "one-step" and parallel.placement == "disaggregated"
-    if parallel.async_mode == "one-step" and not overlap:
-        notes.append("async_mode='one-step' ignored for timing: colocated pools share the GPUs, so stages add")
+    depth = parallel.async_depth
+    overlap = depth > 0 and parallel.placement == "disaggregated"
+    if depth and not overlap:
+        notes.append(f"async_mode={parallel.async_mode!r} ignored for timing: colocated pools share the GPUs, "
+                     "so stages add")
     estimated, terms = estimate_stages(arch, shape, parallel, hw, achievable, stages)
     step_estimate = _combine(_group(estimated, "time_s"), overlap)
     groups = _group(stages, "time_s")
@@ -201,6 +214,7 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     upper = _combine(_group(stages, "brent_upper_s"), overlap)
     if step is None:
         notes.append(f"step time n/a: a collective crosses a link {hw.name} gives no bandwidth for")
+    staleness, first = _asynchrony(groups, depth, overlap)
     model_flops = sum(s.model_flops for s in stages)
     actor = next(s for s in stages if s.name == "actor_update")
     mfu_actor = _ratio(actor.model_flops, None if actor.time_s is None
@@ -224,4 +238,17 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
                       estimate_stages=tuple(estimated), step_time_estimate_s=step_estimate,
                       mfu_estimate=_ratio(model_flops, None if step_estimate is None
                                           else parallel.gpus * hw.bf16_flops * step_estimate),
-                      estimate_terms=terms)
+                      estimate_terms=terms, async_depth=depth, staleness_steps=staleness, first_step_s=first)
+
+
+def _asynchrony(groups: dict[str, float | None], depth: int, overlap: bool) -> tuple[int, float | None]:
+    """(staleness in policy versions, first step's time) of an asynchronous layout (parallelism.py)."""
+    if not depth:
+        return 0, None
+    first = _combine(groups, False)
+    if not overlap:
+        return depth, first  # the framework still trains on samples up to `depth` versions old
+    rest = _sum([groups["experience"], groups["training"], groups["sync"]])
+    if rest is None or groups["generation"] is None:
+        return depth, first
+    return async_staleness(groups["generation"], rest, depth), first

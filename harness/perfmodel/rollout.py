@@ -22,6 +22,10 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
   decode of R steps has depth R * (L + 2): on a latency-bound device (a small model, a CPU)
   the span, not the roofline, sets the time.
 * Tensor parallelism: 2 all-reduces per layer of the batch's activations (Megatron-LM).
+* Mixture of experts: a decode step reads the dense weights and only the experts its batch
+  routes to, E(1 - (1 - k/E)^B) of E for B sequences under uniform routing
+  (parallelism.experts_touched): at B = 1, k of E; at a few dozen sequences, nearly all.
+  FLOPs count the active experts only (flops.py). Prefill reads every expert.
 
     from rlbench.perfmodel.rollout import decode_stage
     stage = decode_stage(arch, shape, parallel, hw, achievable=1.0)
@@ -36,6 +40,7 @@ from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.comm import Collective, all_reduce_bytes, link_bandwidth, merge
 from rlbench.perfmodel.hardware import Hardware
+from rlbench.perfmodel.parallelism import experts_touched
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
@@ -65,6 +70,16 @@ def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count
     size = all_reduce_bytes(tp, tokens * arch.hidden * dtype_bytes)
     return [Collective(kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size,
                        bandwidth=link_bandwidth(hw, tp, 1))]
+
+
+def step_weight_bytes(arch: ModelArch, batch: float, dtype_bytes: int = 2) -> float:
+    """Weight bytes one decode step of `batch` sequences reads: all of them for a dense model; the dense
+    part and the experts the batch routes to for an MoE one."""
+    weights = arch.weight_bytes(dtype_bytes)
+    if not arch.is_moe:
+        return weights
+    experts = arch.expert_params() * dtype_bytes
+    return weights - experts + experts * experts_touched(arch.moe_experts, arch.moe_top_k, batch) / arch.moe_experts
 
 
 def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
@@ -104,7 +119,7 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
     traffic = kv_traffic_per_cached_token(shape.kv_cache)
     per_seq_kv = kvb * (traffic * fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
-    weights = arch.weight_bytes(shape.dtype_bytes)
+    weights = step_weight_bytes(arch, per_replica, shape.dtype_bytes)
     comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps, shape.dtype_bytes))
     replica_kv = per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb
     critical = Work(flops=per_replica * per_seq_flops / tp, bytes=steps * weights / tp + replica_kv,

@@ -57,6 +57,9 @@ class Work:
     bytes: float
     comm: tuple[Collective, ...] = ()
     serial_bytes: float = 0.0  # of `bytes`: moved by memory-bound kernels between the matmuls
+    # Seconds of communication that overlaps only part of the compute (the CP ring hides under
+    # attention alone, trainer_comm.ring_exposure_s): added to the busiest device's compute term.
+    exposed_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,7 +163,7 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
         d_serial = critical.serial_bytes / (hw.hbm_bytes_per_s * achievable)
         # The busiest device's serial kernels follow its overlapped work, so that device's time is
         # never below the stage's averages: W/p is `busiest` whenever serial bytes exist.
-        busiest = max(d_compute, d_memory - d_serial, d_link) + d_serial
+        busiest = max(d_compute + critical.exposed_s, d_memory - d_serial, d_link) + d_serial
         span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
     return StageCost(name=name, gpus=gpus, flops=flops, model_flops=flops if model_flops is None else model_flops,
                      bytes=bytes, comm=comm, depth=depth, compute_time_s=compute, memory_time_s=memory,

@@ -8,9 +8,14 @@ Both are frozen and check themselves: a bad value raises ValueError naming the f
     split = ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=8, async_mode="one-step")
 
 Trainer rank layout (used to decide which collectives cross nodes): tp innermost, then sp,
-then dp, then pp, as in Megatron-LM. `sp` is sequence/context parallelism (Ulysses or ring);
-FSDP and the distributed optimizer shard over dp x sp, as verl's FSDP workers and
-Megatron-LM's context parallelism do.
+then cp, then dp, then pp, as in Megatron-LM (tp-cp-ep-dp-pp). `sp` is Ulysses sequence
+parallelism (all-to-all over heads), `cp` ring-attention context parallelism (the sequence split,
+K and V passed round a ring); FSDP and the distributed optimizer shard over dp x sp x cp, as
+verl's FSDP workers and Megatron-LM's context parallelism do. `ep` (expert parallelism) is
+carved out of those dp x sp x cp ranks, not added to them (Megatron-Core: ep divides dp x cp).
+Every knob beyond the first issue's (cp, ep, pp_schedule, pp_virtual, async k-step, fuse) is
+neutral at its default, so a layout that does not set them predicts exactly as before;
+docs/parallelism.md has the whole taxonomy.
 """
 
 from __future__ import annotations
@@ -21,7 +26,16 @@ from typing import Literal
 
 ALGORITHMS = ("grpo", "ppo")
 PLACEMENTS = ("colocated", "disaggregated")
-ASYNC_MODES = ("off", "one-step")
+ASYNC_MODES = ("off", "one-step", "k-step")
+PP_SCHEDULES = ("1f1b", "interleaved")
+# Stage fusion (stages.py): which trainer passes a step removes or merges.
+#   ref_old          the reference and old-log-prob forwards run as one pass over the same micro-batches
+#                    (one pipeline fill instead of two; FLOPs and weight reads unchanged)
+#   rollout_logprobs old log-probs come from the rollout engine (generation-time log-probs reused):
+#                    the old-log-prob pass is removed
+#   on_policy_old    one epoch of one mini-batch: pi_old is the update's own (detached) forward, so the
+#                    old-log-prob pass is removed (TRL's default when num_iterations=1)
+FUSIONS = ("ref_old", "rollout_logprobs", "on_policy_old")
 SHARDINGS = ("full", "optimizer", "none")
 KV_CACHES = ("paged", "concat")
 ENGINE_MODES = ("cuda_graphs", "eager")
@@ -199,18 +213,29 @@ class ParallelShape:
     rollout_tp: int = 1
     placement: Literal["colocated", "disaggregated"] = "colocated"
     rollout_gpus: int = 0  # disaggregated only: GPUs of the rollout pool (the rest train)
-    async_mode: Literal["off", "one-step"] = "off"
-    # Over dp x sp: "full" = FSDP / ZeRO-3 (params, grads, optimizer; gathers every micro-batch),
+    async_mode: Literal["off", "one-step", "k-step"] = "off"
+    # Over dp x sp x cp: "full" = FSDP / ZeRO-3 (params, grads, optimizer; gathers every micro-batch),
     # "optimizer" = ZeRO-1 / Megatron distributed optimizer, "none" = plain DDP.
     sharding: Literal["full", "optimizer", "none"] = "full"
+    cp: int = 1  # ring-attention context parallel size of the trainer
+    ep: int = 1  # expert parallel size of the trainer (MoE); divides dp x sp x cp
+    # None: dropless routing (every token reaches its top-k experts, Megatron's default); a float: the
+    # expert capacity factor (Switch Transformer), which pads (or drops) each expert's buffer to it.
+    ep_capacity_factor: float | None = None
+    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    pp_virtual: int = 1  # interleaved 1F1B: model chunks per pipeline rank (Megatron's virtual stages)
+    async_staleness: int = 1  # async_mode="k-step": samples may be up to k policy versions old
+    fuse: tuple[str, ...] = ()  # FUSIONS applied (stage fusion)
 
     def __post_init__(self) -> None:
         own = "ParallelShape"
-        for field in ("gpus", "tp", "pp", "sp", "rollout_tp"):
+        for field in ("gpus", "tp", "pp", "sp", "rollout_tp", "cp", "ep", "pp_virtual", "async_staleness"):
             _positive(own, field, getattr(self, field))
         _choice(own, "placement", self.placement, PLACEMENTS)
         _choice(own, "async_mode", self.async_mode, ASYNC_MODES)
         _choice(own, "sharding", self.sharding, SHARDINGS)
+        _choice(own, "pp_schedule", self.pp_schedule, PP_SCHEDULES)
+        self._check_new_knobs(own)
         _positive(own, "rollout_gpus", self.rollout_gpus, minimum=0)
         if self.placement == "colocated" and self.rollout_gpus not in (0, self.gpus):
             raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: colocated rollout uses all "
@@ -218,17 +243,49 @@ class ParallelShape:
         if self.placement == "disaggregated" and not 1 <= self.rollout_gpus < self.gpus:
             raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: disaggregated needs 1..{self.gpus - 1} "
                              f"rollout GPUs, leaving the rest of the {self.gpus} to train")
-        model = self.tp * self.pp * self.sp
+        model = self.tp * self.pp * self.sp * self.cp
+        names = "tp*pp*sp" + ("*cp" if self.cp > 1 else "")
         if self.trainer_gpus % model:
-            raise ValueError(f"{own}.tp: tp*pp*sp = {model} must divide the trainer's {self.trainer_gpus} GPUs")
+            raise ValueError(f"{own}.tp: {names} = {model} must divide the trainer's {self.trainer_gpus} GPUs")
         if self.dp is not None:
             _positive(own, "dp", self.dp)
             if self.dp * model != self.trainer_gpus:
-                raise ValueError(f"{own}.dp={self.dp}: dp*tp*pp*sp = {self.dp * model} must equal "
+                raise ValueError(f"{own}.dp={self.dp}: dp*{names} = {self.dp * model} must equal "
                                  f"the trainer's {self.trainer_gpus} GPUs")
         if self.rollout_pool_gpus % self.rollout_tp:
             raise ValueError(f"{own}.rollout_tp={self.rollout_tp}: must divide the rollout pool's "
                              f"{self.rollout_pool_gpus} GPUs")
+        if self.dp_group % self.ep:
+            raise ValueError(f"{own}.ep={self.ep}: must divide dp*sp*cp = {self.dp_group} (expert parallel "
+                             "ranks are data-parallel ranks that split the experts, as in Megatron-Core)")
+
+    def _check_new_knobs(self, own: str) -> None:
+        if self.pp_schedule == "1f1b" and self.pp_virtual != 1:
+            raise ValueError(f"{own}.pp_virtual={self.pp_virtual}: virtual stages need pp_schedule='interleaved'")
+        if self.pp_schedule == "interleaved" and (self.pp < 2 or self.pp_virtual < 2):
+            raise ValueError(f"{own}.pp_schedule='interleaved': needs pp >= 2 and pp_virtual >= 2 "
+                             f"(got pp={self.pp}, pp_virtual={self.pp_virtual})")
+        if self.async_mode != "k-step" and self.async_staleness != 1:
+            raise ValueError(f"{own}.async_staleness={self.async_staleness}: only with async_mode='k-step'")
+        if self.ep_capacity_factor is not None and (
+                isinstance(self.ep_capacity_factor, bool) or not isinstance(self.ep_capacity_factor, (int, float))
+                or self.ep_capacity_factor <= 0):
+            raise ValueError(f"{own}.ep_capacity_factor={self.ep_capacity_factor!r}: must be a positive number "
+                             "or None (dropless)")
+        if not isinstance(self.fuse, tuple) or any(f not in FUSIONS for f in self.fuse) or \
+                len(set(self.fuse)) != len(self.fuse):
+            raise ValueError(f"{own}.fuse={self.fuse!r}: must be a tuple of distinct names from {', '.join(FUSIONS)}")
+        if {"rollout_logprobs", "on_policy_old"} <= set(self.fuse):
+            raise ValueError(f"{own}.fuse: 'rollout_logprobs' and 'on_policy_old' both remove the old-log-prob "
+                             "pass; give one")
+        if "ref_old" in self.fuse and set(self.fuse) & {"rollout_logprobs", "on_policy_old"}:
+            raise ValueError(f"{own}.fuse: 'ref_old' merges the old-log-prob pass that "
+                             f"{'/'.join(sorted(set(self.fuse) - {'ref_old'}))} removes; give one")
+
+    @property
+    def async_depth(self) -> int:
+        """Generation batches ahead of the trainer: 0 (off), 1 (one-step) or k (k-step)."""
+        return {"off": 0, "one-step": 1}.get(self.async_mode, self.async_staleness)
 
     @property
     def trainer_gpus(self) -> int:
@@ -241,7 +298,7 @@ class ParallelShape:
     @property
     def data_parallel(self) -> int:
         """dp as given, or derived from the trainer's GPUs."""
-        return self.dp if self.dp is not None else self.trainer_gpus // (self.tp * self.pp * self.sp)
+        return self.dp if self.dp is not None else self.trainer_gpus // (self.tp * self.pp * self.sp * self.cp)
 
     @property
     def rollout_replicas(self) -> int:
@@ -250,8 +307,13 @@ class ParallelShape:
 
     @property
     def dp_group(self) -> int:
-        """Ranks holding the same model shard: dp x sp."""
-        return self.data_parallel * self.sp
+        """Ranks holding the same (non-expert) model shard: dp x sp x cp."""
+        return self.data_parallel * self.sp * self.cp
+
+    @property
+    def pp_slots(self) -> float:
+        """Pipeline fill and drain, in micro-batch slots of one stage: p - 1 (1F1B), (p - 1) / v (interleaved)."""
+        return self.pp - 1 if self.pp_virtual == 1 else (self.pp - 1) / self.pp_virtual
 
     @property
     def param_shards(self) -> int:

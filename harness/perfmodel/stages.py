@@ -37,12 +37,12 @@ import math
 
 from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import (Collective, all_gather_bytes, all_reduce_bytes, all_to_all_bytes,
-                                    link_bandwidth, merge)
+from rlbench.perfmodel.comm import Collective, all_gather_bytes, link_bandwidth, merge
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.rollout import decode_stage, prefill_stage
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.perfmodel.trainer_comm import local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28
 
@@ -53,72 +53,52 @@ def critic_params(arch: ModelArch) -> int:
     return arch.param_count().total - head + arch.hidden + 1
 
 
-def _trainer_comm(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                  shard_bytes: float, micro_batches: int, micro_tokens: float, optimizer_steps: int,
-                  training: bool) -> tuple[Collective, ...]:
-    tp, pp, sp, dp = par.tp, par.pp, par.sp, par.data_parallel
-    layers = math.ceil(arch.layers / pp)
-    passes = (2 + (1 if shape.gradient_checkpointing else 0)) if training else 1  # fwd-equivalents that talk
-    act = micro_tokens / sp * arch.hidden * shape.dtype_bytes  # one micro-batch's activations on one GPU
-    out: list[Collective] = []
-    if par.sharding == "full" and par.dp_group > 1:
-        gather = all_gather_bytes(par.dp_group, shard_bytes)
-        link = link_bandwidth(hw, par.dp_group, tp)
-        out.append(Collective(kind="fsdp_all_gather", bytes_per_gpu=micro_batches * gather * (2 if training else 1),
-                              bandwidth=link))
-        if training:
-            out.append(Collective(kind="fsdp_reduce_scatter", bytes_per_gpu=micro_batches * gather, bandwidth=link))
-    elif training and par.sharding == "optimizer" and par.dp_group > 1:
-        link = link_bandwidth(hw, par.dp_group, tp)
-        once = optimizer_steps * all_gather_bytes(par.dp_group, shard_bytes)
-        out.append(Collective(kind="dp_reduce_scatter", bytes_per_gpu=once, bandwidth=link))
-        out.append(Collective(kind="dp_all_gather", bytes_per_gpu=once, bandwidth=link))
-    elif training and par.dp_group > 1:
-        out.append(Collective(kind="dp_all_reduce", bandwidth=link_bandwidth(hw, par.dp_group, tp),
-                              bytes_per_gpu=optimizer_steps * all_reduce_bytes(par.dp_group, shard_bytes)))
-    if tp > 1:
-        out.append(Collective(kind="tp_all_reduce", bandwidth=link_bandwidth(hw, tp, 1),
-                              bytes_per_gpu=micro_batches * passes * 2 * layers * all_reduce_bytes(tp, act)))
-    if sp > 1:
-        out.append(Collective(kind="sp_all_to_all", bandwidth=link_bandwidth(hw, sp, tp),
-                              bytes_per_gpu=micro_batches * passes * 4 * layers * all_to_all_bytes(sp, act)))
-    if pp > 1:
-        out.append(Collective(kind="pp_send", bandwidth=link_bandwidth(hw, pp, tp * sp * dp),
-                              bytes_per_gpu=micro_batches * (2 if training else 1) * act / tp))
-    return merge(out)
-
-
 def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
                  achievable: float, training: bool, value_head: bool, params: int | None = None,
-                 compute_fraction: float = 1.0) -> StageCost:
-    """A forward (log-probs, values, reward model) or a full update over the step's sequences."""
-    tp, pp, sp, dp, gpus = par.tp, par.pp, par.sp, par.data_parallel, par.trainer_gpus
+                 compute_fraction: float = 1.0, models: int = 1) -> StageCost:
+    """A forward (log-probs, values, reward model) or a full update over the step's sequences.
+
+    models: forwards of that many same-shaped models fused into one pass over the same micro-batches
+    (fuse='ref_old'): work scales by it, the pipeline fills and drains once."""
+    tp, pp, sp, cp, dp, gpus = par.tp, par.pp, par.sp, par.cp, par.data_parallel, par.trainer_gpus
     params = params if params is not None else arch.param_count().total
-    shard_bytes = params * shape.dtype_bytes / (tp * pp)  # one model-parallel shard, before FSDP
+    local = local_params(arch, par, params)  # one model-parallel shard (experts split by ep), before FSDP
+    shard_bytes = params * shape.dtype_bytes / (tp * pp) if local is None else local * shape.dtype_bytes
     epochs, minis = (shape.ppo_epochs, shape.mini_batches) if training else (1, 1)
     per_rank = math.ceil(shape.sequences / minis / dp)
     micro = shape.micro_batches(per_rank)
-    n_micro, steps = epochs * minis * micro, epochs * minis
+    n_micro, steps = epochs * minis * micro * models, epochs * minis
     passes = fl.passes(shape.gradient_checkpointing) if training else 1
     # A left-padded batch computes on its pads too: hardware FLOPs, not model FLOPs (MFU's numerator).
     seq = fl.sequence_forward_flops(arch, shape.computed_seq_len, value_head=value_head)
     useful = fl.sequence_forward_flops(arch, shape.mean_seq_len, value_head=value_head)
-    flops = epochs * shape.sequences * passes * seq
-    model_flops = epochs * shape.sequences * (3 if training else 1) * useful
+    flops = epochs * shape.sequences * passes * seq * models
+    model_flops = epochs * shape.sequences * (3 if training else 1) * useful * models
     mb_bytes = n_micro * (passes + (1 if training else 0)) * shard_bytes
-    opt_bytes = steps * ADAM_BYTES_PER_PARAM * params / (tp * pp * par.optimizer_shards) if training else 0.0
-    comm = _trainer_comm(arch, shape, par, hw, shard_bytes=shard_bytes, micro_batches=n_micro,
-                         micro_tokens=per_rank * shape.computed_seq_len / micro, optimizer_steps=steps,
-                         training=training)
-    bubble = (micro + pp - 1) / micro
-    critical = Work(flops=epochs * minis * per_rank * passes * seq / (tp * pp * sp) * bubble,
-                    bytes=mb_bytes * bubble + opt_bytes, comm=comm)
+    opt_bytes = 0.0
+    if training:
+        opt_bytes = steps * ADAM_BYTES_PER_PARAM * (params / (tp * pp * par.optimizer_shards) if local is None
+                                                    else local / par.optimizer_shards)
+    micro_tokens = per_rank * shape.computed_seq_len / micro
+    comm = trainer_comm(arch, shape, par, hw, params=params, micro_batches=n_micro, micro_tokens=micro_tokens,
+                        optimizer_steps=steps, training=training)
+    # 1F1B idles pp - 1 micro-batch slots per mini-batch, interleaved (pp - 1) / v (parallelism.py)
+    slots = micro * models + par.pp_slots
+    bubble = slots / (micro * models)
+    critical_flops = epochs * minis * per_rank * passes * seq * models / (tp * pp * sp * cp) * bubble
+    exposed = ring_exposure_s(arch, shape, par, hw, comm, sequences=epochs * minis * per_rank * models,
+                              training=training, achievable=achievable, compute_fraction=compute_fraction)
+    critical = Work(flops=critical_flops, bytes=mb_bytes * bubble + opt_bytes, comm=comm, exposed_s=exposed)
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
+    if par.pp_schedule == "interleaved":
+        note += f" (interleaved, {par.pp_virtual} chunks per rank)"
+    if models > 1:
+        note += f", {models} models' forwards fused in one pass"
     return build_stage(name, hw=hw, achievable=achievable, compute_fraction=compute_fraction, gpus=gpus,
                        flops=flops, model_flops=model_flops,
                        bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
-                       matmul_rows=per_rank * shape.computed_seq_len / micro / sp, matmul_dim=arch.hidden / tp, training=training,
-                       depth=steps * (micro + pp - 1) * passes * pass_units(math.ceil(arch.layers / pp)))
+                       matmul_rows=micro_tokens / (sp * cp), matmul_dim=arch.hidden / tp, training=training,
+                       depth=steps * slots * passes * pass_units(math.ceil(arch.layers / pp)))
 
 
 def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
@@ -146,9 +126,18 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
     weights = arch.weight_bytes()
     shard_bytes = weights / (par.tp * par.pp)
     comm: list[Collective] = []
-    if par.param_shards > 1:
+    experts = arch.expert_params() * 2 / (par.tp * par.pp) if par.ep > 1 else 0.0
+    if par.param_shards > 1 and experts:  # dense part over dp x sp x cp, experts over their dp group / ep
+        groups = ((par.param_shards, shard_bytes - experts, par.tp),
+                  (par.param_shards // par.ep, experts / par.ep, par.tp * par.ep))
+        comm += [Collective(kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(n, size),
+                            bandwidth=link_bandwidth(hw, n, stride)) for n, size, stride in groups if n > 1]
+    elif par.param_shards > 1:
         comm.append(Collective(kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(par.param_shards, shard_bytes),
                                bandwidth=link_bandwidth(hw, par.param_shards, par.tp)))
+    if experts:  # the rollout holds every expert: gather them from the ep ranks that split them
+        comm.append(Collective(kind="ep_all_gather", bytes_per_gpu=all_gather_bytes(par.ep, experts),
+                               bandwidth=link_bandwidth(hw, par.ep, par.tp * par.sp * par.cp)))
     received = weights / par.rollout_tp
     if par.placement == "disaggregated":
         link = hw.inter_node_bytes_per_s if par.gpus > hw.gpus_per_node else hw.intra_node_bytes_per_s
@@ -169,25 +158,50 @@ def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     kw = {"achievable": achievable}
     critic = critic_params(arch)
 
-    def forward(name: str, value_head: bool = False, params: int | None = None) -> StageCost:
+    def forward(name: str, value_head: bool = False, params: int | None = None, models: int = 1) -> StageCost:
         return trainer_pass(name, arch, shape, par, hw, training=False, value_head=value_head,
-                            params=params, compute_fraction=trainer_compute_fraction, **kw)
+                            params=params, compute_fraction=trainer_compute_fraction, models=models, **kw)
 
     def update(name: str, value_head: bool, params: int | None = None) -> StageCost:
         return trainer_pass(name, arch, shape, par, hw, training=True, value_head=value_head, params=params,
                             compute_fraction=trainer_compute_fraction, **kw)
 
+    ref, old = _logprob_passes(shape, par, forward)
     return [
         prefill_stage(arch, shape, par, hw, **kw),
         decode_stage(arch, shape, par, hw, **kw),
         forward("reward", True, critic) if shape.reward_model
         else empty_stage("reward", note="rule-based reward on CPU: not modelled"),
-        forward("ref_logprob") if shape.use_kl_reference else empty_stage("ref_logprob", note="no KL reference"),
-        forward("old_logprob") if shape.recompute_old_logprob
-        else empty_stage("old_logprob", note="old log-probs taken from the rollout"),
+        ref,
+        old,
         forward("critic_values", True, critic) if shape.has_critic else empty_stage("critic_values", note="no critic"),
         advantage_stage(shape, par, hw, **kw),
         update("actor_update", False),
         update("critic_update", True, critic) if shape.has_critic else empty_stage("critic_update", note="no critic"),
         weight_sync_stage(arch, par, hw, **kw),
     ]
+
+
+def _logprob_passes(shape: WorkloadShape, par: ParallelShape, forward) -> tuple[StageCost, StageCost]:
+    """The reference and old-log-prob stages after stage fusion (ParallelShape.fuse, shapes.FUSIONS).
+
+    ref_old: one pass runs both models' forwards over the same micro-batches (its cost sits on
+    ref_logprob; old_logprob is empty). rollout_logprobs / on_policy_old: the old-log-prob pass is gone,
+    its log-probs taken from the engine or from the update's own forward."""
+    fuse = set(par.fuse)
+    ref = forward("ref_logprob") if shape.use_kl_reference else empty_stage("ref_logprob", note="no KL reference")
+    if not shape.recompute_old_logprob:
+        return ref, empty_stage("old_logprob", note="old log-probs taken from the rollout")
+    if "rollout_logprobs" in fuse:
+        return ref, empty_stage("old_logprob", note="fused away: generation-time log-probs reused (fuse=rollout_logprobs)")
+    if "on_policy_old" in fuse:
+        if shape.optimizer_steps != 1:
+            raise ValueError(f"ParallelShape.fuse='on_policy_old': needs one optimizer step per batch (ppo_epochs=1, "
+                             f"one mini-batch), not {shape.optimizer_steps}; pi_old differs from the policy after "
+                             "the first step")
+        return ref, empty_stage("old_logprob", note="fused away: pi_old is the update's own forward (fuse=on_policy_old)")
+    if "ref_old" in fuse:
+        if not shape.use_kl_reference:
+            raise ValueError("ParallelShape.fuse='ref_old': the workload has no KL reference pass to fuse with")
+        return forward("ref_logprob", models=2), empty_stage("old_logprob", note="fused into ref_logprob (fuse=ref_old)")
+    return ref, forward("old_logprob")
