@@ -14,9 +14,10 @@ Formulas and sources are in each module's docstring and in docs/perfmodel.md.
 
 Modules: arch (shapes, parameter counts, built-in models), hardware (datasheet rows),
 shapes (workload and layout), flops (FLOP formulas), comm (collective bytes), roofline
-(stage timing, depth and Brent bounds), rollout and stages (the ten stages), memory (per-GPU
+(stage timing, depth and Brent bounds), rollout and stages (the ten stages), parallelism
+(TP/PP/CP/EP/async formulas) and trainer_comm (a trainer pass's collectives), memory (per-GPU
 memory), floor (a framework's measured per-step floor), predict (the step DAG), sweep (ranked
-layouts).
+layouts; sweep_layouts over the whole taxonomy, docs/parallelism.md).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from rlbench.perfmodel.predict import Prediction, predict
 from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import build_stages
-from rlbench.perfmodel.sweep import sweep
+from rlbench.perfmodel.sweep import LayoutSweep, SkippedLayout, sweep, sweep_layouts
 
 __all__ = [
     "BUILTIN_ARCHS", "HARDWARE", "Collective", "FrameworkFloor", "Hardware", "MemoryEstimate", "ModelArch", "ParallelShape",
     "ParamCount", "Prediction", "StageCost", "WorkloadShape", "build_stages", "cpu_hardware",
     "estimate_memory", "find_hardware", "flops", "from_hf_config", "get_arch", "get_hardware",
     "load_hf_config", "measure_floor", "predict", "sweep",
+    "LayoutSweep", "SkippedLayout", "sweep_layouts",
 ]

@@ -7,6 +7,13 @@ tp x pp always divide them; over dp x sp, sharding="full" (FSDP / ZeRO-3) shards
 The frozen reference model keeps 2 bytes per parameter (sharded alike), a PPO critic the
 full 16, a reward model 2.
 
+Expert parallelism (MoE): ep ranks split the routed experts, so a rank's model-parallel shard
+is dense / (tp x pp) + experts / (tp x pp x ep). Whatever dp x sp x cp shards ("full", and the
+optimizer states under "optimizer") comes out the same either way, since the experts are then
+sharded over the remaining dp x sp x cp / ep ranks; ep saves what is not sharded (weights and
+gradients under the distributed optimizer, everything under DDP). Context parallelism divides
+the activations by cp, as Ulysses' sp does.
+
 Activations of the largest micro-batch (micro_batch_size longest sequences, or a packed
 micro_batch_tokens budget holding at least one) (Korthikanti et al. 2022, "Reducing
 Activation Recomputation in Large Transformer Models", eq. 1 with tensor+sequence
@@ -38,6 +45,7 @@ from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import critic_params
+from rlbench.perfmodel.trainer_comm import local_params
 
 GIGA = 1e9
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER = 34
@@ -53,7 +61,7 @@ class MemoryEstimate:
 
 
 def _activations(arch: ModelArch, shape: WorkloadShape, par: ParallelShape) -> float:
-    tokens = shape.micro_batch_tokens_peak / par.sp
+    tokens = shape.micro_batch_tokens_peak / (par.sp * par.cp)
     per_layer = ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER * tokens * arch.hidden / par.tp
     if shape.gradient_checkpointing:
         body = 2 * tokens * arch.hidden * arch.layers / par.tp + per_layer
@@ -66,15 +74,33 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
     params = arch.param_count().total
     mp = par.tp * par.pp
     split, opt_split = mp * par.param_shards, mp * par.optimizer_shards
-    parts = {"params": 2 * params / split, "grads": 2 * params / split, "optimizer": 12 * params / opt_split}
+
+    def shard(count: int, sharded: bool) -> float:
+        """Parameters per GPU under expert parallelism: sharded over dp x sp x cp (dense part over all of
+        them, experts over dp x sp x cp / ep after ep split them: count / (mp x dp_group) either way),
+        or else the model-parallel shard, experts / ep."""
+        return count / (mp * par.dp_group) if sharded else local_params(arch, par, count)  # type: ignore[return-value]
+
+    full, zero = par.sharding == "full", par.sharding != "none"
+    if par.ep == 1 or not arch.is_moe:
+        parts = {"params": 2 * params / split, "grads": 2 * params / split, "optimizer": 12 * params / opt_split}
+    else:
+        parts = {"params": 2 * shard(params, full), "grads": 2 * shard(params, full),
+                 "optimizer": 12 * shard(params, zero)}
+    critic = critic_params(arch)
+    ep_moe = par.ep > 1 and arch.is_moe
     if shape.use_kl_reference:
-        parts["ref_params"] = 2 * params / split
+        parts["ref_params"] = 2 * shard(params, full) if ep_moe else 2 * params / split
     if shape.has_critic:
-        parts["critic_states"] = 4 * critic_params(arch) / split + 12 * critic_params(arch) / opt_split
+        parts["critic_states"] = (4 * shard(critic, full) + 12 * shard(critic, zero) if ep_moe
+                                  else 4 * critic / split + 12 * critic / opt_split)
     if shape.reward_model:
-        parts["reward_params"] = 2 * critic_params(arch) / split
-    if par.param_shards > 1:  # two layers gathered at once (current + prefetch)
-        parts["fsdp_buffers"] = 2 * 2 * arch.param_count().non_embedding / arch.layers / par.tp
+        parts["reward_params"] = 2 * shard(critic, full) if ep_moe else 2 * critic / split
+    if par.param_shards > 1:  # two layers gathered at once (current + prefetch); ep ranks gather their experts only
+        body = arch.param_count().non_embedding
+        if ep_moe:
+            body -= arch.expert_params() * (par.ep - 1) / par.ep
+        parts["fsdp_buffers"] = 2 * 2 * body / arch.layers / par.tp
     states = sum(parts.values())
     parts["activations"] = _activations(arch, shape, par)
     per_engine = math.ceil(shape.sequences / par.rollout_replicas)
