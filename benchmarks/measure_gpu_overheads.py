@@ -1,7 +1,9 @@
 """Measure the GPU overhead terms of perfmodel/overheads.py on this machine's GPU (a protocol, not a fit).
 
 The constants in overheads.py come from published measurements on other machines. This script
-measures the same quantities here, so a GPU session can check them or cite its own:
+measures the same quantities here, so a GPU session can check them or cite its own (kernel
+launch and layer unit are rlbench.predict.gpu_probe's measurements, which also feed the measured
+GPU row):
 
 * kernel launch: the host's time to enqueue one tiny kernel (torch add on a 1-element tensor),
   and the end-to-end time per kernel once the device has run them all;
@@ -26,43 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.perfmodel import overheads
-
-
-def kernel_launch(torch: Any, n: int = 5000) -> dict[str, float]:
-    x = torch.zeros(1, device="cuda")
-    for _ in range(100):
-        x.add_(1)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(n):
-        x.add_(1)
-    enqueued = time.perf_counter()
-    torch.cuda.synchronize()
-    done = time.perf_counter()
-    return {"host_enqueue_s": (enqueued - start) / n, "end_to_end_s": (done - start) / n}
-
-
-def _forward_time(torch: Any, layers: int, repeats: int = 200) -> float:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(hidden_size=64, intermediate_size=256, num_hidden_layers=layers, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=1024)
-    model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
-    ids = torch.ones(1, 1, dtype=torch.long, device="cuda")
-    with torch.no_grad():
-        for _ in range(10):
-            model(ids)
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(repeats):
-            model(ids)
-        torch.cuda.synchronize()
-    return (time.perf_counter() - start) / repeats
-
-
-def layer_unit(torch: Any) -> dict[str, float]:
-    shallow, deep = _forward_time(torch, 2), _forward_time(torch, 8)
-    return {"forward_2_layers_s": shallow, "forward_8_layers_s": deep, "per_layer_s": (deep - shallow) / 6}
+from rlbench.predict.gpu_probe import kernel_launch, layer_unit
 
 
 def engine_floor(model: str, steps: int = 256) -> dict[str, float]:
