@@ -137,9 +137,11 @@ def from_hf_config(config: dict[str, Any], name: str | None = None, where: str =
     """Build a ModelArch from the dict of a Hugging Face `config.json`.
 
     A missing `tie_word_embeddings` means untied (the Qwen2 and Llama config classes default
-    to False); q/k/v biases follow `attention_bias`, defaulting to True for `model_type`
-    "qwen2" (whose config.json never states it). MoE keys: num_experts / num_local_experts /
-    n_routed_experts, num_experts_per_tok, moe_intermediate_size. Shared experts are not modelled.
+    to False); q/k/v biases follow `attention_bias`, defaulting to True for `model_type` "qwen2"
+    and "qwen2_moe" (whose config.json never states it; both modules build q/k/v with a bias).
+    MoE keys: num_experts / num_local_experts / n_routed_experts, num_experts_per_tok,
+    moe_intermediate_size; shared experts from shared_expert_intermediate_size (Qwen2-MoE, with
+    its gate) or n_shared_experts x moe_intermediate_size (DeepSeek).
     """
     if not isinstance(config, dict):
         raise RLBenchError(f"{where} holds a {type(config).__name__}, not a JSON object; pass a model's config.json")
@@ -169,7 +171,7 @@ def from_hf_config(config: dict[str, Any], name: str | None = None, where: str =
         **{field: count(key) for field, key in _REQUIRED.items()},
         kv_heads=kv_heads, head_dim=optional("head_dim"),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=bool(config.get("attention_bias", config.get("model_type") == "qwen2")),
+        qkv_bias=bool(config.get("attention_bias", config.get("model_type") in ("qwen2", "qwen2_moe"))),
         moe_experts=experts, moe_top_k=top_k, moe_ffn=optional("moe_intermediate_size"),
         **_shared_experts(config, experts, count, optional),
         source="config.json",
