@@ -3,7 +3,7 @@
 An adapter turns a `RunSpec` into a `LaunchPlan` (the exact command, environment
 and config files of the framework's own trainer), refuses knobs its framework
 cannot honour before anything launches, and maps the framework's logged metrics
-into rlbench's step vocabulary (`rlbench.schema.STEP_METRICS`). The runner, not
+into rlbench's step vocabulary (`rlbench.record.schema.STEP_METRICS`). The runner, not
 the adapter, starts the process, enforces the timeout and writes the record.
 """
 
@@ -19,10 +19,10 @@ import pandas as pd
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from rlbench.environment import package_version
+from rlbench.run.environment import package_version
 from rlbench.errors import RLBenchError
-from rlbench.inputs import RunInputs
-from rlbench.runspec import RunSpec
+from rlbench.run.inputs import RunInputs
+from rlbench.run.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +66,8 @@ class Adapter(ABC):
             if knob not in self.supported_knobs:
                 raise RLBenchError(f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                                    f"it supports: {', '.join(sorted(self.supported_knobs))}")
-        from rlbench.parallel import check_heads
-        from rlbench.prediction import workload_arch
+        from rlbench.run.parallel import check_heads
+        from rlbench.predict.run_prediction import workload_arch
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
@@ -97,7 +97,7 @@ class Adapter(ABC):
         return None
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any] | None:
-        """How this launch meets the equal-work contract (`rlbench.equal_work.manifest`: the contract, the
+        """How this launch meets the equal-work contract (`rlbench.run.equal_work.manifest`: the contract, the
         framework setting that carries each term, the differences named), recorded as run.json's
         `equal_work`; with the finished run's folder, also what the framework itself resolved where it
         saves that. None for an adapter that does not map it."""

@@ -14,9 +14,9 @@ from rlbench.adapters.base import Adapter
 from rlbench.errors import RLBenchError
 
 ADAPTERS: dict[str, str] = {
-    "openrlhf": "rlbench.adapters.openrlhf_adapter:OpenRLHFAdapter",
-    "trl": "rlbench.adapters.trl_adapter:TRLAdapter",
-    "verl": "rlbench.adapters.verl_adapter:VerlAdapter",
+    "openrlhf": "rlbench.adapters.openrlhf.adapter:OpenRLHFAdapter",
+    "trl": "rlbench.adapters.trl.adapter:TRLAdapter",
+    "verl": "rlbench.adapters.verl.adapter:VerlAdapter",
 }
 
 

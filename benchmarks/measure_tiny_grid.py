@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlbench.calibrate import tiny_workload
+from rlbench.predict.calibrate import tiny_workload
 
 
 def pass_order(cells: list[tuple[int, int]], repeat: int) -> list[tuple[int, int]]:

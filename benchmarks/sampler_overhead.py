@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.record import load_record
+from rlbench.record.store import load_record
 
 
 def one_run(out: Path, steps: int, rate_hz: str) -> float:

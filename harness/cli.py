@@ -31,8 +31,8 @@ def _user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from rlbench.runner import RunInterrupted
-        from rlbench.stop_signals import RunStop, describe
+        from rlbench.run.runner import RunInterrupted
+        from rlbench.run.stop_signals import RunStop, describe
 
         try:
             return fn(*args, **kwargs)
@@ -96,10 +96,10 @@ def main() -> None:
 def run(framework: str, workload: str, steps: int | None, parallel: tuple[str, ...], out: Path, seed: int,
         dry_run: bool) -> None:
     """Run one benchmark and write its record under --out."""
-    from rlbench.runner import dry_run as plan_only
-    from rlbench.runner import execute
-    from rlbench.runspec import build_run_spec
-    from rlbench.stop_signals import stop_signals
+    from rlbench.run.runner import dry_run as plan_only
+    from rlbench.run.runner import execute
+    from rlbench.run.spec import build_run_spec
+    from rlbench.run.stop_signals import stop_signals
 
     from rlbench.adapters.registry import get_adapter
 
@@ -165,7 +165,7 @@ def validate(workload: str) -> None:
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
     steps let the test decide nothing."""
-    from rlbench.compare import compare_records, format_table, parse_threshold
+    from rlbench.record.compare import compare_records, format_table, parse_threshold
 
     results = compare_records(baseline, candidate, parse_threshold(threshold),
                               notice=functools.partial(click.echo, err=True))
@@ -187,7 +187,7 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
 @_user_errors
 def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) -> None:
     """Render run records (folders, or results folders holding them) into one HTML report."""
-    from rlbench.compare import parse_threshold
+    from rlbench.record.compare import parse_threshold
     from rlbench.reports.html import render_report
 
     click.echo(str(render_report(list(results), out, history=history, threshold=parse_threshold(threshold),
@@ -201,8 +201,8 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
 @_user_errors
 def nightly(config_path: Path, update_baseline: bool) -> None:
     """Run the nightly matrix, compare with the baseline, write reports; exit 1 on regression or failure."""
-    from rlbench.nightly import format_night, run_night
-    from rlbench.nightly_config import load_nightly_config
+    from rlbench.nightly.gate import format_night, run_night
+    from rlbench.nightly.config import load_nightly_config
 
     night_dir, night = run_night(load_nightly_config(config_path), update_baseline=update_baseline,
                                  echo=lambda line: click.echo(line, err=True))
@@ -214,7 +214,7 @@ def nightly(config_path: Path, update_baseline: bool) -> None:
 
 def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
     """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
-    from rlbench.parallel import KNOBS
+    from rlbench.run.parallel import KNOBS
 
     grid: dict[str, list[str]] = {}
     for pair in pairs:
@@ -247,8 +247,8 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
     import json
 
     from rlbench.perfmodel import get_hardware
-    from rlbench.prediction import arch_for, hardware_for, launch_shape, predict_layout
-    from rlbench.predict_report import stage_table, sweep_table
+    from rlbench.predict.run_prediction import arch_for, hardware_for, launch_shape, predict_layout
+    from rlbench.predict.tables import stage_table, sweep_table
     from rlbench.workloads.catalog import load_workload
 
     arch = arch_for(model_config)
@@ -301,7 +301,7 @@ def _known_framework(framework: str) -> None:
 
 def _measured_floor(framework: str):
     """The floor `rlbench calibrate` cached for this framework here; only this machine's CPU has one."""
-    from rlbench.floor_cache import load_floor
+    from rlbench.predict.floor_cache import load_floor
 
     floor, why_not = load_floor(framework)
     if floor is None:
@@ -320,8 +320,8 @@ def _measured_floor(framework: str):
 @_user_errors
 def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     """Measure a framework's per-step floor here with tiny real runs; later predictions include it."""
-    from rlbench.calibrate import calibrate as run_calibration
-    from rlbench.calibrate import describe, parse_lengths
+    from rlbench.predict.calibrate import calibrate as run_calibration
+    from rlbench.predict.calibrate import describe, parse_lengths
 
     from rlbench.out_dir import check_writable
 
@@ -356,10 +356,10 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
           steps: int | None, repeats: int, seed: int, out: Path, executor_kind: str, ray_address: str | None,
           envs: tuple[str, ...], resume: Path | None) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
-    from rlbench import sweep as sweeps
-    from rlbench.executors import make_executor, sigterm_as_ctrl_c
-    from rlbench.sweep_index import load_index
-    from rlbench.sweep_spread import format_summary, refusals
+    from rlbench.sweep import driver as sweeps
+    from rlbench.sweep.executors import make_executor, sigterm_as_ctrl_c
+    from rlbench.sweep.index import load_index
+    from rlbench.sweep.spread import format_summary, refusals
     from rlbench.settings import run_timeout_s
 
     request = None

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import ruptures
 
-from rlbench.compare import configuration_key
+from rlbench.record.compare import configuration_key
 from rlbench.reports.load import RunView
-from rlbench.schema import STEP_METRICS
+from rlbench.record.schema import STEP_METRICS
 
 HISTORY_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "peak_device_memory_gb",
                    "proc_rss_peak_gb", "energy_j")

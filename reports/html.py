@@ -17,7 +17,7 @@ import jinja2
 
 from rlbench.out_dir import check_writable, unwritable
 from rlbench.atomic import write_bytes
-from rlbench.record import utc_now
+from rlbench.record.store import utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows

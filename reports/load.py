@@ -23,9 +23,9 @@ import pandas as pd
 import pyarrow
 
 from rlbench.errors import RLBenchError
-from rlbench.profiling import COMM_FILE, TELEMETRY_FILE
-from rlbench.record import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
-from rlbench.schema import STEP_METRICS, SchemaError
+from rlbench.run.profiling import COMM_FILE, TELEMETRY_FILE
+from rlbench.record.store import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
+from rlbench.record.schema import STEP_METRICS, SchemaError
 from rlbench.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
 
 TELEMETRY_NUMERIC = tuple(c.name for c in TELEMETRY_COLUMNS if c.kind in ("float", "int"))

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.record import effective_status
+from rlbench.record.store import effective_status
 from rlbench.reports.load import DamagedRecord, RunView
-from rlbench.schema import STAGES
+from rlbench.record.schema import STAGES
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
 
 
 def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    """Each term of the equal-work contract (`rlbench.equal_work`) and each named difference, by run: the value
+    """Each term of the equal-work contract (`rlbench.run.equal_work`) and each named difference, by run: the value
     the launch carried, or why the framework could not match it. Rows where the runs differ come first."""
     views = [(run, run.record.get("equal_work")) for run in runs]
     views = [(run, manifest) for run, manifest in views if isinstance(manifest, dict)]

@@ -14,7 +14,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config, items):
     """Skip @pytest.mark.gpu tests on machines without an NVIDIA GPU."""
-    from rlbench.environment import gpus
+    from rlbench.run.environment import gpus
 
     if gpus()[0]:
         return
@@ -70,7 +70,7 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
 
     import numpy as np
     import pandas as pd
-    from rlbench.record import write_run_json, write_steps
+    from rlbench.record.store import write_run_json, write_steps
     from rlbench.workloads.catalog import load_workload
 
     folder.mkdir(parents=True)

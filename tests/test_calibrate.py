@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.floor_cache import floor_file, load_floor, save_floor
+from rlbench.predict.floor_cache import floor_file, load_floor, save_floor
 from rlbench.perfmodel import FrameworkFloor
 from tests.conftest import run_cli
 
@@ -35,7 +35,7 @@ def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
 
 
 def test_a_framework_that_cannot_run_here_is_refused_before_anything_is_written(own_cache, tmp_path):
-    from rlbench.environment import gpus
+    from rlbench.run.environment import gpus
 
     if gpus()[0]:
         pytest.skip("verl can run on a GPU machine")
@@ -75,10 +75,10 @@ def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
 
 
 def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
-    from rlbench import cpu_probe
-    from rlbench.parallel import parse_parallel
+    from rlbench.predict import cpu_probe
+    from rlbench.run.parallel import parse_parallel
     from rlbench.perfmodel import cpu_hardware
-    from rlbench.prediction import predict_run
+    from rlbench.predict.run_prediction import predict_run
     from rlbench.workloads.catalog import load_workload
 
     # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check

@@ -59,7 +59,7 @@ def test_missing_data(tmp_path):
 
 
 def test_framework_not_installed(tmp_path, monkeypatch):
-    from rlbench.adapters.trl_adapter import TRLAdapter
+    from rlbench.adapters.trl.adapter import TRLAdapter
 
     monkeypatch.setattr(TRLAdapter, "version", lambda self: None)
     out = tmp_path / "out"
@@ -75,7 +75,7 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path, model_cache):
     out = tmp_path / "out"
     result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--dry-run", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "-m rlbench.adapters.trl_launcher" in result.stdout and '"max_completion_length": 32' in result.stdout
+    assert "-m rlbench.adapters.trl.launcher" in result.stdout and '"max_completion_length": 32' in result.stdout
     assert not out.exists()
 
 
@@ -87,7 +87,7 @@ def test_validate_and_ls():
 
 
 def test_framework_unusable_here_is_refused_before_any_record(tmp_path, monkeypatch):
-    from rlbench.adapters.trl_adapter import TRLAdapter
+    from rlbench.adapters.trl.adapter import TRLAdapter
 
     monkeypatch.setattr(TRLAdapter, "usable_here", lambda self: (False, "no NVIDIA GPU"))
     out = tmp_path / "out"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench.record import load_record
+from rlbench.record.store import load_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from tests.conftest import run_cli
 

@@ -1,6 +1,6 @@
 """Equal work across verl, OpenRLHF and TRL (issue 17), for every shipped workload.
 
-- the launches agree on the equal-work contract (`rlbench.equal_work`: vLLM engine settings, token
+- the launches agree on the equal-work contract (`rlbench.run.equal_work`: vLLM engine settings, token
   budgets per role), each read back from the framework's own resolution of its launch: verl's composed
   Hydra config, what OpenRLHF's own `train_ppo_ray` parses and hands to vLLM, TRL's `GRPOConfig`;
   every term a framework does not carry is named in its record (`Adapter.equal_work`), never silent;
@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-import rlbench.adapters.openrlhf_adapter as openrlhf_module
-import rlbench.adapters.trl_adapter as trl_module
-import rlbench.adapters.verl_adapter as verl_module
+import rlbench.adapters.openrlhf.adapter as openrlhf_module
+import rlbench.adapters.trl.adapter as trl_module
+import rlbench.adapters.verl.adapter as verl_module
 from rlbench.adapters.registry import get_adapter
-from rlbench.equal_work import UNEXPLAINED, contract
+from rlbench.run.equal_work import UNEXPLAINED, contract
 from rlbench.errors import RLBenchError
-from rlbench.parallel import Parallelism, splits_heads
-from rlbench.runspec import RunSpec
+from rlbench.run.parallel import Parallelism, splits_heads
+from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.spec import ModelSpec
 from tests.conftest import run_cli
@@ -264,8 +264,8 @@ def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
 
 
 def test_sweep_marks_the_cells_that_cannot_split_the_heads_refused(tmp_path):
-    from rlbench.executors.local import LocalExecutor
-    from rlbench.sweep import SweepRequest, plan
+    from rlbench.sweep.executors.local import LocalExecutor
+    from rlbench.sweep.driver import SweepRequest, plan
 
     request = SweepRequest(frameworks=("verl", "openrlhf"), workloads=("gsm8k-grpo", "math-grpo"),
                            grid={"tp": ["2", "4"]}, parallel=("dp=4",))
@@ -288,7 +288,7 @@ def test_predict_refuses_and_skips_the_same_layouts():
 
 
 def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
-    from rlbench.record import write_run_json
+    from rlbench.record.store import write_run_json
     from rlbench.reports.html import render_report
     from tests.conftest import synthetic_record
 
@@ -307,8 +307,8 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
 
 
 def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
-    from rlbench.compare import compare_records
-    from rlbench.record import write_run_json
+    from rlbench.record.compare import compare_records
+    from rlbench.record.store import write_run_json
     from tests.conftest import synthetic_record
 
     manifest = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo"))

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record import load_record
+from rlbench.record.store import load_record
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("openrlhf")
-from rlbench.adapters.openrlhf_adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
+from rlbench.adapters.openrlhf.adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not on_cpu_lane(), reason="OpenRLHF's CPU lane is not installed (nox -s openrlhf_cpu)")]

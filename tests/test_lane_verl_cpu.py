@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record import load_record
+from rlbench.record.store import load_record
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
-from rlbench.adapters.verl_adapter import on_cpu_lane  # noqa: E402
+from rlbench.adapters.verl.adapter import on_cpu_lane  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not on_cpu_lane(), reason="verl's CPU lane is not installed (nox -s verl_cpu)")]

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
-from rlbench.nightly import format_night, judge, night_status
-from rlbench.nightly_config import load_nightly_config
+from rlbench.nightly.gate import format_night, judge, night_status
+from rlbench.nightly.config import load_nightly_config
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
 STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
@@ -102,7 +102,7 @@ def test_the_shipped_matrix_is_valid(monkeypatch, name):
     config = load_nightly_config(PROJECT_ROOT / "benchmarks" / name)
     assert config.baseline == Path("/var/lib/rlbench/baseline") and config.threshold == 0.05
     from rlbench.adapters.registry import available
-    from rlbench.parallel import parse_parallel
+    from rlbench.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     for bench in config.matrix:

@@ -24,14 +24,14 @@ from unittest.mock import MagicMock
 
 import pytest
 
-import rlbench.adapters.openrlhf_adapter as module
+import rlbench.adapters.openrlhf.adapter as module
 from rlbench.adapters import prelaunch
-from rlbench.adapters.openrlhf_reward import reward_func
+from rlbench.adapters.openrlhf.reward import reward_func
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
-from rlbench.inputs import RunInputs
-from rlbench.parallel import Parallelism
-from rlbench.runspec import RunSpec
+from rlbench.run.inputs import RunInputs
+from rlbench.run.parallel import Parallelism
+from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 from rlbench.workloads.rewards import score
@@ -300,7 +300,7 @@ CASES = [("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
 @pytest.mark.parametrize("fixed_length", [False, True])
 def test_openrlhfs_executor_scores_through_the_rlbench_hook(dataset, response, truth, expected, fixed_length,
                                                            tiny_tokenizer, monkeypatch):
-    from rlbench.adapters.openrlhf_reward import label
+    from rlbench.adapters.openrlhf.reward import label
 
     agent = _agent_module(monkeypatch)
     if fixed_length:  # loaded as OpenRLHF's vllm_engine._load_agent_executor loads --train.agent_func_path
@@ -348,8 +348,8 @@ def _status(step: int) -> dict:
 
 def test_read_steps_maps_events_written_by_openrlhfs_tensorboard_logger(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
-    from rlbench.derive import derive_step_metrics
-    from rlbench.schema import STEP_METRICS
+    from rlbench.run.derive import derive_step_metrics
+    from rlbench.record.schema import STEP_METRICS
 
     root = _openrlhf_root()
     logging_utils = _load("openrlhf.utils.logging_utils", root / "utils" / "logging_utils.py", monkeypatch)
@@ -402,7 +402,7 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
 def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
     plan = get_adapter("openrlhf").plan(_spec(dp=4, tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf_adapter"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
     assert plan.argv[plan.argv.index("--") + 1:][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
     for part in ("--actor.num_gpus_per_node 4", "--vllm.num_engines 2", "--vllm.tensor_parallel_size 2",
                  "--train.colocate_all", "--algo.advantage.estimator group_norm", "--rollout.n_samples_per_prompt 8",

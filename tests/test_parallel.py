@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rlbench.errors import RLBenchError
-from rlbench.parallel import Parallelism, parse_parallel
+from rlbench.run.parallel import Parallelism, parse_parallel
 
 
 def test_parse_all_knobs():

@@ -95,7 +95,7 @@ def test_training_probe_counts_its_layer_as_the_model_does(monkeypatch) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from rlbench import cpu_probe
+    from rlbench.predict import cpu_probe
 
     shape = cpu_probe.train_layer_shape(256)
     assert shape == {"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "ffn": 688}

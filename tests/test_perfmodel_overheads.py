@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from rlbench.parallel import Parallelism
+from rlbench.run.parallel import Parallelism
 from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
 from rlbench.perfmodel import overheads
 from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
-from rlbench.prediction import measured_vs_predicted, neutral_fields
+from rlbench.predict.run_prediction import measured_vs_predicted, neutral_fields
 
 GRPO_8B = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=1024)
 

@@ -41,8 +41,8 @@ def test_padding_narrower_than_the_mean_is_rejected() -> None:
 
 def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
-    from rlbench.parallel import parse_parallel
-    from rlbench.prediction import predict_run
+    from rlbench.run.parallel import parse_parallel
+    from rlbench.predict.run_prediction import predict_run
     from rlbench.workloads.catalog import load_workload
 
     args = (load_workload("gsm8k-grpo-tiny"), parse_parallel(()), "Qwen2.5-0.5B-Instruct",
@@ -55,7 +55,7 @@ def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monke
 
 
 def test_trl_rows_carry_the_padded_width() -> None:
-    from rlbench.adapters.trl_adapter import normalize
+    from rlbench.adapters.trl.adapter import normalize
 
     line = {"step": 1, "step_time_s": 1.0, "step_start_unix_s": 0.0, "step_end_unix_s": 1.0,
             "stages_s": {"gen": 0.4, "make_experience": 0.5},

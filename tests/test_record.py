@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from rlbench.atomic import write_bytes
-from rlbench.record import (load_record, new_run_dir, summarize, write_run_json,
+from rlbench.record.store import (load_record, new_run_dir, summarize, write_run_json,
                             write_steps)
-from rlbench.schema import SCHEMA_VERSION, STEP_METRICS, SchemaError
+from rlbench.record.schema import SCHEMA_VERSION, STEP_METRICS, SchemaError
 
 
 def test_run_dirs_are_unique(tmp_path):

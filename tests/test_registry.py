@@ -25,7 +25,7 @@ def test_typo_suggests_the_nearest_name():
 
 
 def test_import_and_help_import_no_framework():
-    code = ("import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.runner\n"
+    code = ("import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.run.runner\n"
             "from click.testing import CliRunner\n"
             "assert CliRunner().invoke(rlbench.cli.main, ['--help']).exit_code == 0\n"
             "heavy = [m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf', 'vllm') if m in sys.modules]\n"
@@ -41,9 +41,9 @@ def test_import_and_help_import_no_framework():
 def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     import dataclasses
 
-    from rlbench.parallel import Parallelism
-    from rlbench.prediction import workload_shape
-    from rlbench.runspec import RunSpec
+    from rlbench.run.parallel import Parallelism
+    from rlbench.predict.run_prediction import workload_shape
+    from rlbench.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo")

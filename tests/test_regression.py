@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rlbench.regression import compare_samples, min_p_value, samples_needed
+from rlbench.record.regression import compare_samples, min_p_value, samples_needed
 from scipy.stats import mannwhitneyu
 
 from tests.conftest import run_cli, synthetic_record

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
-from rlbench.executors import RunResult, failure
-from rlbench.executors.record_transfer import pack, strip_blocks, unpack
-from rlbench.record import load_record, write_run_json
-from rlbench.sweep import SweepInterrupted, SweepRequest, check_resume, expand, parse_grid, run, start
-from rlbench.sweep_index import INDEX_FILE, create_sweep_dir, load_index, locked
-from rlbench.sweep_spread import format_summary, group_spread, spread
+from rlbench.sweep.executors import RunResult, failure
+from rlbench.sweep.executors.record_transfer import pack, strip_blocks, unpack
+from rlbench.record.store import load_record, write_run_json
+from rlbench.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, parse_grid, run, start
+from rlbench.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
+from rlbench.sweep.spread import format_summary, group_spread, spread
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from tests.conftest import PROJECT_ROOT, run_cli
 
@@ -156,7 +156,7 @@ def test_failures_are_recorded_and_interrupted_sweeps_resume(tmp_path):
 
 def test_a_failing_report_never_fails_the_sweep(tmp_path, monkeypatch):
     import rlbench.reports.html
-    from rlbench.sweep import final_report
+    from rlbench.sweep.driver import final_report
 
     def broken(paths, out, **options):
         raise ValueError("no figures")
@@ -173,7 +173,7 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
     """Refused cells are in the report too, not only on the console and in sweep.json."""
     import shutil
 
-    from rlbench.sweep import final_report
+    from rlbench.sweep.driver import final_report
     from tests.conftest import PROJECT_ROOT
 
     shutil.copytree(PROJECT_ROOT / "tests" / "data" / "record-trl-tiny", tmp_path / "r1")
@@ -187,9 +187,9 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
 
 
 def test_gpus_asked_of_ray():
-    from rlbench.executors.ray_executor import entrypoint_gpus
-    from rlbench.parallel import parse_parallel
-    from rlbench.runspec import RunSpec
+    from rlbench.sweep.executors.ray_executor import entrypoint_gpus
+    from rlbench.run.parallel import parse_parallel
+    from rlbench.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     def gpus(framework: str, workload: str) -> int:
@@ -231,7 +231,7 @@ def _broken_workload(tmp_path: Path) -> Path:
     """gsm8k-grpo-tiny with a model folder whose weights are gone: TRL itself crashes on load."""
     import shutil
 
-    from rlbench.inputs import prepare_inputs
+    from rlbench.run.inputs import prepare_inputs
     from rlbench.workloads.catalog import load_workload
 
     broken = tmp_path / "broken-model"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rlbench.errors import RLBenchError
-from rlbench.executors.environments import parse_envs
+from rlbench.sweep.executors.environments import parse_envs
 from tests.conftest import run_cli
 
 LANES = [pair for pair in os.environ.get("RLBENCH_LANE_ENVS", "").split(",") if pair]

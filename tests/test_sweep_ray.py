@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record import load_record
-from rlbench.sweep_index import INDEX_FILE, load_index
+from rlbench.record.store import load_record
+from rlbench.sweep.index import INDEX_FILE, load_index
 from tests.conftest import PROJECT_ROOT, stop_ray_head
 
 pytest.importorskip("trl")

@@ -9,8 +9,8 @@ import pytest
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
-from rlbench.parallel import Parallelism
-from rlbench.runspec import RunSpec
+from rlbench.run.parallel import Parallelism
+from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import load_workload
 
 trl = pytest.importorskip("trl")
@@ -35,10 +35,10 @@ def test_config_is_accepted_by_trl_grpo_config(workload, tmp_path):
 
 
 def test_dry_run_plan_names_the_launcher_and_config(tmp_path):
-    from rlbench.inputs import RunInputs
+    from rlbench.run.inputs import RunInputs
 
     plan = get_adapter("trl").plan(_spec(), RunInputs(model="/m", prompts=[]), tmp_path)
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.trl_launcher"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.trl.launcher"]
     assert '"num_generations": 4' in plan.describe() and "trl_launch.json" in plan.files
 
 
@@ -55,7 +55,7 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 
 def test_gpu_knobs_are_refused_without_gpus(monkeypatch):
-    import rlbench.adapters.trl_adapter as module
+    import rlbench.adapters.trl.adapter as module
 
     monkeypatch.setattr(module, "gpus", lambda: ([], None))
     with pytest.raises(RLBenchError, match="dp=2: needs 2 GPUs, this machine has 0"):
@@ -72,7 +72,7 @@ def test_not_installed_framework_is_refused(monkeypatch):
 
 
 def test_model_shape_is_what_trl_launches_on_this_cpu():
-    from rlbench.environment import gpus
+    from rlbench.run.environment import gpus
 
     if gpus()[0]:
         pytest.skip("the CPU launch only")

@@ -18,15 +18,15 @@ import pytest
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
-from rlbench.inputs import RunInputs
-from rlbench.parallel import Parallelism
-from rlbench.runspec import RunSpec
+from rlbench.run.inputs import RunInputs
+from rlbench.run.parallel import Parallelism
+from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 
 verl = pytest.importorskip("verl")
 
-import rlbench.adapters.verl_adapter as module  # noqa: E402
+import rlbench.adapters.verl.adapter as module  # noqa: E402
 from rlbench.adapters import prelaunch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
@@ -241,8 +241,8 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     from verl.utils.metric import reduce_metrics
     from verl.utils.py_functional import rename_dict
     from verl.utils.tracking import Tracking
-    from rlbench.derive import derive_step_metrics
-    from rlbench.schema import STEP_METRICS
+    from rlbench.run.derive import derive_step_metrics
+    from rlbench.record.schema import STEP_METRICS
 
     adapter = get_adapter("verl")
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(adapter.metrics_file(tmp_path)))
@@ -292,7 +292,7 @@ def test_dry_run_plan_names_verls_trainer_and_key_overrides():
     plan = get_adapter("verl").plan(_spec(dp=4, tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]),
                                     RUN_DIR)
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl_adapter"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.adapter"]
     for part in ("-m verl.trainer.main_ppo", "trainer.n_gpus_per_node=4",
                  "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "algorithm.adv_estimator=grpo",
                  "actor_rollout_ref.rollout.n=8", "data.train_batch_size=128", "data.shuffle=false",

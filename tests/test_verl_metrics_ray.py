@@ -37,8 +37,8 @@ DRIVER = textwrap.dedent("""
     import verl
     import verl.trainer.main_ppo as main_ppo
     from rlbench.adapters.registry import get_adapter
-    from rlbench.parallel import Parallelism
-    from rlbench.runspec import RunSpec
+    from rlbench.run.parallel import Parallelism
+    from rlbench.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     @ray.remote(num_cpus=0)

@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-import rlbench.runner
+import rlbench.run.runner
 
 from rlbench.adapters.registry import ADAPTERS
 from rlbench.cli import main
@@ -25,14 +25,14 @@ faulthandler.register(signal.SIGUSR1)  # `kill -USR1` shows where a hung test ru
 
 
 def _pause_before(name: str) -> None:
-    real = getattr(rlbench.runner, name)
+    real = getattr(rlbench.run.runner, name)
 
     def paused(*args, **kwargs):
         Path(os.environ["FAULT_PAUSE_MARKER"]).touch()
         time.sleep(60)  # the test's signal lands here
         return real(*args, **kwargs)
 
-    setattr(rlbench.runner, name, paused)
+    setattr(rlbench.run.runner, name, paused)
 
 
 if os.environ.get("FAULT_PAUSE_AT"):

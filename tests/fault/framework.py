@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from rlbench.adapters.base import LaunchPlan
-from rlbench.adapters.trl_adapter import TRLAdapter
+from rlbench.adapters.trl.adapter import TRLAdapter
 
 
 class FakeAdapter(TRLAdapter):

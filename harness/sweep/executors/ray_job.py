@@ -1,0 +1,55 @@
+"""The entrypoint of one sweep run inside a Ray job: `rlbench run`, then the record printed to the log.
+
+    python -m rlbench.sweep.executors.ray_job --framework trl --workload gsm8k-grpo-tiny --steps 2
+
+Arguments are those of `rlbench run` without `--out`: the record goes to a scratch
+folder on the node ($RLBENCH_RAY_SCRATCH, default the system temp folder), is
+printed as a record block (`rlbench.sweep.executors.record_transfer`) and the scratch is
+removed. `ray job stop` sends SIGTERM: it is turned into the Ctrl-C the runner
+already handles, so the framework is stopped and the partial record still comes
+back (within RAY_JOB_STOP_WAIT_TIME_S, which the sweep raises for its jobs).
+An empty OMP_NUM_THREADS (the sweep's way of saying "unset", since Ray forces 1 on
+jobs without one) is removed so the framework threads as under `rlbench run`.
+The exit code is that of `rlbench run`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from rlbench.sweep.executors import sigterm_as_ctrl_c
+from rlbench.sweep.executors.record_transfer import pack
+from rlbench.record.store import RUN_FILE
+
+
+def main(argv: list[str]) -> int:
+    from rlbench.cli import main as cli
+
+    if os.environ.get("OMP_NUM_THREADS") == "":  # the sweep's "unset" (see ray_executor._submit)
+        del os.environ["OMP_NUM_THREADS"]
+    sigterm_as_ctrl_c()
+    scratch = Path(tempfile.mkdtemp(prefix="rlbench-job-", dir=os.environ.get("RLBENCH_RAY_SCRATCH")))
+    try:
+        try:
+            cli(["run", *argv, "--out", str(scratch)], prog_name="rlbench")  # click always exits
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:
+            code = 130
+        # The run is over and its record written: a stop arriving now must not cut the record on its way out.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for run_dir in sorted(p for p in scratch.iterdir() if (p / RUN_FILE).is_file()):
+            print(pack(run_dir), flush=True)
+        return code
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
