@@ -113,7 +113,9 @@ def _refusal(arch: ModelArch, combo: dict[str, Any]) -> tuple[str, str] | None:
         return "experts", f"ep={ep} does not divide {arch.name}'s {arch.moe_experts} experts"
     # Megatron splits query and KV heads evenly over TP ranks (num_query_groups % tp == 0).
     if arch.heads % tp or arch.kv_heads % tp:
-        return "heads", f"tp={tp} does not divide {arch.name}'s {arch.heads} heads and {arch.kv_heads} KV heads"
+        which = f"{arch.heads} attention heads" if arch.heads % tp else f"{arch.kv_heads} KV heads"
+        return "heads", (f"tp={tp} does not divide {arch.name}'s {which} (Megatron splits query and KV heads "
+                         "evenly over the trainer's TP ranks)")
     # Ulysses scatters heads (KV heads repeated when fewer); the ring (cp) splits the sequence, not heads.
     if arch.heads % sp or (arch.kv_heads % sp and sp % arch.kv_heads):
         return "heads", f"sp={sp} cannot scatter {arch.name}'s {arch.heads} heads / {arch.kv_heads} KV heads"
