@@ -6,6 +6,8 @@ Both are frozen and check themselves: a bad value raises ValueError naming the f
     work = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=256, response_len=1024)
     par = ParallelShape(gpus=16, tp=2, rollout_tp=2)                 # dp derived: 8
     split = ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=8, async_mode="one-step")
+    moe = ParallelShape(gpus=16, tp=2, pp=2, pp_schedule="interleaved", pp_virtual=2, cp=2, ep=2,
+                        sharding="optimizer", fuse=("rollout_logprobs",))
 
 Trainer rank layout (used to decide which collectives cross nodes): tp innermost, then sp,
 then cp, then dp, then pp, as in Megatron-LM (tp-cp-ep-dp-pp). `sp` is Ulysses sequence
@@ -206,7 +208,7 @@ class WorkloadShape:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ParallelShape:
     gpus: int  # all GPUs of the job
-    dp: int | None = None  # None: the trainer's GPUs / (tp * pp * sp)
+    dp: int | None = None  # None: the trainer's GPUs / (tp * pp * sp * cp)
     tp: int = 1
     pp: int = 1
     sp: int = 1

@@ -19,12 +19,16 @@ Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x 
   training, (n-1)/n for a forward. A distributed optimizer (sharding="optimizer")
   reduce-scatters gradients and all-gathers parameters once per optimizer step, and plain
   DDP all-reduces gradients once per step: 2(n-1)/n either way. TP: 2 all-reduces per layer forward, 2 backward (and 2 more
-  for a recomputed forward). Ulysses SP: 4 all-to-alls per layer and pass. PP: activations
-  to the next stage forward, gradients back.
+  for a recomputed forward). Ulysses SP: 4 all-to-alls per layer and pass. Ring CP: K/V round
+  the ring, exposed only where it outlasts the attention it overlaps. EP: dispatch + combine
+  all-to-alls per MoE layer and pass. PP: activations to the next stage forward, gradients
+  back (v times more interleaved). trainer_comm.py builds them, parallelism.py has the formulas.
 * Depth: m micro-batches per mini-batch in sequence, each a pass of L/pp layers + 2
   units (roofline.pass_units), x3 for training (a backward counts 2 units, as its FLOPs do;
   x4 with checkpointing); a pipeline adds pp - 1 micro-batch slots per mini-batch (the 1F1B
-  bubble).
+  bubble), (pp - 1) / v with the interleaved schedule.
+* Stage fusion (ParallelShape.fuse): the old-log-prob pass removed (rollout_logprobs,
+  on_policy_old) or run with the reference in one pass (ref_old), see _logprob_passes.
 
     from rlbench.perfmodel.stages import build_stages
     for stage in build_stages(arch, shape, parallel, hw, achievable=1.0):
