@@ -263,6 +263,10 @@ def test_sweep_ranks_and_names_each_skip() -> None:
     assert len(result.ranked) + len(result.skipped) == 3 * 3 * 2 * 3 * 2
     row = result.rows()[0]
     assert row["rank"] == 1 and row["step_time_bound_s"] == times[0] and row["memory_per_gpu_gb"] > 0
+    seen: list[str] = []
+    sweep_layouts(MOE30B, work, H100, 16, tp=(4,), pp=(2,), cp=(1,), ep=(1,), rollout_tp=(4,),
+                  shape_for=lambda layout: seen.append(layout.placement) or work)
+    assert seen == ["colocated", "disaggregated"]
     dense = sweep_layouts(QWEN7B, work, H100, 8, tp=(1,), pp=(1,), cp=(1,), ep=(2,), rollout_tp=(1,),
                           placements=("colocated",))
     assert [s.check for s in dense.skipped] == ["experts"] and "is dense" in dense.skipped[0].reason

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +133,7 @@ def sweep_layouts(arch: ModelArch | str, shape: WorkloadShape, hardware: Hardwar
                   ep: Sequence[int] = (1, 2, 4, 8), sp: Sequence[int] = (1,), rollout_tp: Sequence[int] = (1, 2, 4, 8),
                   placements: Sequence[str] = ("colocated", "disaggregated"), rollout_fraction: float = 0.5,
                   base: ParallelShape | None = None, keep_unfit: bool = False,
+                  shape_for: Callable[[ParallelShape], WorkloadShape] | None = None,
                   **predict_kwargs: Any) -> LayoutSweep:
     """Rank every layout of the grid on `gpus` GPUs for one model; say which were skipped and why.
 
@@ -141,7 +142,9 @@ def sweep_layouts(arch: ModelArch | str, shape: WorkloadShape, hardware: Hardwar
     give the rollout `rollout_fraction` of the GPUs (verl's and OpenRLHF's usual half). A layout is
     skipped (SkippedLayout.check) when the model cannot take it (experts, heads, layers), the GPUs
     cannot (gpus: the products do not divide them; ep not dividing dp x sp x cp), or it needs more
-    memory than the device has (memory; keep_unfit=True ranks those too)."""
+    memory than the device has (memory; keep_unfit=True ranks those too). `shape_for`, when given,
+    returns the workload shape each layout launches (e.g. an engine memory share that follows the
+    placement); `shape` is used otherwise."""
     model = get_arch(arch) if isinstance(arch, str) else arch
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     if not 0 < rollout_fraction < 1:
@@ -166,7 +169,7 @@ def sweep_layouts(arch: ModelArch | str, shape: WorkloadShape, hardware: Hardwar
         if refusal is not None:
             skipped.append(SkippedLayout(layout=shown, check=refusal[0], reason=refusal[1]))
             continue
-        prediction = predict(model, shape, layout, hw, **predict_kwargs)
+        prediction = predict(model, shape_for(layout) if shape_for else shape, layout, hw, **predict_kwargs)
         if prediction.memory.fits is False and not keep_unfit:
             skipped.append(SkippedLayout(layout=shown, check="memory", reason=(
                 f"needs {prediction.memory_per_gpu_gb:.1f} GB per GPU, more than {hw.name}'s "
