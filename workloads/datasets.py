@@ -1,13 +1,14 @@
-"""Problem loaders for GSM8K and MATH-500, the two datasets every workload draws from.
+"""Problem loader for the datasets in `rlbench.workloads.dataset_registry` (GSM8K, MATH-500).
 
 Every framework adapter gets its prompts and ground truths from `load_problems`, so
-all frameworks train and score on the same rows in the same order.
+all frameworks train and score on the same rows in the same order. The registry row
+names the files, the hub id and the row parser; this module only finds and reads.
 
 Lookup order:
 
 1. a local data directory, in the publishers' file layout (see `data_dir`):
-   `gsm8k/{train,test}.jsonl` and `math500/test.jsonl`;
-2. the Hugging Face hub (`openai/gsm8k` config `main`, `HuggingFaceH4/MATH-500`),
+   `<row.local_dir>/<split>.jsonl`, e.g. `gsm8k/train.jsonl`, `math500/test.jsonl`;
+2. the Hugging Face hub (`row.hub_path`, e.g. `openai/gsm8k` config `main`),
    skipped when `HF_HUB_OFFLINE` or `HF_DATASETS_OFFLINE` is set;
 3. otherwise one `RLBenchError` saying where files were looked for and how to fix it.
 
@@ -25,7 +26,8 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import urlparse
 
 from rlbench.errors import RLBenchError
-from rlbench.workloads.rewards import gsm8k_ground_truth
+from rlbench.workloads import dataset_registry
+from rlbench.workloads.dataset_registry import Dataset, Row
 
 DATA_DIR_ENV = "RLBENCH_DATA_DIR"
 
@@ -35,35 +37,18 @@ _HUB_TIMEOUT_S = "5"
 
 
 @dataclass(frozen=True)
-class _Source:
-    """Where one dataset lives locally and on the hub, and which splits it has."""
-
-    local_name: str  # folder under the data directory
-    splits: tuple[str, ...]
-    hub_path: str
-    hub_config: str | None
-
-
-_SOURCES: dict[str, _Source] = {
-    "gsm8k": _Source("gsm8k", ("train", "test"), "openai/gsm8k", "main"),
-    # MATH-500 is only ever published as a test split.
-    "math": _Source("math500", ("test",), "HuggingFaceH4/MATH-500", None),
-}
-
-
-@dataclass(frozen=True)
 class Problem:
     """One prompt with its reference answer, as the reward module expects it."""
 
     uid: str  # stable across runs and frameworks, so per-problem results can be joined
     question: str
     ground_truth: str  # GSM8K: the number after `####`; MATH: LaTeX without `\boxed`
-    dataset: str
+    dataset: str  # the registry name
 
 
 def dataset_names() -> tuple[str, ...]:
-    """The dataset names `load_problems` accepts."""
-    return tuple(_SOURCES)
+    """The dataset names `load_problems` accepts: those of the registry."""
+    return dataset_registry.names()
 
 
 def data_dir() -> Path | None:
@@ -95,18 +80,14 @@ def load_problems(dataset: str, split: str, limit: int | None = None) -> list[Pr
     _check_limit(limit)
     local = _local_file(source, split)
     if local is not None:
-        return _local_problems(dataset, split, local, limit)
-    return _hub_problems(dataset, split, source, limit)
+        return _local_problems(source, split, local, limit)
+    return _hub_problems(source, split, limit)
 
 
-def _source(dataset: str, split: str) -> _Source:
-    source = _SOURCES.get(dataset)
-    if source is None:
-        raise RLBenchError(
-            f"unknown dataset {dataset!r}; valid datasets: {', '.join(_SOURCES)}")
+def _source(dataset: str, split: str) -> Dataset:
+    source = dataset_registry.get(dataset)
     if split not in source.splits:
-        raise RLBenchError(
-            f"dataset {dataset!r} has no split {split!r}; valid splits: {', '.join(source.splits)}")
+        raise RLBenchError(source.unknown_split(split))
     return source
 
 
@@ -117,11 +98,11 @@ def _check_limit(limit: int | None) -> None:
         raise RLBenchError(f"limit must be None or an integer >= 0, got {limit!r}")
 
 
-def _relative_file(source: _Source, split: str) -> Path:
-    return Path(source.local_name) / f"{split}.jsonl"
+def _relative_file(source: Dataset, split: str) -> Path:
+    return Path(source.local_dir) / f"{split}.jsonl"
 
 
-def _local_file(source: _Source, split: str) -> Path | None:
+def _local_file(source: Dataset, split: str) -> Path | None:
     root = data_dir()
     if root is None:
         return None
@@ -132,12 +113,12 @@ def _local_file(source: _Source, split: str) -> Path | None:
 # ---------------------------------------------------------------- local files
 
 
-def _local_problems(dataset: str, split: str, path: Path, limit: int | None) -> list[Problem]:
+def _local_problems(source: Dataset, split: str, path: Path, limit: int | None) -> list[Problem]:
     rows = _read_jsonl(path, limit)
-    problems = [_to_problem(dataset, split, index, row, str(path)) for index, row in enumerate(rows)]
+    problems = [_to_problem(source, Row(row, split, index, str(path))) for index, row in enumerate(rows)]
     if not problems and limit != 0:
         # Caught here, before a tiny model is trained (and cached) on an empty corpus.
-        raise RLBenchError(f"{path} is empty (no JSON lines): dataset {dataset!r} split {split!r} has no problems; "
+        raise RLBenchError(f"{path} is empty (no JSON lines): dataset {source.name!r} split {split!r} has no problems; "
                            f"restore the file, or point {DATA_DIR_ENV} at a complete copy")
     return problems
 
@@ -173,36 +154,10 @@ def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- row conversion
 
 
-def _to_problem(dataset: str, split: str, index: int, row: dict[str, Any], origin: str) -> Problem:
-    if dataset == "gsm8k":
-        return _gsm8k_problem(split, index, row, origin)
-    return _math_problem(index, row, origin)
-
-
-def _field(row: dict[str, Any], name: str, origin: str, index: int) -> str:
-    value = row.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise RLBenchError(f"{origin}: row {index} has no text field {name!r}")
-    return value
-
-
-def _gsm8k_problem(split: str, index: int, row: dict[str, Any], origin: str) -> Problem:
-    answer = _field(row, "answer", origin, index)
-    try:
-        truth = gsm8k_ground_truth(answer)
-    except RLBenchError as exc:
-        raise RLBenchError(f"{origin}: row {index}: {exc}") from None
-    # GSM8K rows carry no id; the split and position are stable in the published files.
-    return Problem(uid=f"gsm8k/{split}/{index}", question=_field(row, "question", origin, index),
-                   ground_truth=truth, dataset="gsm8k")
-
-
-def _math_problem(index: int, row: dict[str, Any], origin: str) -> Problem:
-    uid = row.get("unique_id")
-    # unique_id (e.g. "test/precalculus/807.json") is MATH's own id; position is a fallback.
-    uid = uid if isinstance(uid, str) and uid else f"test/{index}"
-    return Problem(uid=f"math/{uid}", question=_field(row, "problem", origin, index),
-                   ground_truth=_field(row, "answer", origin, index).strip(), dataset="math")
+def _to_problem(source: Dataset, row: Row) -> Problem:
+    parsed = source.parse(row)
+    return Problem(uid=f"{source.name}/{parsed.key}", question=parsed.question,
+                   ground_truth=parsed.ground_truth, dataset=source.name)
 
 
 # ---------------------------------------------------------------- hub
@@ -217,18 +172,18 @@ def _hub_offline() -> bool:
     return False
 
 
-def _hub_problems(dataset: str, split: str, source: _Source, limit: int | None) -> list[Problem]:
+def _hub_problems(source: Dataset, split: str, limit: int | None) -> list[Problem]:
     if _hub_offline():
-        raise _missing_data_error(dataset, split, source, "skipped (HF_HUB_OFFLINE is set)")
+        raise _missing_data_error(source, split, "skipped (HF_HUB_OFFLINE is set)")
     unreachable = _hub_unresolvable()
     if unreachable:
-        raise _missing_data_error(dataset, split, source, unreachable)
+        raise _missing_data_error(source, split, unreachable)
     try:
         rows = _hub_rows(source, split, limit)
     except Exception as exc:  # noqa: BLE001 - any hub failure means "data not available"
-        raise _missing_data_error(dataset, split, source, _short_reason(exc)) from None
+        raise _missing_data_error(source, split, _short_reason(exc)) from None
     origin = f"hub {source.hub_path}"
-    return [_to_problem(dataset, split, index, row, origin) for index, row in enumerate(rows)]
+    return [_to_problem(source, Row(row, split, index, origin)) for index, row in enumerate(rows)]
 
 
 def _hub_unresolvable() -> str | None:
@@ -252,7 +207,7 @@ def _hub_unresolvable() -> str | None:
     return None
 
 
-def _hub_rows(source: _Source, split: str, limit: int | None) -> Iterable[dict[str, Any]]:
+def _hub_rows(source: Dataset, split: str, limit: int | None) -> Iterable[dict[str, Any]]:
     # Only effective if huggingface_hub is not imported yet; setdefault keeps user choices.
     os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", _HUB_TIMEOUT_S)
     os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", _HUB_TIMEOUT_S)
@@ -269,7 +224,7 @@ def _short_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else 'no message'}"[:300]
 
 
-def _missing_data_error(dataset: str, split: str, source: _Source, hub_reason: str) -> RLBenchError:
+def _missing_data_error(source: Dataset, split: str, hub_reason: str) -> RLBenchError:
     relative = _relative_file(source, split)
     root = data_dir()
     if root is not None:
@@ -279,6 +234,6 @@ def _missing_data_error(dataset: str, split: str, source: _Source, hub_reason: s
         looked = f"{tried} (none found; {DATA_DIR_ENV} is not set)"
     target = root if root is not None else _default_candidates()[-1]
     return RLBenchError(
-        f"no data for dataset {dataset!r} split {split!r}: looked for {looked}; "
+        f"no data for dataset {source.name!r} split {split!r}: looked for {looked}; "
         f"hub {source.hub_path}: {hub_reason}. "
         f"Set {DATA_DIR_ENV} to a folder holding {relative}, or put the file at {target / relative}.")

@@ -14,7 +14,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Literal
 
-DATASETS = ("gsm8k", "math")
+from rlbench.workloads import dataset_registry
+
 ALGORITHMS = ("grpo", "ppo")
 
 
@@ -70,8 +71,10 @@ class DataSpec:
     shuffle_seed: int = 0
 
     def __post_init__(self) -> None:
-        _require(self.dataset in DATASETS, "data.dataset", f"must be one of {', '.join(DATASETS)}, got {self.dataset!r}")
-        _require(isinstance(self.split, str) and bool(self.split), "data.split", "must be a split name such as 'train'")
+        # Looked up at call time, so a dataset is valid exactly when it has a registry row.
+        known = dataset_registry.DATASETS.get(self.dataset) if isinstance(self.dataset, str) else None
+        _require(known is not None, "data.dataset", dataset_registry.unknown_dataset(self.dataset))
+        _require(self.split in known.splits, "data.split", known.unknown_split(self.split))
         _integer(self.shuffle_seed, "data.shuffle_seed")
         if self.limit is not None:
             _positive_int(self.limit, "data.limit")
@@ -159,7 +162,7 @@ class Workload:
     description: str = ""
     data: DataSpec
     prompt: PromptSpec
-    reward: str  # a name from rlbench.workloads.rewards, never inlined
+    reward: str  # the dataset's reward, by its registry name (rlbench.workloads.rewards), never inlined
     algorithm: AlgorithmSpec
     model: ModelSpec
     max_prompt_length: int

@@ -1,0 +1,128 @@
+"""The dataset registry: one row per dataset, the only place that lists datasets.
+
+A row says where the dataset lives (a local folder of `<split>.jsonl` files in the
+publisher's layout, and its Hugging Face hub id), how one raw row becomes a problem,
+and how a response's final answer is extracted and checked. The loader
+(`datasets.load_problems`), workload validation (`spec.DataSpec`) and the reward
+(`rewards.score`) all look names up here at call time, so adding a dataset is adding
+a row; workloads/README.md ("Add a dataset") has the checklist.
+
+    get("gsm8k").hub_path   # 'openai/gsm8k'
+    get("gsm9k")            # RLBenchError: unknown dataset 'gsm9k'; did you mean 'gsm8k'? ...
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple
+
+from rlbench.errors import RLBenchError
+from rlbench.workloads.answers import boxed, numeric
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One raw record of a dataset file or hub table, with its place for error messages."""
+
+    values: Mapping[str, Any]
+    split: str
+    index: int  # position in the split, from 0
+    origin: str  # the file path, or "hub <id>"
+
+    def text(self, name: str) -> str:
+        """The non-blank text field `name`; its absence is an error naming file and row."""
+        value = self.values.get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise RLBenchError(f"{self.origin}: row {self.index} has no text field {name!r}")
+        return value
+
+    def error(self, why: str) -> RLBenchError:
+        return RLBenchError(f"{self.origin}: row {self.index}: {why}")
+
+
+class Parsed(NamedTuple):
+    """What a parser reads from one row; the loader adds the dataset name."""
+
+    key: str  # unique within the dataset and stable across runs; the problem's uid is "<dataset>/<key>"
+    question: str
+    ground_truth: str  # in the form the row's `matches` expects
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Dataset:
+    """One registry row: source, problem parser and scorer of a dataset."""
+
+    name: str  # as written in workload files (`data.dataset`, `reward`)
+    local_dir: str  # folder under the data directory holding `<split>.jsonl`
+    splits: tuple[str, ...]
+    hub_path: str  # Hugging Face hub dataset id, read when no local file exists
+    hub_config: str | None
+    parse: Callable[[Row], Parsed]
+    extract: Callable[[str], str | None]  # the final answer of a non-blank response, or None
+    matches: Callable[[str, str], bool]  # (extracted answer, ground truth) -> correct?
+
+    def __post_init__(self) -> None:
+        for field in ("name", "local_dir", "hub_path"):
+            if not isinstance(getattr(self, field), str) or not getattr(self, field):
+                raise ValueError(f"dataset row: {field} must be a non-empty string, got {getattr(self, field)!r}")
+        if not self.splits or not all(isinstance(s, str) and s for s in self.splits):
+            raise ValueError(f"dataset {self.name!r}: splits must name at least one split, got {self.splits!r}")
+        for field in ("parse", "extract", "matches"):
+            if not callable(getattr(self, field)):
+                raise ValueError(f"dataset {self.name!r}: {field} must be callable")
+
+    def unknown_split(self, split: object) -> str:
+        """The one-line refusal of a split this dataset does not have."""
+        return f"dataset {self.name!r} has no split {split!r}; valid splits: {', '.join(self.splits)}"
+
+
+# ---------------------------------------------------------------- parsers
+
+
+def _gsm8k_problem(row: Row) -> Parsed:
+    answer = row.text("answer")
+    try:
+        truth = numeric.reference(answer)
+    except RLBenchError as exc:
+        raise row.error(str(exc)) from None
+    # GSM8K rows carry no id; the split and position are stable in the published files.
+    return Parsed(key=f"{row.split}/{row.index}", question=row.text("question"), ground_truth=truth)
+
+
+def _math_problem(row: Row) -> Parsed:
+    uid = row.values.get("unique_id")
+    # unique_id (e.g. "test/precalculus/807.json") is MATH's own id; position is a fallback.
+    key = uid if isinstance(uid, str) and uid else f"{row.split}/{row.index}"
+    return Parsed(key=key, question=row.text("problem"), ground_truth=row.text("answer").strip())
+
+
+# ---------------------------------------------------------------- the registry
+
+DATASETS: dict[str, Dataset] = {row.name: row for row in (
+    Dataset(name="gsm8k", local_dir="gsm8k", splits=("train", "test"), hub_path="openai/gsm8k", hub_config="main",
+            parse=_gsm8k_problem, extract=numeric.extract, matches=numeric.matches),
+    # MATH-500 (the PRM800K test subset of Hendrycks' MATH) is only ever published as a test split.
+    Dataset(name="math", local_dir="math500", splits=("test",), hub_path="HuggingFaceH4/MATH-500", hub_config=None,
+            parse=_math_problem, extract=boxed.extract, matches=boxed.matches),
+)}
+
+
+def names() -> tuple[str, ...]:
+    """The registered dataset names, in registry order."""
+    return tuple(DATASETS)
+
+
+def unknown_dataset(name: object) -> str:
+    """The one-line refusal of a dataset name that is not registered, with the nearest name if any."""
+    close = difflib.get_close_matches(name, DATASETS, n=1) if isinstance(name, str) else []
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown dataset {name!r}; {hint}valid datasets: {', '.join(DATASETS)}"
+
+
+def get(name: str) -> Dataset:
+    """The registry row of `name`; an unknown name is an `RLBenchError` listing the known ones."""
+    row = DATASETS.get(name) if isinstance(name, str) else None
+    if row is None:
+        raise RLBenchError(unknown_dataset(name))
+    return row
