@@ -14,8 +14,9 @@ a row; workloads/README.md ("Add a dataset") has the checklist.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from rlbench.errors import RLBenchError
 from rlbench.workloads.answers import boxed, numeric

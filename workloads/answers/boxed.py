@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Per-call limit (seconds) on math-verify's parse and verify, where it can apply one.
 _MATH_VERIFY_TIMEOUT_S = 5
