@@ -1,8 +1,10 @@
 """`rlbench report`: render run records into one self-contained HTML file.
 
-Everything the page needs is inside it: figures are base64 PNG, the stylesheet
-is inline, and there is no script, so it opens offline in any browser. The file
-is written atomically, so an interrupted report never leaves half a page.
+Everything the page needs is inside it: figures are base64 PNG or inline SVG
+(whose `<title>` elements are the hover values), the stylesheet is inline, and one
+small inline script sorts tables (templates/sortable.js.j2), so it opens offline in
+any browser. The file is written atomically, so an interrupted report never
+leaves half a page.
 
     render_report([Path("results")], Path("report.html"))
     render_report([Path("results/nightly")], Path("history.html"), history=True)
@@ -19,10 +21,15 @@ from rlbench.out_dir import check_writable, unwritable
 from rlbench.atomic import write_bytes
 from rlbench.record.store import utc_now
 from rlbench.reports import figures, tables
+from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.load import DamagedRecord, load_runs
+from rlbench.reports.roofline import roofline_view
+from rlbench.reports.scatter import vs_model_scatter
+from rlbench.reports.sweep_views import find_sweeps, grid_rows, sweep_view
+from rlbench.reports.timeline import timeline_view
 
 
 def _environment() -> jinja2.Environment:
@@ -52,6 +59,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         "lanes": tables.lane_rows(runs), "equal_work": tables.equal_work_rows(runs),
         "hygiene": hygiene_rows(runs), "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
+        "views": {}, "sweeps": [], "sweep_notes": [],
     }
     if history:
         series = build_history(succeeded, threshold)
@@ -60,6 +68,12 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
     else:
         context["figures"] = figures.all_figures(succeeded)
         context["vs_model"] = tables.vs_model_rows(succeeded)
+        context["views"] = {"curves": curves_view(succeeded), "timeline": timeline_view(succeeded),
+                            "scatter": vs_model_scatter(succeeded), "roofline": roofline_view(succeeded)}
+        sweeps = find_sweeps(list(paths), runs, context["sweep_notes"])
+        context["sweeps"] = [(sweep_view(sweep), grid_rows(sweep)) for sweep in sweeps]
+        for note in context["sweep_notes"] if warn is not None else ():
+            warn(f"warning: {note}")
     html = _environment().get_template("report.html.j2").render(**context)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
