@@ -45,6 +45,10 @@ class Adapter(ABC):
     distribution: str  # PyPI distribution whose version is recorded
     tested_versions: str  # PEP 440 specifier of versions rlbench was tested with
     supported_knobs: frozenset[str]  # --parallel knobs this adapter maps; others are refused
+    # Capabilities the harness plans with (a sweep's Ray executor, `rlbench ls`), declared here rather than
+    # kept in lists elsewhere, so a new framework states them in one place.
+    brings_own_ray: bool = False  # schedules its own Ray workers: a Ray job's entrypoint then needs no GPU
+    runs_on_cpu: bool = False  # its tiny workloads run on a machine without a GPU
 
     def version(self) -> str | None:
         return package_version(self.distribution)

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from rlbench.errors import RLBenchError
+from rlbench.run.parallel import knob_pairs
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
@@ -279,7 +280,7 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
     for values in itertools.product(*grid.values()):
         combo = dict(zip(grid, values))
         try:  # each layout launches its own shape (the engine's memory share follows the placement)
-            pairs = (*parallel, *(f"{k}={v}" for k, v in combo.items()))
+            pairs = (*parallel, *knob_pairs(combo))
             result = predict_layout(arch, launch_shape(loaded, framework, pairs), pairs, gpus, row, gpu_hour_usd, floor)
             ranked.append((combo, {**result, "notes": [note, *result["notes"]]}))
         except RLBenchError as exc:

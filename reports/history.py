@@ -29,6 +29,7 @@ import ruptures
 from rlbench.record.compare import configuration_key
 from rlbench.reports.load import RunView
 from rlbench.record.schema import STEP_METRICS
+from rlbench.run.parallel import knob_label
 
 HISTORY_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "peak_device_memory_gb",
                    "proc_rss_peak_gb", "energy_j")
@@ -109,7 +110,7 @@ def _what_changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tu
 def _label(record: dict[str, Any]) -> str:
     """The full configuration of a record: what must match for two nights to be one series."""
     key = configuration_key(record)
-    knobs = " ".join(f"{k}={v}" for k, v in key["parallel"].items())
+    knobs = knob_label(key["parallel"], empty="")
     return (f"{key['framework']} · {key['workload']['name']} v{key['workload']['version']} · {knobs} · "
             f"{record['workload'].get('steps')} steps · seed {record.get('seed', 0)}")
 

@@ -155,6 +155,7 @@ def check_lane_run(spec, framework: str, shape: str) -> None:
     """Refuse, before launch, what a CPU lane has not been made to run: tiny GRPO workloads, no --parallel
     knobs (`shape` says what the lane runs instead)."""
     from rlbench.errors import RLBenchError
+    from rlbench.run.parallel import knob_label
 
     w, knobs = spec.workload, spec.parallel.non_default()
     if w.model.tiny is None:
@@ -164,7 +165,7 @@ def check_lane_run(spec, framework: str, shape: str) -> None:
         raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
                            "use a GRPO workload, or a GPU machine")
     if knobs:
-        given = " ".join(f"{k}={v}" for k, v in knobs.items())
+        given = knob_label(knobs)
         raise RLBenchError(f"--parallel {given}: {framework}'s CPU lane runs {shape}; drop the --parallel "
                            "options, or use a GPU machine")
 

@@ -2,74 +2,14 @@
 
     rlbench run --framework openrlhf --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
 
-OpenRLHF runs on NVIDIA GPUs (vLLM rollout, DeepSpeed training, flash-attention
-packing), or on a machine without one through the CPU lane: vLLM's CPU build, DeepSpeed's
-CPU accelerator, the shims of `rlbench.adapters.cpu_lane` and the flag changes of
-`cpu_lane_flags` (tiny GRPO workloads, trained in their own precision); every record of
-such a run says so under `cpu_lane`. `--dry-run` works anywhere. The launched command first runs a small
-pre-launch step of this module (`python -m rlbench.adapters.openrlhf.adapter
-PROMPTS JSONL -- OPENRLHF_COMMAND`): it refuses a machine with neither a GPU and vLLM nor the CPU lane,
-converts the run's `prompts.jsonl` into OpenRLHF's JSONL (`input`, `label`,
-`datasource`) and `exec`s OpenRLHF in the same process.
-
-Flag mapping (rlbench -> OpenRLHF 0.11 `train_ppo_ray` flags; W = dp*sp trainer GPUs):
-
-| rlbench                    | OpenRLHF                                                                      |
-|----------------------------|-------------------------------------------------------------------------------|
-| dp, sp                     | `--{actor,ref,critic}.num_gpus_per_node W`, `num_nodes 1`; ZeRO over W GPUs   |
-| sp=N                       | `--ds.ring_attn_size N` (ring attention; needs ring-flash-attn)               |
-| tp=N                       | `--vllm.tensor_parallel_size N`; `--vllm.num_engines W/N` (colocated) or dp  |
-| placement=colocated        | `--train.colocate_all`, `--ds.enable_sleep`, `--vllm.enable_sleep` (contract):|
-|                            | actor, ref, critic, vLLM on the W GPUs                                        |
-| placement=disaggregated    | `--train.colocate_actor_ref`; vLLM on dp*tp GPUs of its own, critic on W more |
-| vLLM engine                | `--vllm.gpu_memory_utilization`, `--vllm.enable_prefix_caching`,              |
-|                            | `--vllm.enforce_eager` from `rlbench.run.equal_work` (no flags for max_num_seqs,  |
-|                            | max_num_batched_tokens: named in the record's `equal_work`)                   |
-| async=one-step             | `--train.async_enable`, `--train.async_queue_size 1` (disaggregated only)     |
-| (sharding)                 | `--ds.zero_stage 3`: parameters, gradients, optimizer sharded, as FSDP in verl |
-| algorithm grpo / ppo       | `--algo.advantage.estimator group_norm` / `gae` with `--critic.model_name_or_path` |
-| kl_coef (grpo)             | `--algo.kl.init_coef`, `--algo.kl.use_loss`, `--algo.kl.estimator k3`         |
-| kl_coef (ppo)              | `--algo.kl.init_coef` (fixed KL penalty in the reward; no `--algo.kl.target`) |
-| kl_coef = 0                | OpenRLHF builds no reference model                                            |
-| group_size                 | `--rollout.n_samples_per_prompt`                                              |
-| clip_ratio, epochs         | `--actor.eps_clip`; `--train.max_epochs`                                      |
-| learning_rate              | `--actor.adam.lr`, constant, no warm-up (critic: 1e-5 constant, as in verl)   |
-| prompts_per_step           | `--rollout.batch_size` (prompts)                                              |
-| mini_batch_prompts         | `--train.batch_size` = mini_batch_prompts * group_size (responses)           |
-| micro-batches              | `--train.dynamic_batch_enable`, `--ds.packing_samples`; token budgets of      |
-|                            | `rlbench.run.equal_work`: `--train.max_tokens_per_gpu` (actor and critic),        |
-|                            | `--rollout.max_tokens_per_gpu` (log-prob passes); micro_batch_size 1 (unused) |
-| max_prompt/response_length | `--data.max_len P+R`, `--rollout.max_new_tokens R`                            |
-| fixed_length               | `--train.agent_func_path reward.py`: OpenRLHF's single-turn executor |
-|                            | with vLLM `ignore_eos` (OpenRLHF 0.11 has no min-tokens flag)                 |
-| sampling                   | `--rollout.temperature`, `--rollout.top_p`                                    |
-| gradient_checkpointing     | `--actor.gradient_checkpointing_enable` (the critic reads the same flag)      |
-| model.dtype bfloat16       | `--ds.param_dtype bf16`                                                        |
-| prompt.chat                | `--data.apply_chat_template` (off: the bare prompt text)                      |
-| steps, seed                | `--train.num_episodes 1` over exactly steps*prompts_per_step prompts; `--train.seed` |
-| reward                     | `--reward.remote_url reward.py` (`reward_func`)                      |
-
-Refused: pp>1 (OpenRLHF's DeepSpeed trainer has no pipeline parallelism);
-placement=colocated with async=one-step (OpenRLHF's async trainer then colocates
-only the DeepSpeed models and gives vLLM GPUs of its own); model.dtype float32
-(`--ds.param_dtype` is bf16 or fp16 only); sp>1 on a GPU machine without
-ring-flash-attn; shapes that do not divide (tp into the colocated W GPUs, a
-mini-batch's responses into dp, tp or sp into the model's attention heads:
-`rlbench.run.parallel.check_heads`); more GPUs than the machine has.
-Not honoured: prompt order. OpenRLHF always shuffles its prompt loader (seeded by
-`--train.seed`, no flag turns it off), so it trains on exactly rlbench's prompts, in
-another order.
-
-Metrics: OpenRLHF's TensorBoard logger (`--logger.tensorboard_dir`, explicit
-`--logger.wandb.run_name`) writes `train/<key>` scalars at `global_step` (1-based)
-into `<run>/openrlhf_tensorboard/rlbench/`; `read_steps` reads those event files,
-see `normalize`. OpenRLHF logs no throughput, MFU or memory; rlbench derives
-throughput from the token counts and times (`rlbench.run.derive`).
+On NVIDIA GPUs, or without one through the CPU lane (`rlbench.adapters.cpu_lane`). Run as
+`python -m rlbench.adapters.openrlhf.adapter PROMPTS JSONL -- COMMAND`, this module is also the
+pre-launch step: it checks the machine, writes OpenRLHF's JSONL and `exec`s OpenRLHF. The flag
+mapping, what is refused and how metrics are read: docs/adapters/openrlhf.md.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -80,13 +20,15 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.common import gpu_count, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV, label
 from rlbench.atomic import write_bytes
-from rlbench.run.environment import gpus, package_version
+from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
+from rlbench.run.parallel import knob_label
 from rlbench.run.spec import RunSpec
 from rlbench.workloads.prompts import read_prompts
 
@@ -135,23 +77,14 @@ CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "training": "DeepSpeed ZeR
                    "rewards": f"every scored response also logged to {REWARD_LOG} by rlbench's hook (GPU: off)"}
 
 
-def gpu_count() -> int:
-    """NVIDIA GPUs here (nvidia-ml-py, else torch's CUDA count)."""
-    found = len(gpus()[0])
-    if found or importlib.util.find_spec("pynvml") is not None:
-        return found
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count()
-
 
 class OpenRLHFAdapter(Adapter):
     name = "openrlhf"
     distribution = "openrlhf"
     tested_versions = ">=0.11.2,<0.12"
     supported_knobs = frozenset({"dp", "tp", "sp", "placement", "async"})
+    brings_own_ray = True
+    runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
@@ -200,7 +133,7 @@ class OpenRLHFAdapter(Adapter):
             raise RLBenchError(f"--parallel sp={p.sp}: OpenRLHF's ring attention needs ring-flash-attn; "
                                "pip install 'openrlhf[ring]', or use sp=1")
         if available and trainer + critic + rollout > available:  # without GPUs only --dry-run gets past launch
-            raise RLBenchError(f"--parallel {_knobs(spec)}: OpenRLHF needs {trainer + critic + rollout} GPUs for "
+            raise RLBenchError(f"--parallel {knob_label(spec.parallel.non_default())}: OpenRLHF needs {trainer + critic + rollout} GPUs for "
                                f"this shape, this machine has {available}")
 
     def flags(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
@@ -350,10 +283,6 @@ def _run(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _knobs(spec: RunSpec) -> str:
-    return " ".join(f"{k}={v}" for k, v in spec.parallel.non_default().items()) or "(defaults)"
-
-
 def read_scalars(folder: Path) -> dict[int, tuple[dict[str, float], float]]:
     """step -> ({tag: value}, wall-clock time of the step's last scalar) from the folder's event files."""
     if not folder.is_dir() or not any(folder.glob("events.out.tfevents.*")):
@@ -377,9 +306,6 @@ def _num(values: dict[str, float], key: str) -> float:
     return values.get(f"train/{key}", math.nan)
 
 
-def _count(value: float) -> float:
-    return round(value) if math.isfinite(value) else math.nan
-
 
 def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[str, float]:
     """One step of OpenRLHF's `train/*` scalars -> one row of rlbench's step vocabulary.
@@ -389,7 +315,7 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
     means `total_length`, `response_length` in trainer/ray/ppo_actor.py (`training_step`).
     """
     step_time = _num(values, "timing/step_total")  # sync: sum of the stage times; async: wall time per step
-    responses = _count(_num(values, "rollout/num_samples"))
+    responses = whole_count(_num(values, "rollout/num_samples"))
     response_mean = _num(values, "rollout/response_length_mean")
     # Prompt tokens: the actor's mean prompt+response length over its training samples, less the response mean.
     prompt_mean = _num(values, "total_length") - _num(values, "response_length")
@@ -404,8 +330,8 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         **{f"time_{stage}_s": math.nan for stage in ("reward", "old_log_prob", "ref", "values", "adv",
                                                       "update_critic")},
         "num_responses": responses,
-        "prompt_tokens": _count(prompt_mean * responses),
-        "response_tokens": _count(response_mean * responses),
+        "prompt_tokens": whole_count(prompt_mean * responses),
+        "response_tokens": whole_count(response_mean * responses),
         "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
         "response_length_mean": response_mean,
         "framework_mfu": math.nan, "peak_device_memory_gb": math.nan, "peak_host_rss_gb": math.nan,  # not logged

@@ -1,27 +1,9 @@
-"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process.
+"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process (`rlbench.adapters.trl.launcher`).
 
 The one framework that runs GRPO on a CPU, so it is the embedded default
 (`rlbench run --framework trl --workload gsm8k-grpo-tiny`). On GPUs it generates
-with vLLM in colocate mode when vLLM is installed, else with transformers.
-
-Knob mapping (rlbench -> TRL):
-
-| rlbench            | TRL                                                         |
-|--------------------|-------------------------------------------------------------|
-| dp=N               | `accelerate launch --num_processes N` (one process per GPU)  |
-| tp=N               | `vllm_tensor_parallel_size=N` (vLLM rollout only)            |
-| placement=colocated| `vllm_mode="colocate"` (or transformers generation)          |
-| group size G       | `num_generations=G`                                          |
-| mini-batch M, P    | `per_device_train_batch_size=M*G/dp`, `steps_per_generation=P/M` |
-| epochs             | `num_iterations`                                             |
-| fixed_length       | `generation_kwargs={"min_new_tokens": L}` (vLLM: `min_tokens`, `ignore_eos`) |
-| vLLM engine        | `vllm_gpu_memory_utilization`, `vllm_enable_sleep_mode` from `rlbench.run.equal_work`; |
-|                    | what TRL cannot set (and transformers generation without vLLM) is named in  |
-|                    | the record's `equal_work`                                    |
-
-Refused: pp, sp, placement=disaggregated (TRL's vLLM server mode needs a second
-launched process that rlbench does not manage yet), async=one-step (TRL's async
-GRPO is experimental), PPO workloads (TRL 1.x has no PPO trainer in its API).
+with vLLM in colocate mode when vLLM is installed, else with transformers. The knob
+mapping and what is refused: docs/adapters/trl.md.
 """
 
 from __future__ import annotations
@@ -70,6 +52,7 @@ class TRLAdapter(Adapter):
     distribution = "trl"
     tested_versions = ">=1.16,<1.17"
     supported_knobs = frozenset({"dp", "tp", "placement"})
+    runs_on_cpu = True
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:

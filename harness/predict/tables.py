@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlbench.run.parallel import knob_label
+
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value / scale:.{digits}g}"
@@ -40,11 +42,11 @@ def sweep_table(ranked: list[tuple[dict[str, str], dict[str, Any]]], skipped: li
     lines = [f"{'rank':<5} {'layout':<40} {'step s':>9} {'est. s':>9} {'tokens/s':>10} {'MFU<=':>6} {'MFU est':>7} "
              f"{'mem GB':>7}"]
     for rank, (layout, pred) in enumerate(ranked, 1):
-        text = " ".join(f"{k}={v}" for k, v in layout.items())
+        text = knob_label(layout, empty="")
         lines.append(f"{rank:<5} {text:<40} {_fmt(pred['step_time_s']):>9} {_fmt(pred.get('step_time_estimate_s')):>9} "
                      f"{_fmt(pred['tokens_per_s'], digits=4):>10} {_fmt(pred.get('mfu_bound', pred['mfu']), digits=2):>6} "
                      f"{_fmt(pred.get('mfu_estimate'), digits=2):>7} {_fmt(pred['memory_per_gpu_gb']):>7}")
-    lines += [f"skipped {' '.join(f'{k}={v}' for k, v in combo.items())}: {why}" for combo, why in skipped]
+    lines += [f"skipped {knob_label(combo, empty='')}: {why}" for combo, why in skipped]
     lines.append("MFU<=: the roofline's bound at 100% of dense peak, not an estimate of a run's MFU; "
                  "est. s / MFU est: the estimate (bound plus overhead terms)")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
 
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step")
+
+
+def knob_pairs(knobs: Mapping[str, object]) -> list[str]:
+    """`{"dp": 2, "tp": 1}` as the command line's `["dp=2", "tp=1"]`."""
+    return [f"{k}={v}" for k, v in knobs.items()]
+
+
+def knob_label(knobs: Mapping[str, object], empty: str = "defaults") -> str:
+    """Knobs as one label, `dp=2 tp=1`, or `empty` when none is set: the one spelling every table uses."""
+    return " ".join(knob_pairs(knobs)) or empty
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -31,6 +31,7 @@ from rlbench.run.spec import RunSpec
 from rlbench.sweep.index import (INDEX_FILE, INTERRUPTED, PENDING, REFUSED, RUNNING, SUCCEEDED, TO_RUN,
                                  create_sweep_dir, load_index, locked, save_index)
 from rlbench.sweep.spread import cell_label, group_spread
+from rlbench.run.parallel import knob_pairs
 
 
 class SweepInterrupted(RunInterrupted):
@@ -119,7 +120,7 @@ def build_spec(request: SweepRequest, cell: dict[str, Any], out: Path, workloads
         loaded = load_workload(cell["workload"])
         workloads[cell["workload"]] = loaded.with_steps(request.steps) if request.steps else loaded
     return RunSpec(framework=cell["framework"], workload=workloads[cell["workload"]],
-                   parallel=parse_parallel([f"{k}={v}" for k, v in cell["parallel"].items()]),
+                   parallel=parse_parallel(knob_pairs(cell["parallel"])),
                    seed=request.seed, out=out, timeout_s=request.timeout_s)
 
 
@@ -257,7 +258,7 @@ def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], N
     from rlbench.reports.html import render_report
 
     not_run = [{"label": " ".join([cell["framework"], cell["workload"],
-                                   *(f"{k}={v}" for k, v in (cell.get("parallel") or {}).items())]),
+                                   *knob_pairs(cell.get("parallel") or {})]),
                 "status": cell["status"], "reason": cell.get("reason") or ""}
                for cell in index["cells"] if not cell.get("record") and cell.get("status") == "refused"]
     try:

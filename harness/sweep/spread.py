@@ -16,6 +16,7 @@ import statistics
 from typing import Any
 
 from rlbench.record.schema import STEP_METRICS
+from rlbench.run.parallel import knob_label
 
 METRICS = ("step_time_s", "tokens_per_s")
 
@@ -54,7 +55,7 @@ def group_spread(cells: list[dict[str, Any]], summaries: dict[str, dict[str, Any
 
 
 def cell_label(item: dict[str, Any]) -> str:
-    knobs = " ".join(f"{k}={v}" for k, v in item["parallel"].items()) or "defaults"
+    knobs = knob_label(item["parallel"])
     return f"{item['framework']} {item['workload']} {knobs}"
 
 

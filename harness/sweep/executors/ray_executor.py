@@ -38,8 +38,6 @@ from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
 from rlbench.run.spec import RunSpec
 
-RAY_NATIVE = frozenset({"verl", "openrlhf"})  # frameworks that schedule their own Ray workers
-CPU_CAPABLE = frozenset({"trl"})  # frameworks whose tiny workloads run on CPU
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
 STOP_WAIT_S = 60  # RAY_JOB_STOP_WAIT_TIME_S for our jobs: time to stop the framework and send the record
 POLL_S = 2.0
@@ -48,9 +46,10 @@ _OOM_MARKERS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "
 
 
 def entrypoint_gpus(spec: RunSpec) -> int:
-    if spec.framework in RAY_NATIVE:
+    adapter = get_adapter(spec.framework)
+    if adapter.brings_own_ray:
         return 0
-    if spec.framework in CPU_CAPABLE and spec.workload.model.tiny is not None:
+    if adapter.runs_on_cpu and spec.workload.model.tiny is not None:
         return 0
     return spec.parallel.world_size
 
