@@ -9,8 +9,11 @@
 #   python benchmarks/gpu_check_results.py publish "$OUT"                  # here, afterwards
 #
 # Output: gpu_check.log, environment.txt, gpu_probe.json, records.tar.gz, summary.json.
-# Settings: GPU_CHECK_STEPS (6), GPU_CHECK_SAMPLER_REPEATS (2), GPU_CHECK_BUDGET_S (450: optional
-# sampler runs are skipped past it, so the folder is always packed), PYTHON (python3).
+# Settings: GPU_CHECK_STEPS (6), GPU_CHECK_SAMPLER_REPEATS (2), GPU_CHECK_SAMPLER_STEPS (8),
+# GPU_CHECK_BUDGET_S (450: optional sampler runs are skipped past it, so the folder is always packed),
+# PYTHON (python3), GPU_CHECK_COMMIT (the commit of the tree sent, where it travelled without .git).
+# A rehearsal of the flow on a CPU (its GPU checks then fail): GPU_CHECK_ALLOW_CPU=1,
+# GPU_CHECK_BIG_WORKLOAD=gsm8k-grpo-tiny, wheels from `gpu_wheels.py --python-version` of that Python.
 set -uo pipefail
 
 WHEELS=${1:?usage: bash benchmarks/gpu_check.sh WHEEL_DIR OUT_DIR}
@@ -19,24 +22,32 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PY=${PYTHON:-python3}
 STEPS=${GPU_CHECK_STEPS:-6}
 SAMPLER_REPEATS=${GPU_CHECK_SAMPLER_REPEATS:-2}
-SAMPLER_STEPS=8
+SAMPLER_STEPS=${GPU_CHECK_SAMPLER_STEPS:-8}
+BIG_WORKLOAD=${GPU_CHECK_BIG_WORKLOAD:-gsm8k-grpo-qwen05b-random}
 BUDGET_S=${GPU_CHECK_BUDGET_S:-450}
 SITE=/tmp/rlbench-gpu-check-site
 WORK=$(mktemp -d /tmp/rlbench-gpu-check.XXXXXX)
 START=$SECONDS
+REHEARSAL=
+COMMIT=${GPU_CHECK_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}
 
 mkdir -p "$OUT" || exit 2
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
-echo "gpu_check: start $(date -u +%FT%TZ), tree $ROOT, wheels $WHEELS, work $WORK"
+echo "gpu_check: start $(date -u +%FT%TZ), tree $ROOT (commit $COMMIT), wheels $WHEELS, work $WORK"
 
 step() { echo "== $* ($((SECONDS - START)) s)"; }
 
 step "preflight"
 if ! "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-    echo "error: no CUDA device visible to $PY's torch; run this check on the GPU machine"
-    exit 2
+    if [ "${GPU_CHECK_ALLOW_CPU:-0}" != 1 ]; then
+        echo "error: no CUDA device visible to $PY's torch; run this check on the GPU machine"
+        exit 2
+    fi
+    echo "rehearsal on a CPU (GPU_CHECK_ALLOW_CPU=1): the GPU checks will fail"
+    REHEARSAL=1
 fi
-ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "error: no wheels in $WHEELS; run benchmarks/gpu_wheels.py first"; exit 2; }
+ls "$WHEELS"/*.whl >/dev/null 2>&1 \
+    || { echo "error: no wheels in $WHEELS; run benchmarks/gpu_wheels.py first"; exit 2; }
 while IFS= read -r pin; do  # the folder must hold the committed set, no older one
     case $pin in ''|'#'*) continue ;; esac
     stem=${pin%%==*}
@@ -49,7 +60,8 @@ rm -rf "$SITE"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
     "$WHEELS"/*.whl || { echo "error: installing the carried wheels failed"; exit 2; }
 # rlbench itself from the tree that travelled (setuptools from the image: no build isolation, no index)
-"$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --target "$SITE" \
+"$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" \
     "$ROOT" || { echo "error: installing rlbench from $ROOT failed"; exit 2; }
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export RLBENCH_CACHE=$WORK/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -62,7 +74,10 @@ unset RLBENCH_SAMPLE_HZ  # the default rate, except where the sampler comparison
     echo "# pip check (image + carried wheels)"; "$PY" -m pip check 2>&1
     echo "# pip list"; "$PY" -m pip list 2>/dev/null
 } >"$OUT/environment.txt"
-"$PY" -c 'import rlbench, trl, datasets, math_verify, ruptures, pynvml; print("imports ok: trl", trl.__version__)' \
+MODULES="rlbench, trl, datasets, math_verify, ruptures"
+# NVML's binding comes with the image (nvidia-ml-py): without it the sampler would read the host only
+[ -z "$REHEARSAL" ] && MODULES="$MODULES, pynvml"
+"$PY" -c "import $MODULES; print('imports ok: trl', trl.__version__, 'from', trl.__file__)" \
     || { echo "error: a carried package does not import (see environment.txt's pip check)"; exit 2; }
 "$PY" -m rlbench ls
 
@@ -77,25 +92,29 @@ run() {
 }
 
 run tiny gsm8k-grpo-tiny "$STEPS"
-run qwen05b gsm8k-grpo-qwen05b-random "$STEPS"
+run qwen05b "$BIG_WORKLOAD" "$STEPS"
 
 step "GPU probe"
 "$PY" -m rlbench.predict.gpu_probe --out "$OUT/gpu_probe.json" >/dev/null || echo "warning: GPU probe exited $?"
 
 # Sampler overhead: the tiny workload alternately without and with the sampler, in the same window.
 for i in $(seq 1 "$SAMPLER_REPEATS"); do
-    if [ $((SECONDS - START)) -gt "$BUDGET_S" ]; then echo "budget of $BUDGET_S s spent: sampler repeat $i skipped"; break; fi
+    if [ $((SECONDS - START)) -gt "$BUDGET_S" ]; then
+        echo "budget of $BUDGET_S s spent: sampler repeat $i skipped"
+        break
+    fi
     run sampler-off gsm8k-grpo-tiny "$SAMPLER_STEPS" 0
     run sampler-on gsm8k-grpo-tiny "$SAMPLER_STEPS"
 done
 
 step "summary and packing"
 "$PY" "$ROOT/benchmarks/gpu_check_results.py" summarize "$WORK/records" --probe "$OUT/gpu_probe.json" \
-    --out "$OUT/summary.json" || echo "warning: summary exited $?"
+    --commit "$COMMIT" --out "$OUT/summary.json" || echo "warning: summary exited $?"
 tar -czf "$OUT/records.tar.gz" -C "$WORK" --exclude=trl_output records
 if [ "$(stat -c %s "$OUT/records.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then  # 16 MiB per returned file
     echo "records over 15 MiB: packed again without framework.log and prompts.jsonl"
-    tar -czf "$OUT/records.tar.gz" -C "$WORK" --exclude=trl_output --exclude=framework.log --exclude=prompts.jsonl records
+    tar -czf "$OUT/records.tar.gz" -C "$WORK" --exclude=trl_output --exclude=framework.log \
+        --exclude=prompts.jsonl records
 fi
 ls -l "$OUT"
 step "done"

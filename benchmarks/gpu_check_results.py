@@ -152,7 +152,7 @@ def run_summary(rec: dict[str, Any]) -> dict[str, Any]:
             "energy_j": _spread(_column(steps, "energy_j")), "vs_model": run.get("vs_model")}
 
 
-def summarize(records_root: Path, probe: Path | None) -> dict[str, Any]:
+def summarize(records_root: Path, probe: Path | None, commit: str | None = None) -> dict[str, Any]:
     """The summary of a check's records (and probe): versions, each check's verdict, each run's figures."""
     found = {role: [load(path) for path in paths] for role, paths in find_records(records_root).items()}
     main = {role: found[role][0] for role in MAIN_ROLES if found.get(role)}
@@ -177,6 +177,7 @@ def summarize(records_root: Path, probe: Path | None) -> dict[str, Any]:
     probe_data = json.loads(probe.read_text()) if probe and probe.is_file() else None
     return {
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
         "started_at": first["run"].get("started_at") if first else None,
         "gpu": (env.get("gpus") or [{}])[0].get("name") or (probe_data or {}).get("gpu_name"),
         "driver": env.get("driver") or (probe_data or {}).get("driver"),
@@ -233,7 +234,7 @@ def render_entry(summary: dict[str, Any], probe: dict[str, Any] | None, records:
               "`python -m rlbench.predict.gpu_probe`, and the tiny workload alternately without and with the "
               "sampler. Figures over post-warm-up steps.", "",
               "Versions: " + ", ".join(f"{k} {v}" for k, v in summary["versions"].items() if v and k != "rlbench")
-              + f"; rlbench {json.dumps(summary['versions'].get('rlbench'))}", "",
+              + f"; rlbench {json.dumps(summary['versions'].get('rlbench'))}, tree commit {summary.get('commit')}", "",
               "## Checks", "", "| check | run | result | figures |", "|---|---|---|---|"]
     lines += [f"| {c['check']} | {c['run']} | {'pass' if c['passed'] else 'FAIL'} | {c['detail']} |"
               for c in summary["checks"]]
@@ -245,7 +246,8 @@ def render_entry(summary: dict[str, Any], probe: dict[str, Any] | None, records:
             pred = json.loads(prediction.read_text()) if prediction.is_file() else None
             hw = (pred or {}).get("hardware")
             lines += [f"### {role}: `{run.get('workload', {}).get('name')}`, record `{path.name}` "
-                      f"(predicted on hardware row {hw})", "", "| stage | measured s | predicted s | measured/predicted |",
+                      f"(predicted on hardware row {hw})", "",
+                      "| stage | measured s | predicted s | measured/predicted |",
                       "|---|---|---|---|", *_stage_rows(run, pred), ""]
     if probe:
         lines += probe_section(probe)
@@ -280,7 +282,8 @@ def probe_section(probe: dict[str, Any]) -> list[str]:
     for rows in sorted({int(m) for m, _, _ in rates}):
         lines.append(f"| {rows} | " + " | ".join(f"{table[(rows, d)] / 1e12:.1f}" for d in dims) + " |")
     decode = probe.get("decode_step_s") or {}
-    lines += ["", f"HF generate decode step, random bf16 {decode.get('model')} ({decode.get('parameters', 0) / 1e6:.0f}M "
+    lines += ["", f"HF generate decode step, random bf16 {decode.get('model')} "
+              f"({decode.get('parameters', 0) / 1e6:.0f}M "
               f"parameters), prompt {decode.get('prompt_tokens')}: seconds per step", "",
               "| batch | median ms | min ms | max ms | n |", "|---|---|---|---|---|"]
     lines += [f"| {int(b)} | {m * 1e3:.2f} | {lo * 1e3:.2f} | {hi * 1e3:.2f} | {int(n)} |"
@@ -298,7 +301,9 @@ def publish(folder: Path, docs: Path, measured: Path) -> tuple[Path, Path | None
         with tarfile.open(archive) as tar:
             tar.extractall(tmp, filter="data")
         root = Path(tmp) / "records"
-        summary = summarize(root, probe_path if probe else None)
+        sent = folder / "summary.json"  # the commit the check ran on is known only to the machine that ran it
+        commit = json.loads(sent.read_text()).get("commit") if sent.is_file() else None
+        summary = summarize(root, probe_path if probe else None, commit)
         gpu = slug(summary.get("gpu") or "unknown-gpu")
         date = (summary.get("started_at") or summary["generated_at"])[:10]
         entry = docs / f"{date}-{gpu}.md"
@@ -319,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("summarize", help="judge a records folder (on the GPU machine)")
     s.add_argument("records", type=Path)
     s.add_argument("--probe", type=Path)
+    s.add_argument("--commit", help="the commit of the tree the check ran (it may travel without .git)")
     s.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("publish", help="docs entry, measured constants and per-stage table from an output folder")
     p.add_argument("folder", type=Path)
@@ -329,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.records.is_dir():
             print(f"error: {args.records} is not a folder of run records", file=sys.stderr)
             return 2
-        summary = summarize(args.records, args.probe)
+        summary = summarize(args.records, args.probe, args.commit)
         args.out.write_text(json.dumps(summary, indent=2, default=str) + "\n")
         for c in summary["checks"]:
             print(f"{'PASS' if c['passed'] else 'FAIL'} {c['check']} [{c['run']}]: {c['detail']}")

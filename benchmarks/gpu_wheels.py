@@ -15,8 +15,9 @@ image versions where they are known and listed where they are not.
     # then, on the GPU machine: bash benchmarks/gpu_check.sh .gpu-wheels
 
 The GSM8K train split the check's workloads read is copied into DEST/data (the GPU machine has
-no network and gets only what travels with the call). It writes `manifest.json` into DEST and the carried set into benchmarks/gpu_wheels.txt (committed,
-so a test sees when rlbench needs a package neither the image nor the set holds); it (each wheel, its version, size and who required it) and
+no network and gets only what travels with the call). It writes `manifest.json` into DEST (each
+wheel, its version, size and who required it) and the carried set into benchmarks/gpu_wheels.txt
+(committed, so a test sees when rlbench needs a package neither the image nor the set holds), and
 exits 1 when a requirement on an image package is known to fail or the folder passes --max-mib.
 """
 
@@ -40,7 +41,6 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE_LIST = Path(__file__).with_name("gpu_wheels.image.txt")
@@ -115,14 +115,16 @@ def fetch_wheel(spec: str, dest: Path) -> Path:
     """One wheel for the GPU machine matching `spec` (name==version or name + specifier), into dest."""
     with tempfile.TemporaryDirectory() as tmp:
         flags = [f"--platform={p}" for p in PLATFORMS]
-        done = _pip("download", "--no-deps", "--only-binary=:all:", f"--python-version={PYTHON}",
-                    "--implementation=cp", "--abi=cp312", "--abi=abi3", "--abi=none", *flags, "-d", tmp, spec)
+        abi = "cp" + MARKER_ENV["python_version"].replace(".", "")
+        done = _pip("download", "--no-deps", "--only-binary=:all:", f"--python-version={MARKER_ENV['python_version']}",
+                    "--implementation=cp", f"--abi={abi}", "--abi=abi3", "--abi=none", *flags, "-d", tmp, spec)
         if done.returncode != 0:
             # sdist only (antlr4-python3-runtime 4.9.3): build it here, and keep it only if pure Python.
             done = _pip("wheel", "--no-deps", "-w", tmp, spec)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise SystemExit(f"error: no wheel of {spec} for CPython {PYTHON} manylinux x86_64:\n{done.stderr[-2000:]}")
+            raise SystemExit(f"error: no wheel of {spec} for CPython {MARKER_ENV['python_version']} manylinux "
+                             f"x86_64:\n{done.stderr[-2000:]}")
         wheel = wheels[0]
         tags = wheel.name.removesuffix(".whl").split("-")[-3:]
         if tags[2] != "any" and "x86_64" not in tags[2]:
@@ -232,21 +234,26 @@ def copy_data(dest: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".gpu-wheels", help="wheel folder (emptied first)")
+    parser.add_argument("--python-version", default=PYTHON,
+                        help="another CPython (e.g. 3.11) for a CPU rehearsal of the check; the lock is not rewritten")
     parser.add_argument("--max-mib", type=float, default=TRANSFER_LIMIT_MIB,
                         help="fail when this folder plus the working tree exceeds this many MiB")
     args = parser.parse_args(argv)
+    MARKER_ENV.update(python_version=args.python_version, python_full_version=f"{args.python_version}.0")
     if args.dest.exists():
         shutil.rmtree(args.dest)
     args.dest.mkdir(parents=True)
     plan = plan_wheels(args.dest, read_image(), root_requirements())
     data_bytes = copy_data(args.dest)
     wheel_bytes, tree = folder_bytes(args.dest), tree_bytes()
-    manifest = {"python": PYTHON, "platforms": PLATFORMS, "wheels": plan.wheels, "image_checked": plan.image_ok,
+    manifest = {"python": args.python_version, "platforms": PLATFORMS, "wheels": plan.wheels,
+                "image_checked": plan.image_ok,
                 "image_version_unknown": plan.image_unknown, "conflicts": plan.conflicts,
                 "wheel_bytes": wheel_bytes - data_bytes, "data_bytes": data_bytes, "tree_bytes": tree}
     (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    LOCK.write_text("# Wheels benchmarks/gpu_wheels.py carries to the GPU machine (written by it; do not edit)\n"
-                    + "".join(f"{name}=={wheel['version']}\n" for name, wheel in sorted(plan.wheels.items())))
+    if args.python_version == PYTHON:
+        LOCK.write_text("# Wheels benchmarks/gpu_wheels.py carries to the GPU machine (written by it; do not edit)\n"
+                        + "".join(f"{name}=={wheel['version']}\n" for name, wheel in sorted(plan.wheels.items())))
     for name, wheel in sorted(plan.wheels.items()):
         print(f"{wheel['bytes'] / 2**20:7.2f} MiB  {wheel['file']}")
     for line in plan.image_unknown:
