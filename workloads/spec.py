@@ -114,7 +114,14 @@ class AlgorithmSpec:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TinyModelSpec:
-    """A randomly initialised Qwen2-style model built locally (no download)."""
+    """A randomly initialised Qwen2-style model built locally (no download).
+
+    num_experts > 0 makes it a mixture of experts: every layer's MLP becomes `num_experts`
+    routed experts of width `expert_intermediate_size`, `experts_per_token` of them per token,
+    plus one gated shared expert of width `shared_expert_intermediate_size` when that is > 0
+    (Qwen2-MoE's layout; without a shared expert, Qwen3-MoE's). The MoE fields stay 0 on a
+    dense model.
+    """
 
     hidden_size: int = 256
     num_layers: int = 4
@@ -122,12 +129,35 @@ class TinyModelSpec:
     num_kv_heads: int = 2
     intermediate_size: int = 688
     vocab_size: int = 2048  # target size of the locally trained BPE tokenizer
+    num_experts: int = 0  # 0: dense
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0  # 0: no shared expert
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size"):
             _positive_int(getattr(self, name), f"model.tiny.{name}")
         _require(self.hidden_size % self.num_heads == 0, "model.tiny.num_heads", "must divide hidden_size")
         _require(self.num_heads % self.num_kv_heads == 0, "model.tiny.num_kv_heads", "must divide num_heads")
+        for name in MOE_FIELDS:
+            _integer(getattr(self, name), f"model.tiny.{name}")
+            _require(getattr(self, name) >= 0, f"model.tiny.{name}", f"must be >= 0, got {getattr(self, name)}")
+        if not self.num_experts:
+            for name in MOE_FIELDS[1:]:
+                _require(getattr(self, name) == 0, f"model.tiny.{name}",
+                         "is for a mixture of experts only; set model.tiny.num_experts > 0 or remove it")
+            return
+        _require(1 <= self.experts_per_token <= self.num_experts, "model.tiny.experts_per_token",
+                 f"must be in 1..num_experts ({self.num_experts}), got {self.experts_per_token}")
+        _positive_int(self.expert_intermediate_size, "model.tiny.expert_intermediate_size")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+# TinyModelSpec's mixture-of-experts fields, num_experts first: all 0 on a dense model.
+MOE_FIELDS = ("num_experts", "experts_per_token", "expert_intermediate_size", "shared_expert_intermediate_size")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -6,6 +6,13 @@ Hugging Face model folder that every framework can load by path. Nothing is
 downloaded. The folder is cached under `$RLBENCH_CACHE` (default
 `~/.cache/rlbench`), keyed by the model spec, the seed and a digest of the corpus.
 
+A spec with experts builds a mixture of experts whose router really routes: Qwen2-MoE
+(Qwen1.5-MoE-A2.7B's layout: q/k/v biases, one sigmoid-gated shared expert) when it has a
+shared expert, Qwen3-MoE (Qwen3-30B-A3B's: no biases, q/k RMSNorm) when it has none. The
+load-balancing auxiliary loss is off (router_aux_loss_coef 0.0 in config.json): TRL takes
+its coefficient from the config, verl's FSDP and OpenRLHF's trainers add none by default,
+so every framework optimises the same loss.
+
     python -c "from rlbench.workloads.tiny_model import build_tiny_model; ..."
 """
 
@@ -21,15 +28,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rlbench.settings import cache_root
-from rlbench.workloads.spec import TinyModelSpec
+from rlbench.workloads.spec import MOE_FIELDS, TinyModelSpec
 
 # Special tokens the model and the frameworks need; "<|endoftext|>" mirrors Qwen's EOS name.
 EOS, PAD = "<|endoftext|>", "<|pad|>"
 
 
 def model_key(spec: TinyModelSpec, seed: int, corpus: Sequence[str]) -> str:
+    fields = asdict(spec)
+    if not spec.is_moe:  # the MoE fields came later: leaving them out keeps every dense model's key
+        fields = {name: value for name, value in fields.items() if name not in MOE_FIELDS}
     digest = hashlib.sha256()
-    digest.update(json.dumps(asdict(spec), sort_keys=True).encode())
+    digest.update(json.dumps(fields, sort_keys=True).encode())
     digest.update(str(seed).encode())
     for text in corpus:
         digest.update(text.encode())
@@ -78,12 +88,12 @@ def _train_tokenizer(spec: TinyModelSpec, corpus: Sequence[str]):
 
 def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # no shard-writing bars in rlbench's own output
 
-    config = Qwen2Config(
+    config_class, model_class, extra = _architecture(spec)
+    config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
@@ -95,9 +105,33 @@ def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
+        **extra,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    model = model_class(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+def _architecture(spec: TinyModelSpec) -> tuple[type, type, dict]:
+    """The config and model classes for the spec, and the config fields beyond the dense ones."""
+    if not spec.is_moe:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        return Qwen2Config, Qwen2ForCausalLM, {}
+    moe = {"num_experts": spec.num_experts, "num_experts_per_tok": spec.experts_per_token,
+           "moe_intermediate_size": spec.expert_intermediate_size,
+           # Every layer sparse, none dense (the performance model takes every layer as MoE).
+           "decoder_sparse_step": 1, "mlp_only_layers": [],
+           # Top-k weights renormalised to sum to 1, as Qwen3-MoE ships; the aux loss is off (module docstring).
+           "norm_topk_prob": True, "output_router_logits": False, "router_aux_loss_coef": 0.0}
+    if spec.shared_expert_intermediate_size:
+        from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+        return Qwen2MoeConfig, Qwen2MoeForCausalLM, {
+            **moe, "shared_expert_intermediate_size": spec.shared_expert_intermediate_size, "qkv_bias": True}
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    return Qwen3MoeConfig, Qwen3MoeForCausalLM, {**moe, "head_dim": spec.hidden_size // spec.num_heads,
+                                                  "attention_bias": False}

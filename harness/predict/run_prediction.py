@@ -172,11 +172,25 @@ def workload_arch(model: ModelSpec) -> ModelArch | None:
         t = model.tiny
         return ModelArch(name="tiny", layers=t.num_layers, hidden=t.hidden_size, heads=t.num_heads,
                          kv_heads=t.num_kv_heads, ffn=t.intermediate_size, vocab=t.vocab_size,
-                         tied_embeddings=True, qkv_bias=True, source="workload model.tiny")
+                         tied_embeddings=True, **_tiny_moe_fields(model), source="workload model.tiny")
     try:
         return arch_for(model.name)
     except (RLBenchError, ValueError):
         return None
+
+
+def _tiny_moe_fields(model: ModelSpec) -> dict[str, Any]:
+    """The tiny model's attention bias and MoE fields, as `tiny_model` builds it: dense and with a shared
+    expert it is Qwen2(-MoE), q/k/v biases on, the shared expert behind a sigmoid gate; routed experts
+    only, it is Qwen3-MoE, no biases (its per-head q/k RMSNorms, 2 x head_dim a layer, are not counted)."""
+    tiny = model.tiny
+    assert tiny is not None, "a tiny model's fields"
+    if not tiny.is_moe:
+        return {"qkv_bias": True}
+    return {"qkv_bias": bool(tiny.shared_expert_intermediate_size), "moe_experts": tiny.num_experts,
+            "moe_top_k": tiny.experts_per_token, "moe_ffn": tiny.expert_intermediate_size,
+            "moe_shared_ffn": tiny.shared_expert_intermediate_size,
+            "moe_shared_gate": bool(tiny.shared_expert_intermediate_size)}
 
 
 def _hub_cached_config(repo: str) -> Path | None:
