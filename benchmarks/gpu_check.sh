@@ -59,10 +59,14 @@ step "install carried wheels and rlbench (offline)"
 rm -rf "$SITE"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
     "$WHEELS"/*.whl || { echo "error: installing the carried wheels failed"; exit 2; }
-# rlbench itself from the tree that travelled (setuptools from the image: no build isolation, no index)
-"$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" \
-    "$ROOT" || { echo "error: installing rlbench from $ROOT failed"; exit 2; }
+# rlbench itself from the tree that travelled (setuptools from the image: no build isolation, no index);
+# where the image's setuptools cannot build it, the package laid out by hand as pyproject maps it
+if ! "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
+        --target "$SITE" "$ROOT"; then
+    echo "warning: building rlbench from $ROOT failed; copying its folders into $SITE/rlbench instead"
+    rm -rf "$SITE/rlbench" && cp -r "$ROOT/harness" "$SITE/rlbench" || exit 2
+    for sub in adapters workloads reports; do cp -r "$ROOT/$sub" "$SITE/rlbench/$sub" || exit 2; done
+fi
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export RLBENCH_CACHE=$WORK/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 [ -d "$WHEELS/data" ] && export RLBENCH_DATA_DIR=$WHEELS/data

@@ -152,6 +152,18 @@ def test_sampling_fails_at_the_wrong_rate_and_sampler_check_on_a_sampled_off_arm
     assert not verdicts[("nvml_sampling", "tiny")] and not verdicts[("sampler_overhead", "tiny")]
 
 
+def test_energy_fails_without_the_counter(tmp_path):
+    root = _records(tmp_path)
+    tiny = next((root / "tiny").iterdir())
+    table = pd.read_parquet(tiny / "telemetry.parquet")
+    table["energy_j"] = float("nan")
+    table.to_parquet(tiny / "telemetry.parquet", index=False)
+    summary = gpu_check_results.summarize(root, None)
+    energy = next(c for c in summary["checks"] if c["check"] == "step_energy" and c["run"] == "tiny")
+    assert not energy["passed"] and "no NVML energy counter" in energy["detail"]
+    assert [c["check"] for c in summary["checks"] if not c["passed"]] == ["step_energy"]
+
+
 def test_sampler_slowdown_fails_and_missing_runs_fail(tmp_path):
     root = _records(tmp_path)
     for record in (root / "sampler-on").iterdir():
@@ -211,3 +223,16 @@ def test_probe_refuses_without_cuda(tmp_path, module):
     assert done.returncode == 2
     assert done.stderr.startswith("error: no CUDA device") and len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.gpu
+def test_probe_on_a_gpu_gives_what_publish_reads(tmp_path):
+    from rlbench.predict import gpu_probe
+
+    assert gpu_probe.main(["--out", str(tmp_path / "p.json")]) == 0
+    probe = json.loads((tmp_path / "p.json").read_text())
+    assert probe["bf16_flops_per_s"] > 0 and probe["mem_bytes_per_s"] > 0 and probe["op_latency_s"] > 0
+    assert len(probe["matmul_rates"]) == len(gpu_probe.RATE_ROWS) * len(gpu_probe.RATE_DIMS)
+    assert [row[0] for row in probe["decode_step_s"]["rows"]] == list(gpu_probe.DECODE_BATCHES)
+    constants = gpu_check_results.measured_constants(probe, "docs/measurements/x.md")
+    assert all(constants[key] is not None for key in ("gpu_name", "driver", "bf16_flops_per_s", "kernel_launch_s"))
