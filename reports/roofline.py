@@ -112,7 +112,7 @@ def roofline_view(runs: list[RunView]) -> View:
     palette = dict(zip(stages, sns.color_palette("tab10", len(stages))))
     run_labels = list(dict.fromkeys(run.label for group in by_hardware.values() for run, _ in group))
     shapes = dict(zip(run_labels, "osD^vP*Xh<>p" * (len(run_labels) // 12 + 1)))
-    fig, axes = plt.subplots(1, len(by_hardware), figsize=(7.5 * len(by_hardware), 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(by_hardware), figsize=(7.5 * len(by_hardware) + 3, 5.2), squeeze=False)  # + legend
     tips = Tips("roofline")
     for ax, (hardware, group) in zip(axes[0], by_hardware.items()):
         for run, result in group:
