@@ -71,7 +71,7 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
         context["views"] = {"curves": curves_view(succeeded), "timeline": timeline_view(succeeded),
                             "scatter": vs_model_scatter(succeeded), "roofline": roofline_view(succeeded)}
         sweeps = find_sweeps(list(paths), runs, context["sweep_notes"])
-        context["sweeps"] = [(sweep_view(sweep), grid_rows(sweep)) for sweep in sweeps]
+        context["sweeps"] = [(sweep_view(sweep, n), grid_rows(sweep)) for n, sweep in enumerate(sweeps)]
         for note in context["sweep_notes"] if warn is not None else ():
             warn(f"warning: {note}")
     html = _environment().get_template("report.html.j2").render(**context)

@@ -18,6 +18,7 @@ dp, tp or placement), else per run.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,8 +160,8 @@ def _panel(tips: Tips, ax: plt.Axes, sweep: Sweep, axis: str, values: list[str],
     ax.set_xlim(-0.5, len(values) - 0.5)
 
 
-def sweep_view(sweep: Sweep) -> View:
-    """The panels of one sweep, or why there are none."""
+def sweep_view(sweep: Sweep, number: int = 0) -> View:
+    """The panels of one sweep, or why there are none; `number` keeps two sweeps' SVG ids apart on one page."""
     title = f"{TITLE} {sweep.name}: each metric against each swept axis"
     axes_values = swept_axes(sweep)
     if not axes_values:
@@ -170,7 +171,7 @@ def sweep_view(sweep: Sweep) -> View:
     fig, grid = plt.subplots(len(metrics), len(axis_names), figsize=(3.8 * len(axis_names) + 1.2,
                                                                    2.2 * len(metrics) + 1.4),
                              squeeze=False, layout="constrained")
-    tips = Tips(f"sweep-{sweep.name.rsplit('-', 1)[-1]}")
+    tips = Tips(f"sweep{number}-" + re.sub(r"[^\w-]", "", sweep.name.rsplit("-", 1)[-1]))
     for col, axis in enumerate(axis_names):
         series = _series(sweep, axis, axes_values[axis], [a for a in axis_names if a != axis])
         for row, (metric, label, scale) in enumerate(metrics):

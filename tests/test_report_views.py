@@ -316,3 +316,13 @@ def test_numeric_columns_sort_as_numbers(tmp_path):
         browser.close()
     # As text "100 ± ..." would sort before "9 ± ..."; as numbers 9 < 10 < 100.
     assert [float(c.split(" ")[0].replace(",", "")) for c in cells] == [9.0, 10.0, 100.0]
+
+
+def test_a_page_with_two_sweeps_has_no_duplicate_ids(tmp_path):
+    run_dir = _record(tmp_path / "src" / "20260101T000000Z-trl-gsm8k-grpo-tiny-aaaaaa", [3.0, 1.0, 1.2])
+    _sweep_around(run_dir, tmp_path / "one")
+    _sweep_around(run_dir, tmp_path / "two")  # the same sweep id, too: ids must still differ
+    html = render_report([tmp_path / "one", tmp_path / "two"], tmp_path / "r.html").read_text()
+    assert html.count("each metric against each swept axis") == 2
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert ids and len(ids) == len(set(ids))
