@@ -30,6 +30,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from rlbench.errors import RLBenchError
 from rlbench.record.schema import STEP_METRICS
+from rlbench.record.store import effective_status
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 from rlbench.reports.tables import peak_memory_metric
@@ -111,6 +112,17 @@ def _median(run: RunView, metric: str) -> float | None:
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
+def _reason(cell: dict[str, Any], run: RunView | None) -> str:
+    """The index's reason, else what the cell's own record says (a run whose runner died leaves none in the index)."""
+    if cell.get("reason"):
+        return str(cell["reason"])
+    if run is None:
+        return ""
+    status = effective_status(run.record, run.path)
+    message = (run.record.get("error") or {}).get("message") or ""
+    return "" if status == "succeeded" else f"record says {status}" + (f": {message}" if message else "")
+
+
 def _cell_text(cell: dict[str, Any]) -> str:
     knobs = " ".join(f"{k}={v}" for k, v in (cell.get("parallel") or {}).items())
     return f"{cell['id']} {cell['framework']} {cell['workload']} {knobs} (repeat {cell['repeat']})"
@@ -149,7 +161,7 @@ def _panel(tips: Tips, ax: plt.Axes, sweep: Sweep, axis: str, values: list[str],
                     marker, mark_color = MISSING_MARKS.get(cell["status"], ("o", "#999999"))
                     mark, = ax.plot(at, 0.06, marker=marker, ms=8, ls="none", mew=2, color=mark_color,
                                     transform=bottom, clip_on=False)
-                    tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {cell.get('reason') or 'no reason recorded'}")
+                    tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {_reason(cell, run) or 'no reason recorded'}")
             medians.append(statistics.median(ys) if ys else math.nan)
         line, = ax.plot([x + shift for x in range(len(values))], medians, color=color, lw=1.2, label=name,
                         marker="o" if sum(not math.isnan(m) for m in medians) == 1 else None, ms=0)
@@ -207,6 +219,6 @@ def grid_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
         if values[2] is not None:
             values[2] *= 100
         rows.append([cell["id"], *(cell_value(cell, a) for a in axes), str(cell["repeat"]), cell["status"],
-                     cell.get("reason") or "", *("–" if v is None else f"{v:.4g}" for v in values),
+                     _reason(cell, run), *("–" if v is None else f"{v:.4g}" for v in values),
                      cell.get("record") or "–"])
     return headers, rows
