@@ -153,7 +153,7 @@ def roofline_view(runs: list[RunView]) -> View:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], ls="none", marker="o", color="#555555", label="achieved: model FLOPs / measured time"),
-               Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="the model's bound for the stage"),
+               Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="the model's bound"),
                Line2D([], [], color="#333333", label="roof (a bound)"),
                *[Line2D([], [], ls="none", marker="s", color=palette[s], label=s) for s in stages],
                *[Line2D([], [], ls="none", marker=shapes[r], mfc="none", mec="#333333", label=r) for r in run_labels]]

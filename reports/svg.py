@@ -91,7 +91,8 @@ class Tips:
             if opening is None:  # an invisible artist is not written at all
                 continue
             head = opening[0][:-1] + (' pointer-events="all">' if gid in self._zones else ">")
-            text = text[:opening.start()] + head + f"\n<title>{html.escape(tip, quote=False)}</title>" + text[opening.end():]
+            title = f"\n<title>{html.escape(tip, quote=False)}</title>"
+            text = text[:opening.start()] + head + title + text[opening.end():]
         # Scale with the page, keep the aspect (viewBox); the class lets the page style every figure alike.
         return re.sub(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"',
                       lambda m: f'<svg class="figure" {m[1]}width="{m[2]}pt" height="{m[3]}pt" '

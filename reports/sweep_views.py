@@ -26,6 +26,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
 from rlbench.errors import RLBenchError
@@ -161,7 +162,8 @@ def _panel(tips: Tips, ax: plt.Axes, sweep: Sweep, axis: str, values: list[str],
                     marker, mark_color = MISSING_MARKS.get(cell["status"], ("o", "#999999"))
                     mark, = ax.plot(at, 0.06, marker=marker, ms=8, ls="none", mew=2, color=mark_color,
                                     transform=bottom, clip_on=False)
-                    tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {_reason(cell, run) or 'no reason recorded'}")
+                    why = _reason(cell, run) or "no reason recorded"
+                    tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {why}")
             medians.append(statistics.median(ys) if ys else math.nan)
         line, = ax.plot([x + shift for x in range(len(values))], medians, color=color, lw=1.2, label=name,
                         marker="o" if sum(not math.isnan(m) for m in medians) == 1 else None, ms=0)
@@ -194,7 +196,11 @@ def sweep_view(sweep: Sweep, number: int = 0) -> View:
                 ax.set_ylabel(label, fontsize=8)
             if row == len(metrics) - 1:
                 ax.set_xlabel(axis, fontsize=8)
-        grid[0][col].legend(fontsize=6, loc="lower left", bbox_to_anchor=(0, 1.02), frameon=False,
+        handles = grid[0][col].get_legend_handles_labels()[0]
+        if col == 0:  # the marks of cells without a result, once
+            handles += [Line2D([], [], ls="none", marker=m, color=c, mew=2, label=f"{status}: no result")
+                        for status, (m, c) in MISSING_MARKS.items()]
+        grid[0][col].legend(handles=handles, fontsize=6, loc="lower left", bbox_to_anchor=(0, 1.02), frameon=False,
                             title=f"lines: other axes ({len(series)})", title_fontsize=6)
     statuses = [c["status"] for c in sweep.index["cells"]]
     counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
@@ -210,7 +216,8 @@ def sweep_view(sweep: Sweep, number: int = 0) -> View:
 def grid_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     """One row per cell: the swept values, status, reason and the headline medians of its run."""
     axes = list(swept_axes(sweep)) or ["framework"]
-    headers = ["cell", *axes, "repeat", "status", "reason", "step time (s) ↓", "throughput (tokens/s) ↑", "MFU (%) ↑",
+    headers = ["cell", *axes, "repeat", "status", "reason", "step time (s) ↓", "throughput (tokens/s) ↑",
+               "MFU (%) ↑",
                "record"]
     rows = []
     for cell in sweep.index["cells"]:

@@ -94,7 +94,8 @@ def _thin(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _step_hover(run: RunView, step: pd.Series) -> str:
     """The step's aligned telemetry means (steps.parquet), for the hover over its span on the trace panel."""
     parts = [f"step {int(step['step'])}: {step['step_end_unix_s'] - step['step_start_unix_s']:.3g} s"]
-    for column, text, scale in (("gpu_util_mean_pct", "GPU utilisation {:.0f}%", 1), ("power_mean_w", "power {:.0f} W", 1),
+    for column, text, scale in (("gpu_util_mean_pct", "GPU utilisation {:.0f}%", 1),
+                                ("power_mean_w", "power {:.0f} W", 1),
                                 ("energy_j", "energy {:.0f} J", 1),
                                 ("proc_cpu_util_mean_pct", "framework {:.2f} cores", 0.01),
                                 ("cpu_util_mean_pct", "host CPU {:.0f}% of all cores", 1),
@@ -115,7 +116,8 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         row = stages.index(bar["stage"])
         rect = gantt.barh(row, bar["seconds"], left=bar["start_s"] - origin, height=0.7,
                           color=palette[bar["stage"]], alpha=0.4 if bar["warmup"] else 0.95, lw=0)[0]
-        share = "" if bar["stage"] == "step" else f" of the step's {bar['step_s']:.3g} s ({bar['seconds'] / bar['step_s']:.0%})"
+        share = ("" if bar["stage"] == "step" else
+                 f" of the step's {bar['step_s']:.3g} s ({bar['seconds'] / bar['step_s']:.0%})")
         name = "whole step" if bar["stage"] == "step" else bar["stage"]
         tips.tip(rect, f"{run.label}\nstep {bar['step']}{' (warm-up)' if bar['warmup'] else ''} · {name}: "
                        f"{bar['seconds']:.3g} s{share}, from +{bar['start_s'] - origin:.2f} s")
