@@ -19,6 +19,7 @@ from rlbench.record.store import load_record  # noqa: E402
 from rlbench.workloads.catalog import load_workload, workload_from_mapping  # noqa: E402
 from rlbench.workloads.spec import ModelSpec, TinyModelSpec  # noqa: E402
 from rlbench.workloads.tiny_model import build_tiny_model, model_key  # noqa: E402
+
 from tests.conftest import run_cli  # noqa: E402
 
 CORPUS = ["Janet has 16 eggs and eats 3. How many are left? #### 13"] * 50 + [f"{i} + {i} = {2 * i}" for i in range(200)]
@@ -138,8 +139,8 @@ def test_moe_workloads_arch_counts_active_experts_only():
                                       moe_shared_ffn=0, moe_shared_gate=False)
     extra = flops.forward_flops_per_token(arch, 100) - flops.forward_flops_per_token(dense_equal, 100)
     assert extra == 2 * layers * (tiny.num_experts + 1) * h
-    assert workload_arch(load_workload("gsm8k-grpo-tiny").model).param_count().active == \
-        workload_arch(load_workload("gsm8k-grpo-tiny").model).param_count().total
+    dense = workload_arch(load_workload("gsm8k-grpo-tiny").model).param_count()
+    assert dense.active == dense.total and not workload_arch(load_workload("gsm8k-grpo-tiny").model).is_moe
 
 
 def test_dense_cache_keys_are_unchanged_and_moe_keys_differ():
