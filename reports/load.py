@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 import pyarrow
 
+from rlbench.run.parallel import Parallelism, recorded_parallel
 from rlbench.errors import RLBenchError
 from rlbench.run.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.record.store import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
@@ -63,8 +64,8 @@ class RunView:
 
 def base_label(record: dict[str, Any]) -> str:
     """framework · workload · non-default parallelism · seed, short enough for a figure axis."""
-    parallel = record.get("parallel") or {}
-    defaults = {"dp": 1, "tp": 1, "pp": 1, "sp": 1, "placement": "colocated", "async": "off"}
+    parallel = recorded_parallel(record.get("parallel") or {})  # an older record's `tp` is the rollout's
+    defaults = Parallelism().to_dict()
     knobs = " ".join(f"{k}={v}" for k, v in parallel.items() if defaults.get(k) != v) or "defaults"
     return f"{record['framework']['name']} · {record['workload']['name']} · {knobs} · seed {record.get('seed', 0)}"
 
@@ -188,6 +189,7 @@ def read_record(run_dir: str | Path) -> dict[str, Any]:
     problem = _shape_problem(record)
     if problem:
         raise DamagedRecord(run_dir, problem)
+    record["parallel"] = recorded_parallel(record["parallel"])  # readers see today's knobs, old records too
     steps = record["steps"]
     if steps is not None:
         if "step" not in steps:

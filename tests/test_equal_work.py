@@ -213,20 +213,27 @@ def test_run_refuses_exactly_the_tp_and_sp_that_cannot_split_the_heads(workload)
     w = load_workload(workload)
     heads, kv = HEADS[w.model.name]
     for n in (2, 3, 4, 6, 7, 8, 12, 14, 16):
-        fits = splits_heads(n, heads, kv)
+        fits = splits_heads(n, heads, kv)  # vLLM (rollout_tp) and Ulysses (sp): KV heads divided or copied
         assert fits == (heads % n == 0 and (kv % n == 0 or n % kv == 0))
-        for framework in ("verl", "openrlhf"):
-            for knob in ("tp", "sp"):
-                error = _check(framework, _spec(framework, workload, dp=n, **{knob: n}))
-                assert _heads_refusal(error) is not fits, (framework, knob, n, error)
-        assert _heads_refusal(_check("trl", _spec("trl", workload, dp=n, tp=n))) is not fits
+        for framework, knob in (("verl", "rollout_tp"), ("verl", "sp"), ("openrlhf", "rollout_tp"),
+                                ("trl", "rollout_tp")):
+            error = _check(framework, _spec(framework, workload, dp=n, **{knob: n}))
+            assert _heads_refusal(error) is not fits, (framework, knob, n, error)
+        even = heads % n == 0 and kv % n == 0  # the trainer's tp (Megatron, DeepSpeed AutoTP): no copies
+        for framework in ("verl", "openrlhf") if w.model.dtype == "bfloat16" else ("openrlhf",):
+            error = _check(framework, _spec(framework, workload, dp=n, tp=n))
+            assert _heads_refusal(error) is not even, (framework, "tp", n, error)
 
 
 def test_the_refusal_names_the_model_its_heads_and_what_fits():
     # The name is the table's, or the hub id where the Hugging Face cache holds the config.
-    with pytest.raises(RLBenchError, match=r"tp=4: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 4 does not divide its 14 "
-                                           r"attention heads, so vLLM cannot shard it; use tp in 1, 2, 14"):
-        get_adapter("verl").check(_spec("verl", "gsm8k-grpo", dp=4, tp=4))
+    with pytest.raises(RLBenchError, match=r"rollout_tp=4: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 4 does not divide "
+                                           r"its 14 attention heads, so vLLM cannot shard it; use rollout_tp in 1, 2, 14"):
+        get_adapter("verl").check(_spec("verl", "gsm8k-grpo", dp=4, rollout_tp=4))
+    with pytest.raises(RLBenchError, match=r"tp=7: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 7 does not divide its 2 KV "
+                                           r"heads, so Megatron cannot split it over the trainer's TP ranks; "
+                                           r"use tp in 1, 2"):
+        get_adapter("verl").check(_spec("verl", "gsm8k-grpo", dp=4, tp=7))
     with pytest.raises(RLBenchError, match="sp=8: model (Qwen/)?Qwen2.5-1.5B-Instruct .* 12 attention heads, so Ulysses"):
         get_adapter("verl").check(_spec("verl", "math-grpo", dp=8, sp=8))
 
@@ -234,7 +241,7 @@ def test_the_refusal_names_the_model_its_heads_and_what_fits():
 def _with_model(workload: str, model: str) -> RunSpec:
     w = load_workload(workload)
     return RunSpec(framework="verl", workload=dataclasses.replace(w, model=ModelSpec(name=model)),
-                   parallel=Parallelism(dp=2, tp=2))
+                   parallel=Parallelism(dp=2, rollout_tp=2))
 
 
 def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
@@ -245,7 +252,7 @@ def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
     config = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 6,
               "num_key_value_heads": 3, "intermediate_size": 512, "vocab_size": 1000}
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(RLBenchError, match="tp=2: .* 2 neither divides its 3 KV heads nor is a multiple of them"):
+    with pytest.raises(RLBenchError, match="rollout_tp=2: .* 2 neither divides its 3 KV heads nor is a multiple"):
         get_adapter("verl").check(_with_model("gsm8k-grpo", str(folder)))
     # A hub id: the Hugging Face cache's config.json, read offline, wins over rlbench's table.
     snapshot = tmp_path / "hub" / "models--someone--six-heads" / "snapshots" / "abc"
@@ -268,9 +275,9 @@ def test_sweep_marks_the_cells_that_cannot_split_the_heads_refused(tmp_path):
     from rlbench.sweep.driver import SweepRequest, plan
 
     request = SweepRequest(frameworks=("verl", "openrlhf"), workloads=("gsm8k-grpo", "math-grpo"),
-                           grid={"tp": ["2", "4"]}, parallel=("dp=4",))
+                           grid={"rollout_tp": ["2", "4"]}, parallel=("dp=4",))
     index = plan(request, LocalExecutor(), tmp_path)  # no GPU here: the other cells are refused for the machine
-    refused = {(c["framework"], c["workload"], c["parallel"]["tp"]): c["reason"] for c in index["cells"]
+    refused = {(c["framework"], c["workload"], c["parallel"]["rollout_tp"]): c["reason"] for c in index["cells"]
                if c["status"] == "refused" and "heads" in c["reason"]}
     assert set(refused) == {("verl", "gsm8k-grpo", "4"), ("openrlhf", "gsm8k-grpo", "4")}
     assert all("14 attention heads" in reason for reason in refused.values())
@@ -283,7 +290,7 @@ def test_predict_refuses_and_skips_the_same_layouts():
     result = run_cli(*base, "--sweep", "tp=1,2,4,7", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert [row["layout"]["tp"] for row in data["skipped"]] == ["4", "7"]
+    assert [row["layout"]["tp"] for row in data["skipped"]] == [4, 7]  # the trainer's tp: Megatron's rule
     assert "14 attention heads" in data["skipped"][0]["reason"] and "2 KV heads" in data["skipped"][1]["reason"]
 
 
@@ -336,6 +343,6 @@ def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
     base = ("predict", "--model-config", "someone/six-heads", "--workload", "gsm8k-grpo", "--hardware", "H100-SXM",
             "--gpus", "6")
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    assert run_cli(*base, "--parallel", "tp=3", env=env).returncode == 0
-    result = run_cli(*base, "--parallel", "tp=2", env=env)
+    assert run_cli(*base, "--parallel", "rollout_tp=3", env=env).returncode == 0
+    result = run_cli(*base, "--parallel", "rollout_tp=2", env=env)
     assert result.returncode == 2 and "2 neither divides its 3 KV heads" in result.stderr

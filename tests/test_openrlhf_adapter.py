@@ -39,7 +39,7 @@ from rlbench.workloads.rewards import score
 RUN_DIR = Path("/runs/20260101T000000Z-openrlhf-x-abc123")
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 DISAGG = {"placement": "disaggregated"}
-FULL_SIZE = [w for w in available_workloads() if not w.endswith("-tiny")]
+FULL_SIZE = [w for w in available_workloads() if load_workload(w).model.tiny is None]  # bf16, OpenRLHF's GPU path
 
 
 @pytest.fixture(autouse=True)
@@ -178,10 +178,13 @@ def _assert_parallel_lands(seen: SimpleNamespace, spec: RunSpec) -> None:
     roles = {g.role: g for g in seen.groups}
     assert set(roles) == {"actor"} | ({"ref"} if spec.workload.algorithm.kl_coef > 0 else set()) | (
         {"critic"} if spec.workload.algorithm.name == "ppo" else set())  # no reward model: a rule reward
-    assert all(g.gpus == p.dp * p.sp and g.duplicate == p.sp for g in seen.groups)
-    assert args.ds.ring_attn_size == p.sp and args.ds.zero_stage == 3
-    assert (seen.engines.count * seen.engines.tp, seen.engines.tp) == (rollout or trainer, p.tp)
-    assert seen.trainer.kind == ("async" if p.async_ == "one-step" else "sync")
+    # DeepSpeed's data-parallel ranks: OpenRLHF duplicates each actor over its ring (cp) and TP groups.
+    assert all(g.gpus == p.dp * p.tp * p.cp and g.duplicate == p.cp * p.tp for g in seen.groups)
+    assert (args.ds.ring_attn_size, args.ds.tensor_parallel_size) == (p.cp, p.tp)
+    assert args.ds.zero_stage == (2 if p.tp > 1 else 3)  # DeepSpeed's AutoTP refuses ZeRO-3
+    assert (seen.engines.count * seen.engines.tp, seen.engines.tp) == (rollout or trainer, p.rollout_tp)
+    assert seen.trainer.kind == ("async" if p.async_depth else "sync")
+    assert args.train.async_queue_size == max(1, p.async_depth)  # OpenRLHF's default 1 when not async
     if p.placement == "colocated":
         pg = roles["actor"].pg
         assert pg is not None and all(g.pg is pg for g in seen.groups) and seen.engines.pg is pg
@@ -193,8 +196,9 @@ def _assert_parallel_lands(seen: SimpleNamespace, spec: RunSpec) -> None:
 
 
 @pytest.mark.parametrize("workload", FULL_SIZE)
-@pytest.mark.parametrize("mode", [{}, {"dp": 2, "tp": 2, **DISAGG}, {"dp": 2, **DISAGG, "async_": "one-step"}],
-                         ids=["colocated", "disaggregated", "async"])
+@pytest.mark.parametrize("mode", [{}, {"dp": 2, "rollout_tp": 2, **DISAGG}, {"dp": 2, **DISAGG, "async_": "one-step"},
+                                  {"dp": 2, "tp": 2, "cp": 2, **DISAGG, "async_": "3"}],
+                         ids=["colocated", "disaggregated", "async", "tp-cp-3-step"])
 def test_every_workload_parses_and_places_with_openrlhfs_own_cli(workload, mode, monkeypatch):
     spec = _spec(workload, **mode)
     get_adapter("openrlhf").check(spec)
@@ -204,17 +208,19 @@ def test_every_workload_parses_and_places_with_openrlhfs_own_cli(workload, mode,
 
 
 @pytest.mark.parametrize("placement", ["colocated", "disaggregated"])
-@pytest.mark.parametrize("sp", [1, 2])
-@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("cp", [1, 2])
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("rollout_tp", [1, 2, 4])
 @pytest.mark.parametrize("dp", [1, 2, 8])
-def test_parallelism_grid_parses_or_is_refused(dp, tp, sp, placement, monkeypatch):
-    spec = _spec("gsm8k-ppo", dp=dp, tp=tp, sp=sp, placement=placement)
-    if tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
-        with pytest.raises(RLBenchError, match="tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 attention"):
+def test_parallelism_grid_parses_or_is_refused(dp, rollout_tp, tp, cp, placement, monkeypatch):
+    spec = _spec("gsm8k-ppo", dp=dp, rollout_tp=rollout_tp, tp=tp, cp=cp, placement=placement)
+    if rollout_tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
+        with pytest.raises(RLBenchError, match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 "
+                                               "attention"):
             get_adapter("openrlhf").check(spec)
         return
-    if placement == "colocated" and (dp * sp) % tp:
-        with pytest.raises(RLBenchError, match=f"tp={tp}: .* tp must divide {dp * sp}"):
+    if placement == "colocated" and (dp * tp * cp) % rollout_tp:
+        with pytest.raises(RLBenchError, match=f"rollout_tp={rollout_tp}: .* must divide {dp * tp * cp}"):
             get_adapter("openrlhf").check(spec)
         return
     get_adapter("openrlhf").check(spec)
@@ -400,7 +406,7 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
 
 
 def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
-    plan = get_adapter("openrlhf").plan(_spec(dp=4, tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
+    plan = get_adapter("openrlhf").plan(_spec(dp=4, rollout_tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
     text = plan.describe()
     assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
     assert plan.argv[plan.argv.index("--") + 1:][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
@@ -415,9 +421,15 @@ def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
 
 @pytest.mark.parametrize("workload,parallel,message", [
     ("gsm8k-grpo", {"pp": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism"),
-    ("gsm8k-grpo", {"async_": "one-step"}, "gives vLLM GPUs of its own .* placement=disaggregated"),
+    ("gsm8k-grpo", {"pp": 2, "pp_virtual": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO"),
+    ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: OpenRLHF 0.11.2 has no expert parallelism"),
+    ("gsm8k-grpo", {"sp": 2}, "sp=2: OpenRLHF's sequence parallelism is ring attention .* use cp instead"),
+    ("gsm8k-grpo", {"fuse": ("rollout_logprobs",)}, "fuse=rollout_logprobs: OpenRLHF 0.11.2's make_experience"),
+    ("gsm8k-grpo", {"async_": "one-step"}, "async=one-step: .* gives vLLM GPUs of its own .* placement=disaggregated"),
+    ("gsm8k-grpo", {"async_": "4"}, "async=4: .* gives vLLM GPUs of its own"),
+    ("gsm8k-grpo", {"tp": 4}, "tp=4: .* does not divide its 14 attention heads, so Megatron cannot split"),
     ("gsm8k-grpo-tiny", {}, "model.dtype=float32: OpenRLHF 0.11 trains in bf16 or fp16 only"),
-    ("gsm8k-grpo", {"tp": 2}, "tp=2: .* tp must divide 1; raise dp or sp"),
+    ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
     ("gsm8k-grpo", {"dp": 3}, "dp=3: must divide the 256 responses of one mini-batch"),
 ])
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
@@ -427,12 +439,15 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
     monkeypatch.setattr(module, "gpu_count", lambda: 8)
-    message = "dp=4 tp=2 placement=disaggregated: OpenRLHF needs 16 GPUs for this shape, this machine has 8"
+    message = "dp=4 rollout_tp=2 placement=disaggregated: OpenRLHF needs 16 GPUs for this shape, this machine has 8"
     with pytest.raises(RLBenchError, match=message):  # actor+ref 4, critic 4, vLLM 8
-        get_adapter("openrlhf").check(_spec("gsm8k-ppo", dp=4, tp=2, **DISAGG))
+        get_adapter("openrlhf").check(_spec("gsm8k-ppo", dp=4, rollout_tp=2, **DISAGG))
+    message = "dp=2 tp=2 placement=disaggregated: OpenRLHF needs 10 GPUs"
+    with pytest.raises(RLBenchError, match=message):  # actor+ref dp*tp = 4, critic 4, vLLM 2
+        get_adapter("openrlhf").check(_spec("gsm8k-ppo", dp=2, tp=2, **DISAGG))
     monkeypatch.setattr(module, "package_version", lambda name: None)
-    with pytest.raises(RLBenchError, match="sp=2: OpenRLHF's ring attention needs ring-flash-attn"):
-        get_adapter("openrlhf").check(_spec(sp=2))
+    with pytest.raises(RLBenchError, match="cp=2: OpenRLHF's ring attention needs ring-flash-attn"):
+        get_adapter("openrlhf").check(_spec(cp=2))
 
 
 def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys):

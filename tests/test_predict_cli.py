@@ -38,6 +38,61 @@ def test_sweep_is_ranked_and_lists_what_it_skipped():
     assert len(times) + len(data["skipped"]) == 6 and times == sorted(times)
 
 
+MOE = ("predict", "--model-config", "Qwen3-30B-A3B", "--workload", "math-grpo", "--hardware", "H100-SXM", "--gpus", "16")
+
+
+def test_moe_sweep_ranks_the_whole_taxonomy_and_says_what_it_skipped():
+    """The issue's done-when: a 30B-class MoE on 16 GPUs over tp, pp, cp, ep, rollout_tp and placement."""
+    data = json.loads(run_cli(*MOE, "--sweep", "all", "--json").stdout)
+    ranked, skipped = data["ranked"], data["skipped"]
+    assert ranked and [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
+    times = [r["step_time_bound_s"] for r in ranked]
+    assert times == sorted(times)
+    # Every axis is swept at sweep_layouts' defaults: 4 tp x 3 pp x 3 cp x 4 ep x 4 rollout_tp x 2 placements.
+    assert len(ranked) + len(skipped) == 4 * 3 * 3 * 4 * 4 * 2
+    assert {r["layout"]["ep"] for r in ranked} > {1} and {r["layout"]["placement"] for r in ranked} == {
+        "colocated", "disaggregated"}
+    checks = {s["check"] for s in skipped}
+    assert {"heads", "gpus", "memory"} <= checks
+    heads = next(s for s in skipped if s["check"] == "heads")
+    assert heads["layout"]["tp"] == 8 and "4 KV heads" in heads["reason"]  # Qwen3-30B-A3B: 4 KV heads
+    text = run_cli(*MOE, "--sweep", "all")
+    assert text.returncode == 0, text.stderr
+    out = text.stdout
+    assert f"ranked {len(ranked)} layouts; skipped {len(skipped)}:" in out
+    assert "more for memory (--json lists every one)" in out
+    assert len(out.splitlines()) < len(ranked) + 30  # a count per check and the first few, not every skip
+    for label in ("bound s", "estimate s", "MFU bound", "not an estimate of a run's MFU"):
+        assert label in out
+
+
+def test_a_sweep_axis_narrows_and_a_framework_skips_what_it_refuses():
+    data = json.loads(run_cli(*MOE, "--sweep", "ep=1,2,4", "--sweep", "tp=2", "--parallel", "pp=2",
+                              "--parallel", "rollout_tp=4", "--json").stdout)
+    layouts = [r["layout"] for r in data["ranked"]] + [s["layout"] for s in data["skipped"]]
+    assert sorted(l["ep"] for l in layouts) == [1, 2, 4]
+    assert all((l["tp"], l["pp"], l["rollout_tp"], l["placement"]) == (2, 2, 4, "colocated") for l in layouts)
+    refused = json.loads(run_cli(*MOE, "--sweep", "ep=1,2", "--parallel", "tp=2", "--parallel", "pp=2",
+                                 "--framework", "openrlhf", "--json").stdout)
+    assert not refused["ranked"]  # OpenRLHF has no pipeline: every layout is refused, with its reason
+    assert {s["check"] for s in refused["skipped"]} == {"framework"}
+    assert all("pp=2: OpenRLHF trains with DeepSpeed ZeRO" in s["reason"] for s in refused["skipped"])
+
+
+def test_a_single_layout_maps_every_knob_and_a_framework_refuses_what_run_would():
+    data = json.loads(run_cli(*MOE, "--parallel", "tp=2", "--parallel", "pp=2", "--parallel", "pp_virtual=2",
+                              "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--parallel", "async=2",
+                              "--parallel", "placement=disaggregated", "--json").stdout)
+    assert data["async"]["depth"] == 2 and data["gpus"] == 16
+    # the trainer's 8 GPUs (half go to the rollout) as tp 2 x pp 2 x dp 2 with ep 2: each knob's collective
+    update = next(stage for stage in data["stages"] if stage["name"] == "actor_update")
+    assert {"tp_all_reduce", "pp_send", "ep_all_to_all"} <= set(update["comm_bytes"])
+    result = run_cli(*MOE, "--parallel", "ep=2", "--framework", "trl")
+    assert result.returncode == 2 and result.stderr.startswith("error: --parallel ep=2: TRL 1.16 has no expert")
+    result = run_cli(*MOE, "--sweep", "fuse=ref_old")
+    assert result.returncode == 2 and "--sweep 'fuse=ref_old': expected all, or KNOB=V1,V2" in result.stderr
+
+
 def test_bad_input_is_one_line_exit_2():
     result = run_cli(*BASE[:-3], "H20", "--gpus", "8")
     assert result.returncode == 2 and "did you mean 'H200'" in result.stderr and "Traceback" not in result.stderr

@@ -33,8 +33,8 @@ TINY = "gsm8k-grpo-tiny"
 
 
 def test_parse_grid():
-    assert parse_grid(["tp=1,2,4", "placement=colocated, disaggregated"]) == {
-        "tp": ["1", "2", "4"], "placement": ["colocated", "disaggregated"]}
+    assert parse_grid(["rollout_tp=1,2,4", "placement=colocated, disaggregated"]) == {
+        "rollout_tp": ["1", "2", "4"], "placement": ["colocated", "disaggregated"]}
     with pytest.raises(RLBenchError, match="unknown knob 'tpp'; did you mean 'tp'"):
         parse_grid(["tpp=1,2"])
     for bad in (["tp="], ["tp=1", "tp=2"]):
@@ -43,12 +43,12 @@ def test_parse_grid():
 
 
 def test_expand_runs_repeats_outermost_and_merges_fixed_knobs():
-    request = SweepRequest(frameworks=("trl", "verl"), workloads=(TINY,), grid={"tp": ["1", "2"]},
+    request = SweepRequest(frameworks=("trl", "verl"), workloads=(TINY,), grid={"rollout_tp": ["1", "2"]},
                            parallel=("dp=2",), repeats=2)
     cells = expand(request)
     assert len(cells) == 8 and [c["id"] for c in cells[:2]] == ["c000", "c001"]
     assert [c["repeat"] for c in cells] == [1] * 4 + [2] * 4
-    assert cells[1] == {**cells[1], "framework": "trl", "parallel": {"dp": "2", "tp": "2"}, "status": "pending"}
+    assert cells[1] == {**cells[1], "framework": "trl", "parallel": {"dp": "2", "rollout_tp": "2"}, "status": "pending"}
     with pytest.raises(RLBenchError, match="both fixed .* and swept"):
         SweepRequest(frameworks=("trl",), workloads=(TINY,), grid={"dp": ["1"]}, parallel=("dp=2",))
     assert SweepRequest.from_dict(json.loads(json.dumps(request.to_dict()))) == request
@@ -194,7 +194,7 @@ def test_gpus_asked_of_ray():
 
     def gpus(framework: str, workload: str) -> int:
         return entrypoint_gpus(RunSpec(framework=framework, workload=load_workload(workload),
-                                       parallel=parse_parallel(["dp=4", "tp=2"])))
+                                       parallel=parse_parallel(["dp=4", "rollout_tp=2"])))
 
     assert gpus("trl", "gsm8k-grpo") == 4 and gpus("trl", TINY) == 0
     assert gpus("verl", "gsm8k-grpo") == 0  # Ray-based: its own placement groups reserve the GPUs

@@ -44,9 +44,13 @@ def test_dry_run_plan_names_the_launcher_and_config(tmp_path):
 
 @pytest.mark.parametrize("workload,parallel,message", [
     ("gsm8k-ppo", {}, "has no PPO trainer"),
-    ("gsm8k-grpo-tiny", {"pp": 2}, "pp=2: not supported by the trl adapter"),
-    ("gsm8k-grpo-tiny", {"sp": 2}, "sp=2: not supported"),
-    ("gsm8k-grpo-tiny", {"async_": "one-step"}, "async=one-step: not supported"),
+    ("gsm8k-grpo-tiny", {"tp": 2}, "tp=2: TRL 1.16's GRPOConfig has no trainer tensor parallelism"),
+    ("gsm8k-grpo-tiny", {"pp": 2}, "pp=2: TRL 1.16 trains through accelerate .* no pipeline parallelism"),
+    ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: TRL 1.16's GRPOTrainer refuses context parallelism"),
+    ("gsm8k-grpo-tiny", {"sp": 2}, "sp=2: TRL 1.16's GRPOTrainer refuses sequence parallelism"),
+    ("gsm8k-grpo-tiny", {"ep": 2, "dp": 2}, "ep=2: TRL 1.16 has no expert parallelism"),
+    ("gsm8k-grpo-tiny", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: TRL 1.16 decides itself"),
+    ("gsm8k-grpo-tiny", {"async_": "one-step"}, "async=one-step: TRL 1.16's asynchronous GRPO is experimental"),
     ("gsm8k-grpo-tiny", {"placement": "disaggregated"}, "colocated only"),
 ])
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
@@ -60,8 +64,8 @@ def test_gpu_knobs_are_refused_without_gpus(monkeypatch):
     monkeypatch.setattr(module, "gpus", lambda: ([], None))
     with pytest.raises(RLBenchError, match="dp=2: needs 2 GPUs, this machine has 0"):
         get_adapter("trl").check(_spec(dp=2))
-    with pytest.raises(RLBenchError, match="tp=2: TRL's tensor parallelism is vLLM's"):
-        get_adapter("trl").check(_spec(tp=2))
+    with pytest.raises(RLBenchError, match="rollout_tp=2: TRL's rollout tensor parallelism is vLLM's"):
+        get_adapter("trl").check(_spec(rollout_tp=2))
 
 
 def test_not_installed_framework_is_refused(monkeypatch):

@@ -36,6 +36,7 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config  # noqa: 
 VERL_ROOT = Path(verl.__file__).parent
 RUN_DIR = Path("/runs/20260101T000000Z-verl-x-abc123")
 ONE_STEP = {"placement": "disaggregated", "async_": "one-step"}
+DISAGG = {"placement": "disaggregated"}
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +71,7 @@ def _compose(spec: RunSpec, model: str):
     one_step = spec.parallel.async_ == "one-step"
     config_dir = VERL_ROOT / ("experimental/one_step_off_policy/config" if one_step else "trainer/config")
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name="one_step_off_ppo_trainer" if one_step else "ppo_trainer",
+        return compose(config_name=get_adapter("verl").config_name(spec),
                        overrides=get_adapter("verl").overrides(spec, model, RUN_DIR))
 
 
@@ -79,6 +80,9 @@ def _verl_checks(config) -> dict:
     validate_config(config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
     omega_conf_to_dataclass(config.actor_rollout_ref.rollout)  # RolloutConfig.__post_init__
     omega_conf_to_dataclass(config.algorithm)
+    if config.actor_rollout_ref.actor.strategy == "megatron":  # McoreActorConfig / McoreEngineConfig checks
+        omega_conf_to_dataclass(config.actor_rollout_ref.actor)
+        omega_conf_to_dataclass(config.actor_rollout_ref.actor.megatron)
     return OmegaConf.to_container(config, resolve=True)
 
 
@@ -116,22 +120,34 @@ def _assert_workload_lands(c: dict, config, spec: RunSpec, model: str) -> None:
 def _assert_parallel_lands(c: dict, spec: RunSpec) -> None:
     p = spec.parallel
     actor, rollout = c["actor_rollout_ref"]["actor"], c["actor_rollout_ref"]["rollout"]
-    assert (c["trainer"]["n_gpus_per_node"], c["trainer"]["nnodes"]) == (p.dp * p.sp, 1)
-    assert rollout["tensor_model_parallel_size"] == p.tp
-    assert actor["ulysses_sequence_parallel_size"] == actor["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
-    assert c["actor_rollout_ref"]["ref"]["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
-    assert c["critic"]["fsdp"]["ulysses_sequence_parallel_size"] == p.sp
+    assert (c["trainer"]["n_gpus_per_node"], c["trainer"]["nnodes"]) == (p.dp * p.tp * p.pp * p.cp * p.sp, 1)
+    assert rollout["tensor_model_parallel_size"] == p.rollout_tp
+    if max(p.tp, p.pp, p.cp, p.ep) > 1:  # verl's Megatron backend, every size where verl reads it
+        sizes = {"tensor_model_parallel_size": p.tp, "pipeline_model_parallel_size": p.pp,
+                 "virtual_pipeline_model_parallel_size": p.pp_virtual if p.pp_virtual > 1 else None,
+                 "context_parallel_size": p.cp, "expert_model_parallel_size": p.ep}
+        assert actor["strategy"] == c["actor_rollout_ref"]["ref"]["strategy"] == "megatron"
+        for role in (actor, c["actor_rollout_ref"]["ref"], c["critic"]):
+            assert {k: role["megatron"][k] for k in sizes} == sizes
+    else:
+        assert actor["strategy"] == "fsdp"
+        assert actor["ulysses_sequence_parallel_size"] == actor["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
+        assert c["actor_rollout_ref"]["ref"]["fsdp_config"]["ulysses_sequence_parallel_size"] == p.sp
+        assert c["critic"]["fsdp"]["ulysses_sequence_parallel_size"] == p.sp
+    fused = "rollout_logprobs" in p.fuse or p.async_ == "one-step"
+    assert c["algorithm"]["rollout_correction"]["bypass_mode"] is fused
+    assert rollout["calculate_log_probs"] or not fused  # vLLM returns the log-probs that replace the pass
     if p.placement == "colocated":
         assert c["actor_rollout_ref"]["hybrid_engine"] and c["trainer"]["v1"]["trainer_mode"] == "sync"
         assert rollout["nnodes"] == 0  # no standalone rollout pool
     else:
         assert not c["actor_rollout_ref"]["hybrid_engine"]
-        assert (c["rollout"]["nnodes"], c["rollout"]["n_gpus_per_node"]) == (1, p.dp * p.tp)
+        assert (c["rollout"]["nnodes"], c["rollout"]["n_gpus_per_node"]) == (1, p.dp * p.rollout_tp)
         assert rollout["checkpoint_engine"]["backend"] == "nccl"  # from verl's one-step config
 
 
 @pytest.mark.parametrize("workload", available_workloads())
-@pytest.mark.parametrize("mode", [{}, {"dp": 2, "tp": 2, **ONE_STEP}], ids=["colocated", "one-step"])
+@pytest.mark.parametrize("mode", [{}, {"dp": 2, "rollout_tp": 2, **ONE_STEP}], ids=["colocated", "one-step"])
 def test_every_workload_composes_resolves_and_passes_verls_checks(workload, mode, tiny_model):
     spec = _spec(workload, **mode)
     if mode and spec.workload.algorithm.name == "ppo":
@@ -147,22 +163,62 @@ def test_every_workload_composes_resolves_and_passes_verls_checks(workload, mode
 
 @pytest.mark.parametrize("placement", ["colocated", "disaggregated"])
 @pytest.mark.parametrize("sp", [1, 2])
-@pytest.mark.parametrize("tp", [1, 2, 4])
+@pytest.mark.parametrize("rollout_tp", [1, 2, 4])
 @pytest.mark.parametrize("dp", [1, 2, 8])
-def test_parallelism_grid_composes_or_is_refused(dp, tp, sp, placement, tiny_model):
+def test_parallelism_grid_composes_or_is_refused(dp, rollout_tp, sp, placement, tiny_model):
     mode = ONE_STEP if placement == "disaggregated" else {}
-    spec = _spec("gsm8k-grpo", dp=dp, tp=tp, sp=sp, **mode)
-    if tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
-        with pytest.raises(RLBenchError, match="tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 attention"):
+    spec = _spec("gsm8k-grpo", dp=dp, rollout_tp=rollout_tp, sp=sp, **mode)
+    if rollout_tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
+        with pytest.raises(RLBenchError, match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 "
+                                               "attention .* vLLM cannot shard it"):
             get_adapter("verl").check(spec)
         return
-    if placement == "colocated" and (dp * sp) % tp:
-        with pytest.raises(RLBenchError, match=f"tp={tp}: .* tp must divide {dp * sp}"):
+    if placement == "colocated" and (dp * sp) % rollout_tp:
+        with pytest.raises(RLBenchError, match=f"rollout_tp={rollout_tp}: .* must divide {dp * sp}"):
             get_adapter("verl").check(spec)
         return
     get_adapter("verl").check(spec)
     resolved = _verl_checks(_compose(spec, tiny_model))
     _assert_parallel_lands(resolved, spec)
+
+
+# Megatron layouts (Qwen2.5-0.5B-Instruct: 24 layers, 14 heads, 2 KV heads, dense): each trainer knob alone
+# and together, sync and one-step, PPO (critic) and GRPO, with fused log-probs.
+MEGATRON = [
+    ("gsm8k-grpo", {"tp": 2}),
+    ("gsm8k-grpo", {"pp": 2, "dp": 2}),
+    ("gsm8k-grpo", {"pp": 2, "pp_virtual": 3}),
+    ("gsm8k-grpo", {"cp": 2, "rollout_tp": 2}),
+    ("gsm8k-ppo", {"tp": 2, "pp": 2, "cp": 2, "rollout_tp": 2}),
+    ("gsm8k-grpo", {"dp": 2, "tp": 2, "rollout_tp": 2, "fuse": ("rollout_logprobs",)}),
+    ("gsm8k-grpo", {"dp": 2, "tp": 2, "pp": 2, "rollout_tp": 2, **ONE_STEP}),
+    ("gsm8k-grpo", {"fuse": ("rollout_logprobs",)}),  # FSDP with vLLM's log-probs as the old ones
+]
+
+
+@pytest.mark.parametrize("workload,parallel", MEGATRON, ids=[
+    " ".join(f"{k}={v}" for k, v in p.items()) for _, p in MEGATRON])
+def test_megatron_layouts_compose_and_pass_verls_checks(workload, parallel, tiny_model):
+    spec = _spec(workload, **parallel)
+    get_adapter("verl").check(spec)
+    config = _compose(spec, tiny_model)
+    resolved = _verl_checks(config)
+    _assert_workload_lands(resolved, config, spec, tiny_model)
+    _assert_parallel_lands(resolved, spec)
+
+
+def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
+    """ep on a model with experts (Qwen3-30B-A3B's built-in shape: 128 experts, 48 layers, 4 KV heads)."""
+    from rlbench.perfmodel import get_arch
+    from rlbench.predict import run_prediction
+
+    monkeypatch.setattr(run_prediction, "workload_arch", lambda model: get_arch("Qwen3-30B-A3B"))
+    spec = _spec("gsm8k-grpo", dp=4, ep=4, tp=2, rollout_tp=4)
+    get_adapter("verl").check(spec)
+    resolved = _verl_checks(_compose(spec, tiny_model))
+    _assert_parallel_lands(resolved, spec)
+    with pytest.raises(RLBenchError, match="ep=3: does not divide the 128 experts of model Qwen3-30B-A3B"):
+        get_adapter("verl").check(_spec("gsm8k-grpo", dp=3, ep=3))
 
 
 def _records() -> list[PromptRecord]:
@@ -289,7 +345,7 @@ def test_one_step_generation_time_is_the_overlapped_generation():
 
 
 def test_dry_run_plan_names_verls_trainer_and_key_overrides():
-    plan = get_adapter("verl").plan(_spec(dp=4, tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]),
+    plan = get_adapter("verl").plan(_spec(dp=4, rollout_tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]),
                                     RUN_DIR)
     text = plan.describe()
     assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.adapter"]
@@ -299,16 +355,29 @@ def test_dry_run_plan_names_verls_trainer_and_key_overrides():
                  "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "'trainer.logger=[console,file]'",
                  f"VERL_FILE_LOGGER_PATH={RUN_DIR}/framework_metrics.jsonl", "WANDB_MODE=disabled"):
         assert part in text, part
+    assert "--config-name=ppo_trainer" in plan.argv
     one_step = get_adapter("verl").plan(_spec(dp=2, **ONE_STEP), RunInputs(model="/m", prompts=[]), RUN_DIR)
     assert "verl.experimental.one_step_off_policy.main_ppo" in one_step.argv
+    assert "--config-name=one_step_off_ppo_trainer" in one_step.argv
+    megatron = get_adapter("verl").plan(_spec(dp=2, tp=2, pp=2, **ONE_STEP), RunInputs(model="/m", prompts=[]), RUN_DIR)
+    assert "--config-name=one_step_off_ppo_megatron_trainer" in megatron.argv
+    assert "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2" in megatron.argv
 
 
 @pytest.mark.parametrize("workload,parallel,message", [
-    ("gsm8k-grpo", {"pp": 2}, "pp=2: rlbench runs verl's FSDP backend, which has no pipeline parallelism"),
+    ("gsm8k-grpo", {"pp": 5}, "pp=5: does not divide the 24 layers of model Qwen2.5-0.5B-Instruct"),
+    ("gsm8k-grpo", {"pp": 2, "pp_virtual": 5}, "pp=2 x pp_virtual=5 = 10: does not divide the 24 layers"),
+    ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: model Qwen2.5-0.5B-Instruct is dense, it has no experts to split"),
+    ("gsm8k-grpo", {"tp": 2, "sp": 2}, "sp=2: verl's Megatron backend .* has no Ulysses sequence parallelism"),
+    ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: workload gsm8k-grpo-tiny trains in float32, .* bfloat16 workload"),
+    ("gsm8k-grpo", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: verl 0.9.1 has no setting that skips"),
+    ("gsm8k-grpo", {"fuse": ("ref_old",)}, "fuse=ref_old: verl 0.9.1 runs the reference and old-log-prob passes"),
+    ("gsm8k-grpo", {"async_": "2", **DISAGG}, "async=2: verl 0.9.1's deeper asynchrony is its fully_async_policy"),
     ("gsm8k-grpo", {"async_": "one-step"}, "needs its own rollout GPUs .* placement=disaggregated"),
     ("gsm8k-grpo", {"placement": "disaggregated"}, "only in its asynchronous trainers; add --parallel async=one-step"),
     ("gsm8k-ppo", ONE_STEP, "supports GRPO-family advantages only"),
-    ("gsm8k-grpo", {"tp": 2}, "tp=2: .* tp must divide 1; raise dp or sp"),
+    ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
+    ("gsm8k-grpo", {"tp": 4}, "tp=4: .* 4 does not divide its 14 attention heads, so Megatron cannot split it"),
     ("gsm8k-grpo-tiny", {"dp": 32}, "dp=32: must divide the 16 responses of one mini-batch"),
 ])
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
@@ -318,9 +387,12 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
     monkeypatch.setattr(module, "gpu_count", lambda: 4)
-    message = "dp=4 tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, this machine has 4"
+    message = ("dp=4 rollout_tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, "
+               "this machine has 4")
     with pytest.raises(RLBenchError, match=message):
-        get_adapter("verl").check(_spec(dp=4, tp=2, sp=2, **ONE_STEP))
+        get_adapter("verl").check(_spec(dp=4, rollout_tp=2, sp=2, **ONE_STEP))
+    with pytest.raises(RLBenchError, match="dp=2 tp=2 pp=2: verl needs 8 GPUs"):  # trainer GPUs: dp*tp*pp
+        get_adapter("verl").check(_spec(dp=2, tp=2, pp=2))
 
 
 def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys):

@@ -1,6 +1,6 @@
 """OpenRLHF adapter: runs OpenRLHF's own trainer, `python -m openrlhf.cli.train_ppo_ray`, with its 0.11 flags.
 
-    rlbench run --framework openrlhf --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
+    rlbench run --framework openrlhf --workload gsm8k-grpo --parallel dp=8 --parallel rollout_tp=2 --dry-run
 
 On NVIDIA GPUs, or without one through the CPU lane (`rlbench.adapters.cpu_lane`). Run as
 `python -m rlbench.adapters.openrlhf.adapter PROMPTS JSONL -- COMMAND`, this module is also the
@@ -69,6 +69,18 @@ CPU_LANE_FLAGS: dict[str, tuple[Any, str]] = {
     "vllm.enforce_eager": (True, "off: CUDA graphs"),
     "vllm.sync_backend": ("gloo", "nccl"),
 }
+# What OpenRLHF 0.11.2 cannot honour, by knob: the reason, one line (docs/parallelism.md).
+REFUSED_KNOBS = {
+    "pp": "OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism; use pp=1",
+    "pp_virtual": "OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism; use pp_virtual=1",
+    "ep": "OpenRLHF 0.11.2 has no expert parallelism (--ds.experts_implementation picks MoE kernels only); use ep=1",
+    "sp": "OpenRLHF's sequence parallelism is ring attention (--ds.ring_attn_size), which rlbench calls cp, not "
+          "Ulysses; use cp instead",
+    "fuse": "OpenRLHF 0.11.2's make_experience always runs its old-log-prob and reference passes (no flag skips or "
+            "merges them); drop fuse",
+}
+# DeepSpeed refuses AutoTP with ZeRO-3 (runtime/engine.py: autotp and zero_stage 3 not validated together).
+TP_ZERO_STAGE = 2
 CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "training": "DeepSpeed ZeRO-3 on its CPU accelerator",
                    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
                    "Ray resources": "2 logical GPUs (actor+ref, vLLM) and 4 logical CPUs, for placement only",
@@ -82,7 +94,7 @@ class OpenRLHFAdapter(Adapter):
     name = "openrlhf"
     distribution = "openrlhf"
     tested_versions = ">=0.11.2,<0.12"
-    supported_knobs = frozenset({"dp", "tp", "sp", "placement", "async"})
+    supported_knobs = frozenset({"dp", "tp", "rollout_tp", "cp", "placement", "async"})
     brings_own_ray = True
     runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
 
@@ -101,37 +113,43 @@ class OpenRLHFAdapter(Adapter):
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int, int]:
         """(actor/ref GPUs, critic GPUs beside them, vLLM GPUs beside them); 0 = shares the actor's."""
         p, ppo = spec.parallel, spec.workload.algorithm.name == "ppo"
-        trainer = p.dp * p.sp
+        trainer = p.world_size  # dp x tp x cp: DeepSpeed duplicates each actor over its TP and ring groups
         if p.placement == "colocated":
             return trainer, 0, 0
-        return trainer, trainer if ppo else 0, p.dp * p.tp
+        return trainer, trainer if ppo else 0, p.dp * p.rollout_tp
+
+    def refuse_knobs(self, spec: RunSpec) -> None:
+        """What OpenRLHF 0.11.2 cannot honour, whatever the machine: one line naming the knob and the reason."""
+        for knob, value in spec.parallel.non_default().items():
+            if knob in REFUSED_KNOBS:
+                raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
+        p = spec.parallel
+        if p.placement == "colocated" and p.async_depth:
+            raise RLBenchError(f"--parallel async={p.async_}: OpenRLHF's async trainer gives vLLM GPUs of its own "
+                               "(it colocates only the DeepSpeed models); add --parallel placement=disaggregated")
 
     def check(self, spec: RunSpec) -> None:
         p, w = spec.parallel, spec.workload
-        if p.pp > 1:
-            raise RLBenchError(f"--parallel pp={p.pp}: OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline "
-                               "parallelism; use pp=1")
+        self.refuse_knobs(spec)
         super().check(spec)
-        if p.placement == "colocated" and p.async_ == "one-step":
-            raise RLBenchError("--parallel async=one-step: OpenRLHF's async trainer gives vLLM GPUs of its own "
-                               "(it colocates only the DeepSpeed models); add --parallel placement=disaggregated")
         if on_cpu_lane():
             check_cpu_lane(spec)
-        elif w.model.dtype != "bfloat16":
+        elif w.model.dtype != "bfloat16":  # DeepSpeed's AutoTP (tp) also asserts bf16
             raise RLBenchError(f"workload {w.name}: model.dtype={w.model.dtype}: OpenRLHF 0.11 trains in bf16 or "
                                "fp16 only (--ds.param_dtype); use a bfloat16 workload")
         trainer, critic, rollout = self.gpu_layout(spec)
-        if not rollout and trainer % p.tp:
-            raise RLBenchError(f"--parallel tp={p.tp}: colocated vLLM engines are tp GPUs wide on the trainer's "
-                               f"dp*sp = {trainer} GPUs, so tp must divide {trainer}; raise dp or sp")
+        if not rollout and trainer % p.rollout_tp:
+            raise RLBenchError(f"--parallel rollout_tp={p.rollout_tp}: colocated vLLM engines are rollout_tp GPUs wide "
+                               f"on the trainer's dp*tp*cp = {trainer} GPUs, so rollout_tp must divide {trainer}; "
+                               "raise dp")
         responses = w.mini_batch_prompts * w.algorithm.group_size
         if responses % p.dp:
             raise RLBenchError(f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of "
                                f"workload {w.name}")
         available = gpu_count()
-        if available and p.sp > 1 and package_version("ring-flash-attn") is None:
-            raise RLBenchError(f"--parallel sp={p.sp}: OpenRLHF's ring attention needs ring-flash-attn; "
-                               "pip install 'openrlhf[ring]', or use sp=1")
+        if available and p.cp > 1 and package_version("ring-flash-attn") is None:
+            raise RLBenchError(f"--parallel cp={p.cp}: OpenRLHF's ring attention needs ring-flash-attn; "
+                               "pip install 'openrlhf[ring]', or use cp=1")
         if available and trainer + critic + rollout > available:  # without GPUs only --dry-run gets past launch
             raise RLBenchError(f"--parallel {knob_label(spec.parallel.non_default())}: OpenRLHF needs {trainer + critic + rollout} GPUs for "
                                f"this shape, this machine has {available}")
@@ -178,12 +196,15 @@ class OpenRLHFAdapter(Adapter):
         if spec.workload.algorithm.name == "ppo":
             settings.update({"critic.num_nodes": 1, "critic.num_gpus_per_node": trainer})
         settings.update({
-            "vllm.num_engines": trainer // p.tp if colocated else p.dp, "vllm.tensor_parallel_size": p.tp,
-            "ds.ring_attn_size": p.sp, "ds.zero_stage": 3,
+            "vllm.num_engines": trainer // p.rollout_tp if colocated else p.dp,
+            "vllm.tensor_parallel_size": p.rollout_tp,
+            "ds.tensor_parallel_size": p.tp, "ds.ring_attn_size": p.cp,
+            "ds.zero_stage": TP_ZERO_STAGE if p.tp > 1 else 3,
             "train.colocate_all": colocated, "train.colocate_actor_ref": not colocated,
             "ds.enable_sleep": colocated,  # DeepSpeed offloads while vLLM generates; vLLM's own sleep: _engine
-            "train.async_enable": p.async_ == "one-step",
-            "train.async_queue_size": 1 if p.async_ == "one-step" else None,  # one rollout batch ahead
+            "train.async_enable": p.async_depth > 0,
+            # Rollout batches the sampler may run ahead of the trainer: the async depth.
+            "train.async_queue_size": p.async_depth or None,
         })
         return settings
 

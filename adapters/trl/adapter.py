@@ -43,6 +43,19 @@ NO_ENGINE = ("no vLLM here: TRL generates with transformers' generate (no rollou
              "no prefix sharing between a prompt's responses)")
 COUNT_BATCHES = ("TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, "
                  "padded, not packed")
+# What TRL 1.16's GRPOTrainer (as rlbench launches it) cannot honour, by knob: the reason, one line.
+REFUSED_KNOBS = {
+    "tp": "TRL 1.16's GRPOConfig has no trainer tensor parallelism (its only TP is vLLM's: rollout_tp)",
+    "pp": "TRL 1.16 trains through accelerate (DDP/FSDP/DeepSpeed ZeRO), which has no pipeline parallelism",
+    "pp_virtual": "TRL 1.16 trains through accelerate, which has no pipeline parallelism",
+    "cp": "TRL 1.16's GRPOTrainer refuses context parallelism (parallelism_config cp_size > 1)",
+    "sp": "TRL 1.16's GRPOTrainer refuses sequence parallelism (parallelism_config sp_size > 1)",
+    "ep": "TRL 1.16 has no expert parallelism",
+    "fuse": "TRL 1.16 decides itself whether the old-log-prob pass runs (skipped when a generation feeds one "
+            "update and vLLM's importance-sampling correction is off); rlbench has no switch for it",
+    "async": "TRL 1.16's asynchronous GRPO is experimental (trl.experimental.async_grpo) and not launched by "
+             "rlbench; use async=off",
+}
 STEP_TIME = ("rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
              "on_log of its last (launcher.py)")
 
@@ -51,7 +64,7 @@ class TRLAdapter(Adapter):
     name = "trl"
     distribution = "trl"
     tested_versions = ">=1.16,<1.17"
-    supported_knobs = frozenset({"dp", "tp", "placement"})
+    supported_knobs = frozenset({"dp", "rollout_tp", "placement"})
     runs_on_cpu = True
 
     def usable_here(self) -> tuple[bool, str]:
@@ -62,7 +75,14 @@ class TRLAdapter(Adapter):
     def _use_vllm(self) -> bool:
         return bool(gpus()[0]) and package_version("vllm") is not None
 
+    def refuse_knobs(self, spec: RunSpec) -> None:
+        """What TRL 1.16 cannot honour, whatever the machine: one line naming the knob and the reason."""
+        for knob, value in spec.parallel.non_default().items():
+            if knob in REFUSED_KNOBS:
+                raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
+
     def check(self, spec: RunSpec) -> None:
+        self.refuse_knobs(spec)
         super().check(spec)
         workload, parallel = spec.workload, spec.parallel
         if workload.algorithm.name != "grpo":
@@ -74,12 +94,12 @@ class TRLAdapter(Adapter):
         gpu_count = len(gpus()[0])
         if parallel.dp > 1 and parallel.dp > gpu_count:
             raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp} GPUs, this machine has {gpu_count}")
-        if parallel.tp > 1 and not self._use_vllm():
-            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's tensor parallelism is vLLM's; it needs "
-                               "NVIDIA GPUs and vLLM installed (pip install vllm)")
-        if parallel.dp % parallel.tp:
-            raise RLBenchError(f"--parallel tp={parallel.tp}: TRL's colocated vLLM groups the dp={parallel.dp} "
-                               "training processes, so tp must divide dp")
+        if parallel.rollout_tp > 1 and not self._use_vllm():
+            raise RLBenchError(f"--parallel rollout_tp={parallel.rollout_tp}: TRL's rollout tensor parallelism is "
+                               "vLLM's; it needs NVIDIA GPUs and vLLM installed (pip install vllm)")
+        if parallel.dp % parallel.rollout_tp:
+            raise RLBenchError(f"--parallel rollout_tp={parallel.rollout_tp}: TRL's colocated vLLM groups the "
+                               f"dp={parallel.dp} training processes, so rollout_tp must divide dp")
         completions = workload.mini_batch_prompts * workload.algorithm.group_size
         if completions % parallel.dp:
             raise RLBenchError(f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
@@ -130,7 +150,7 @@ class TRLAdapter(Adapter):
         }
         if use_vllm:
             terms = contract(w, p).to_dict()
-            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.tp,
+            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.rollout_tp,
                           **{key: terms[term] for term, key in CONTRACT_KEYS.items()})
         return config
 

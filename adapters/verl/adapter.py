@@ -1,6 +1,9 @@
 """verl adapter: runs verl's own trainer, `python -m verl.trainer.main_ppo`, with Hydra overrides.
 
-    rlbench run --framework verl --workload gsm8k-grpo --parallel dp=8 --parallel tp=2 --dry-run
+    rlbench run --framework verl --workload gsm8k-grpo --parallel dp=8 --parallel rollout_tp=2 --dry-run
+
+Trainer tp, pp, cp or ep select verl's Megatron backend (its `ppo_megatron_trainer` config); without
+them verl trains with FSDP (and Ulysses sp).
 
 On NVIDIA GPUs, or without one through the CPU lane (`rlbench.adapters.cpu_lane`). Run as
 `python -m rlbench.adapters.verl.adapter PROMPTS PARQUET -- COMMAND`, this module is also the
@@ -29,7 +32,7 @@ from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest
 from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
-from rlbench.run.parallel import knob_label
+from rlbench.run.parallel import Parallelism, check_expert_ranks, check_model_split, knob_label
 from rlbench.run.spec import RunSpec
 from rlbench.workloads.prompts import read_prompts
 
@@ -39,6 +42,24 @@ HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hy
 REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
 SYNC_MODULE = "verl.trainer.main_ppo"
 ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
+# Hydra config of each entry point, FSDP and Megatron (verl 0.9.1 ships both for the sync and one-step trainers).
+CONFIG_NAMES = {(False, False): "ppo_trainer", (False, True): "ppo_megatron_trainer",
+                (True, False): "one_step_off_ppo_trainer", (True, True): "one_step_off_ppo_megatron_trainer"}
+MEGATRON_KNOBS = ("tp", "pp", "cp", "ep")  # trainer knobs only verl's Megatron backend honours
+# --parallel knob -> Megatron's parallel size in verl's megatron config (actor; ref follows it, critic set too).
+MEGATRON_SIZES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
+                  "pp_virtual": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
+                  "ep": "expert_model_parallel_size"}
+# What verl 0.9.1 cannot honour, by knob value: the reason, one line (docs/parallelism.md).
+REFUSED_FUSIONS = {
+    "on_policy_old": "verl 0.9.1 has no setting that skips the old-log-prob pass when training is on-policy; "
+                     "fuse=rollout_logprobs (its rollout_correction bypass mode) removes that pass instead",
+    "ref_old": "verl 0.9.1 runs the reference and old-log-prob passes separately (its LoRA ref-in-actor shares "
+               "weights, not the pass)",
+}
+K_STEP_REFUSAL = ("verl 0.9.1's deeper asynchrony is its fully_async_policy trainer, which syncs weights every "
+                  "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
+                  "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step")
 ROLLOUT = "actor_rollout_ref.rollout"
 # The equal-work contract's terms (rlbench.run.equal_work) -> the verl 0.9.1 config keys that carry them.
 CONTRACT_KEYS = {
@@ -122,7 +143,8 @@ class VerlAdapter(Adapter):
     name = "verl"
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
-    supported_knobs = frozenset({"dp", "tp", "sp", "placement", "async"})
+    supported_knobs = frozenset({"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "placement",
+                                 "fuse", "async"})
     brings_own_ray = True
     runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
 
@@ -130,6 +152,27 @@ class VerlAdapter(Adapter):
         if self.version() is None:
             return False, "not installed (pip install 'rlbench[verl]')"
         return machine_ready()
+
+    def refuse_knobs(self, spec: RunSpec) -> None:
+        """What verl 0.9.1 cannot honour, whatever the machine: one line naming the knob and the reason."""
+        p, w = spec.parallel, spec.workload
+        for fusion in p.fuse:
+            if fusion in REFUSED_FUSIONS:
+                raise RLBenchError(f"--parallel fuse={fusion}: {REFUSED_FUSIONS[fusion]}")
+        if p.async_depth > 1:
+            raise RLBenchError(f"--parallel async={p.async_}: {K_STEP_REFUSAL}")
+        if megatron(p) and p.sp > 1:
+            raise RLBenchError(f"--parallel sp={p.sp}: verl's Megatron backend (chosen by tp, pp, cp or ep) has no "
+                               "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
+                               "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)")
+        if megatron(p) and w.model.dtype == "float32":
+            raise RLBenchError(f"--parallel {knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})}"
+                               f": workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
+                               "mixed precision only; use a bfloat16 workload with verl's Megatron backend")
+
+    def config_name(self, spec: RunSpec) -> str:
+        """verl's Hydra config for this run: sync or one-step-off, FSDP or Megatron."""
+        return CONFIG_NAMES[(spec.parallel.async_ == "one-step", megatron(spec.parallel))]
 
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         if not on_cpu_lane():
@@ -140,14 +183,16 @@ class VerlAdapter(Adapter):
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int]:
         """(trainer GPUs, GPUs of a separate rollout pool; 0 when colocated)."""
         p = spec.parallel
-        return p.dp * p.sp, (p.dp * p.tp if p.placement == "disaggregated" else 0)
+        return p.world_size, (p.dp * p.rollout_tp if p.placement == "disaggregated" else 0)
 
     def check(self, spec: RunSpec) -> None:
         p, w = spec.parallel, spec.workload
-        if p.pp > 1:
-            raise RLBenchError(f"--parallel pp={p.pp}: rlbench runs verl's FSDP backend, which has no pipeline "
-                               "parallelism (verl's Megatron backend is not selectable in rlbench yet); use pp=1")
+        self.refuse_knobs(spec)
         super().check(spec)
+        from rlbench.predict.run_prediction import workload_arch
+
+        check_model_split(p, workload_arch(w.model), w.model.name)  # ep by the experts, pp by the layers
+        check_expert_ranks(p)
         if p.placement == "colocated" and p.async_ == "one-step":
             raise RLBenchError("--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
                                "rollout GPUs (its colocated async mode pauses generation while training); "
@@ -161,9 +206,10 @@ class VerlAdapter(Adapter):
         if on_cpu_lane():
             check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
-        if not rollout and trainer % p.tp:
-            raise RLBenchError(f"--parallel tp={p.tp}: verl's colocated rollout engines are tp GPUs wide on the "
-                               f"trainer's dp*sp = {trainer} GPUs, so tp must divide {trainer}; raise dp or sp")
+        if not rollout and trainer % p.rollout_tp:
+            raise RLBenchError(f"--parallel rollout_tp={p.rollout_tp}: verl's colocated rollout engines are rollout_tp "
+                               f"GPUs wide on the trainer's {trainer} GPUs (dp*tp*pp*cp*sp), so rollout_tp must "
+                               f"divide {trainer}; raise dp")
         responses = w.mini_batch_prompts * w.algorithm.group_size
         if responses % p.dp:
             raise RLBenchError(f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of "
@@ -192,7 +238,11 @@ class VerlAdapter(Adapter):
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
-        if spec.parallel.async_ == "one-step":
+        if "rollout_logprobs" in spec.parallel.fuse:
+            named["passes.old_log_prob"] = (
+                "fuse=rollout_logprobs: verl takes vLLM's sampling log-probs as the old log-probs "
+                "(algorithm.rollout_correction.bypass_mode=true): no old-log-prob forward pass")
+        elif spec.parallel.async_ == "one-step":
             named["passes.old_log_prob"] = (
                 "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
                 "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
@@ -213,13 +263,24 @@ class VerlAdapter(Adapter):
         settings: dict[str, Any] = {
             "trainer.nnodes": 1, "trainer.n_gpus_per_node": trainer,
             "actor_rollout_ref.rollout.name": "vllm",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size": p.tp,
-            "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
-            "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-            "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-            "critic.ulysses_sequence_parallel_size": p.sp,
-            "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
+            "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
         }
+        if megatron(p):  # verl derives Megatron's dp from the GPUs: trainer / (tp*pp*cp)
+            for knob, size in MEGATRON_SIZES.items():
+                value = getattr(p, knob) if knob != "pp_virtual" or p.pp_virtual > 1 else None
+                settings[f"actor_rollout_ref.actor.megatron.{size}"] = value  # the ref's follows (oc.select)
+                settings[f"critic.megatron.{size}"] = value
+        else:
+            settings.update({
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
+                "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                "critic.ulysses_sequence_parallel_size": p.sp,
+                "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
+            })
+        if "rollout_logprobs" in p.fuse:  # vLLM's sampling log-probs stand in for the old-log-prob pass
+            settings.update({"algorithm.rollout_correction.bypass_mode": True,
+                             f"{ROLLOUT}.calculate_log_probs": True})
         if rollout:
             # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
             settings.update({"hydra.searchpath": [f"file://{_verl_root() / 'trainer' / 'config'}"],
@@ -250,7 +311,8 @@ class VerlAdapter(Adapter):
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         module = ONE_STEP_MODULE if spec.parallel.async_ == "one-step" else SYNC_MODULE
-        verl = [sys.executable, "-m", module, *self.overrides(spec, inputs.model, run_dir)]
+        verl = [sys.executable, "-m", module, f"--config-name={self.config_name(spec)}",
+                *self.overrides(spec, inputs.model, run_dir)]
         argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / PARQUET_FILE),
                 "--", *verl]
         env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
@@ -280,6 +342,11 @@ class VerlAdapter(Adapter):
             if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
                 rows.append(normalize(record["step"], record["data"]))
         return pd.DataFrame(rows)
+
+
+def megatron(parallel: Parallelism) -> bool:
+    """Whether the trainer's layout needs verl's Megatron backend (FSDP has no tp, pp, cp or ep)."""
+    return any(getattr(parallel, knob) > 1 for knob in MEGATRON_KNOBS)
 
 
 def _algorithm(spec: RunSpec) -> dict[str, Any]:
@@ -415,7 +482,7 @@ def on_cpu_lane() -> bool:
 
 
 def check_cpu_lane(spec: RunSpec) -> None:
-    cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=tp=sp=1)")
+    cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=rollout_tp=sp=1)")
 
 
 # verl's GPU stack is pinned by verl's own extras: [vllm] (vllm, torch, transformers) and [fsdp] (flash-attn, cupy

@@ -38,15 +38,39 @@ def stage_table(prediction: dict[str, Any]) -> str:
     return "\n".join(lines + [f"note: {note}" for note in prediction.get("notes", [])])
 
 
-def sweep_table(ranked: list[tuple[dict[str, str], dict[str, Any]]], skipped: list[tuple[dict[str, str], str]]) -> str:
-    lines = [f"{'rank':<5} {'layout':<40} {'step s':>9} {'est. s':>9} {'tokens/s':>10} {'MFU<=':>6} {'MFU est':>7} "
-             f"{'mem GB':>7}"]
-    for rank, (layout, pred) in enumerate(ranked, 1):
-        text = knob_label(layout, empty="")
-        lines.append(f"{rank:<5} {text:<40} {_fmt(pred['step_time_s']):>9} {_fmt(pred.get('step_time_estimate_s')):>9} "
-                     f"{_fmt(pred['tokens_per_s'], digits=4):>10} {_fmt(pred.get('mfu_bound', pred['mfu']), digits=2):>6} "
-                     f"{_fmt(pred.get('mfu_estimate'), digits=2):>7} {_fmt(pred['memory_per_gpu_gb']):>7}")
-    lines += [f"skipped {knob_label(combo, empty='')}: {why}" for combo, why in skipped]
-    lines.append("MFU<=: the roofline's bound at 100% of dense peak, not an estimate of a run's MFU; "
-                 "est. s / MFU est: the estimate (bound plus overhead terms)")
-    return "\n".join(lines)
+# Ranked-table columns: (header, key in a ranked row, width). A roofline bound is labelled a bound.
+_SWEEP_COLUMNS = (("rank", "rank", 4), ("tp", "tp", 3), ("pp", "pp", 4), ("cp", "cp", 3), ("ep", "ep", 3),
+                  ("sp", "sp", 3), ("rollout_tp", "rollout_tp", 10), ("placement", "placement", 13),
+                  ("bound s", "step_time_bound_s", 9), ("estimate s", "step_time_estimate_s", 10),
+                  ("tokens/s bound", "tokens_per_s_bound", 14), ("MFU bound", "mfu_bound", 9),
+                  ("GB/GPU", "memory_per_gpu_gb", 7), ("slowest stage", "slowest_stage", 20))
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return _fmt(value, digits=4 if value >= 1000 else 3)
+    return "n/a" if value is None else str(value)
+
+
+def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], notes: list[str] = (),  # type: ignore[assignment]
+                shown: int = 3) -> str:
+    """The ranked layouts, then the skipped ones: a count per check and the first `shown` of each."""
+    lines = [" ".join(f"{head:>{width}}" for head, _, width in _SWEEP_COLUMNS)]
+    for row in ranked:
+        lines.append(" ".join(f"{_cell(row.get(key)):>{width}}" for _, key, width in _SWEEP_COLUMNS))
+    if not ranked:
+        lines.append("(no layout fits; see the skipped ones below)")
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for item in skipped:
+        by_check.setdefault(item["check"], []).append(item)
+    counts = ", ".join(f"{len(items)} for {check}" for check, items in sorted(by_check.items(), key=lambda kv: -len(kv[1])))
+    lines += ["", f"ranked {len(ranked)} layouts; skipped {len(skipped)}" + (f": {counts}" if counts else "")]
+    for check, items in by_check.items():
+        for item in items[:shown]:
+            lines.append(f"  skipped ({check}) {knob_label(item['layout'], empty='')}: {item['reason']}")
+        if len(items) > shown:
+            lines.append(f"  ... {len(items) - shown} more for {check} (--json lists every one)")
+    lines += ["", "bound s: the roofline bound at 100% of peak (what the hardware allows, not a measurement); "
+              "estimate s: the bound plus overhead terms; MFU bound: the roofline's upper bound on MFU, not an "
+              "estimate of a run's MFU"]
+    return "\n".join(lines + [f"note: {note}" for note in notes])

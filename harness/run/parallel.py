@@ -1,9 +1,13 @@
 """Parallelism settings of a run: the `--parallel key=value` knobs, parsed and checked.
 
-The knobs are framework-neutral; each adapter maps the ones it supports onto its
-framework's own configuration and refuses the others before anything launches.
+Each knob has one meaning in every framework (the table: docs/parallelism.md); each adapter maps
+the ones its framework honours onto the framework's own configuration and refuses the others,
+with the reason, before anything launches.
 
-    rlbench run --framework trl --workload gsm8k-grpo --parallel dp=8 --parallel tp=2
+    rlbench run --framework verl --workload gsm8k-grpo --parallel dp=4 --parallel tp=2 --parallel rollout_tp=2
+
+`tp` is the trainer's tensor parallelism; the rollout engine's is `rollout_tp`. Records written
+before the two were separated used `tp` for the rollout's: `recorded_parallel` reads them.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rlbench.errors import RLBenchError
 
@@ -20,7 +24,10 @@ if TYPE_CHECKING:
     from rlbench.perfmodel.arch import ModelArch
 
 PLACEMENTS = ("colocated", "disaggregated")
-ASYNC_MODES = ("off", "one-step")
+ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
+# Stage fusion, as the performance model names it (ParallelShape.fuse): which pass is removed or merged.
+FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
+INTEGER_KNOBS = ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp")
 
 
 def knob_pairs(knobs: Mapping[str, object]) -> list[str]:
@@ -35,44 +42,101 @@ def knob_label(knobs: Mapping[str, object], empty: str = "defaults") -> str:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Parallelism:
-    """Trainer GPUs = dp x sp x pp (the FSDP trainers rlbench drives have no trainer TP);
-    the rollout engine's tensor-parallel groups of size tp divide those same GPUs when
-    colocated, as in verl's hybrid engine and TRL's colocated vLLM."""
+    """Trainer GPUs = dp x tp x pp x cp x sp; expert ranks (ep) are carved out of dp x sp x cp, as in
+    Megatron. The rollout engine's tensor-parallel groups of size rollout_tp divide those same GPUs
+    when colocated (verl's hybrid engine, OpenRLHF's colocate_all, TRL's colocated vLLM)."""
 
-    dp: int = 1  # data parallel / FSDP degree of the trainer
-    tp: int = 1  # tensor parallel size of the rollout engine (vLLM/SGLang)
+    dp: int = 1  # data parallel (FSDP / ZeRO / Megatron DP) degree of the trainer
+    tp: int = 1  # tensor parallel size of the trainer (Megatron TP, DeepSpeed AutoTP)
+    rollout_tp: int = 1  # tensor parallel size of each rollout engine (vLLM)
     pp: int = 1  # pipeline parallel stages of the trainer
-    sp: int = 1  # sequence parallel (Ulysses / ring attention) size
+    pp_virtual: int = 1  # virtual stages per pipeline rank (interleaved 1F1B); needs pp > 1
+    cp: int = 1  # context parallel (ring attention over the sequence) size of the trainer
+    ep: int = 1  # expert parallel size of the trainer's MoE layers
+    sp: int = 1  # sequence parallel (Ulysses all-to-all over heads) size of the trainer
     placement: Literal["colocated", "disaggregated"] = "colocated"
-    async_: Literal["off", "one-step"] = "off"  # spelled `async` on the command line
+    fuse: tuple[str, ...] = ()  # stage fusions (FUSIONS); spelled `fuse=a+b` or `fuse=none`
+    async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "sp"):
+        for name in INTEGER_KNOBS:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RLBenchError(f"--parallel {name}={value!r}: must be a positive integer")
         if self.placement not in PLACEMENTS:
             raise RLBenchError(f"--parallel placement={self.placement!r}: must be one of {', '.join(PLACEMENTS)}")
-        if self.async_ not in ASYNC_MODES:
-            raise RLBenchError(f"--parallel async={self.async_!r}: must be one of {', '.join(ASYNC_MODES)}")
+        object.__setattr__(self, "fuse", _fusions(self.fuse))
+        object.__setattr__(self, "async_", _async_value(self.async_))
+        if self.pp_virtual > 1 and self.pp == 1:
+            raise RLBenchError(f"--parallel pp_virtual={self.pp_virtual}: interleaving needs a pipeline; "
+                               "add --parallel pp=2 or more, or drop pp_virtual")
+        # ep against dp*sp*cp: check_expert_ranks for a run; predict derives dp from --gpus (ParallelShape checks).
 
     @property
     def world_size(self) -> int:
         """GPUs the trainer spans (rollout engines may add more when disaggregated)."""
-        return self.dp * self.sp * self.pp
+        return self.dp * self.tp * self.pp * self.cp * self.sp
+
+    @property
+    def async_depth(self) -> int:
+        """Steps generation may run ahead of training: 0 off, 1 one-step, K k-step."""
+        return ASYNC_WORDS[self.async_] if self.async_ in ASYNC_WORDS else int(self.async_)
+
+    @property
+    def async_mode(self) -> Literal["off", "one-step", "k-step"]:
+        """The performance model's name for the depth (ParallelShape.async_mode)."""
+        return "off" if self.async_depth == 0 else "one-step" if self.async_depth == 1 else "k-step"
 
     def non_default(self) -> dict[str, object]:
-        """The knobs set away from their defaults, by command-line name."""
-        default = Parallelism()
-        return {_cli_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)}
+        """The knobs set away from their defaults, by command-line name and spelling."""
+        default = Parallelism().to_dict()
+        return {k: v for k, v in self.to_dict().items() if v != default[k]}
 
     def to_dict(self) -> dict[str, object]:
-        return {_cli_name(f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Every knob by command-line name and spelling (`knob_pairs` of it parses back to this)."""
+        return {_cli_name(f.name): _cli_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def _cli_name(field_name: str) -> str:
     return field_name.rstrip("_")
+
+
+def _cli_value(value: Any) -> Any:
+    if isinstance(value, tuple):  # fuse
+        return "+".join(value) or "none"
+    return value
+
+
+def _fusions(value: Any) -> tuple[str, ...]:
+    """fuse as a tuple in FUSIONS order, from a tuple/list or the command line's `a+b` / `none`."""
+    names = [v.strip() for v in value.split("+")] if isinstance(value, str) else list(value)
+    names = [n for n in names if n and n != "none"]
+    for name in names:
+        if name not in FUSIONS:
+            close = difflib.get_close_matches(name, FUSIONS, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise RLBenchError(f"--parallel fuse={name!r}: unknown fusion; {hint}fusions: {', '.join(FUSIONS)} "
+                               "(join several with +, e.g. fuse=rollout_logprobs+ref_old)")
+    fused = tuple(f for f in FUSIONS if f in names)
+    if len(set(fused) & {"rollout_logprobs", "on_policy_old"}) == 2 or "ref_old" in fused and len(fused) > 1:
+        raise RLBenchError(f"--parallel fuse={'+'.join(fused)}: each of these removes or merges the old-log-prob "
+                           "pass, so at most one applies; keep one")
+    return fused
+
+
+def _async_value(value: Any) -> str:
+    """async as its canonical spelling: off, one-step, or the depth K >= 2 written as a number."""
+    text = str(value).strip()
+    if text in ASYNC_WORDS:
+        return text
+    try:
+        depth = int(text)
+    except ValueError:
+        depth = -1
+    if depth < 0 or isinstance(value, bool) or isinstance(value, float):
+        raise RLBenchError(f"--parallel async={value!r}: must be one of off, one-step, or a whole number of steps "
+                           "K >= 2 that generation may run ahead of training (async=2)")
+    return {0: "off", 1: "one-step"}.get(depth, str(depth))
 
 
 KNOBS = tuple(_cli_name(f.name) for f in dataclasses.fields(Parallelism))
@@ -95,14 +159,28 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
         if key in seen:  # taking the last one silently would run a layout the user did not read back
             raise RLBenchError(f"--parallel {key}= is given twice ({seen[key]} and {pair.strip()}); give each knob once")
         seen[key] = pair.strip()
-        if key in ("placement", "async"):
-            values[key + ("_" if key == "async" else "")] = raw
-        else:
+        if key in INTEGER_KNOBS:
             try:
                 values[key] = int(raw)
             except ValueError:
                 raise RLBenchError(f"--parallel {pair!r}: {key} must be a positive integer") from None
+        else:
+            values[key + ("_" if key == "async" else "")] = raw
     return Parallelism(**values)
+
+
+def recorded_parallel(parallel: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's `parallel` with every current knob, by today's meaning.
+
+    Records written before the trainer's tensor parallelism existed (no `rollout_tp` key) used `tp`
+    for the rollout engine's: that value moves to `rollout_tp` and the trainer's `tp` is 1. Knobs a
+    record predates take their defaults, so an old record and a new one of the same layout compare
+    equal. Values are not checked (a report reads damaged records too)."""
+    mapped = dict(parallel)
+    if "rollout_tp" not in mapped:
+        mapped["rollout_tp"] = mapped.pop("tp", 1)
+        mapped["tp"] = 1
+    return {**Parallelism().to_dict(), **mapped}
 
 
 def splits_heads(n: int, heads: int, kv_heads: int) -> bool:
@@ -111,18 +189,31 @@ def splits_heads(n: int, heads: int, kv_heads: int) -> bool:
     return heads % n == 0 and (kv_heads % n == 0 or n % kv_heads == 0)
 
 
+def splits_heads_evenly(n: int, heads: int, kv_heads: int) -> bool:
+    """Megatron's rule for the trainer's TP: query and KV heads both divide (num_query_groups % tp == 0)."""
+    return heads % n == 0 and kv_heads % n == 0
+
+
+# knob -> (rule, who splits the heads that way)
+_HEAD_RULES = {"tp": (splits_heads_evenly, "Megatron cannot split it over the trainer's TP ranks"),
+               "rollout_tp": (splits_heads, "vLLM cannot shard it"),
+               "sp": (splits_heads, "Ulysses cannot scatter its heads")}
+
+
 def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> None:
-    """Refuse, before anything launches, a tp or sp that cannot split the model's attention heads.
+    """Refuse, before anything launches, a tp, rollout_tp or sp that cannot split the model's attention heads.
 
     The one check `run` (every adapter's `check`), `sweep` (through those checks) and `predict` make.
-    tp: vLLM's tensor parallelism gives each rank heads/tp query heads and kv_heads/tp KV heads, or
-    replicates KV heads when tp > kv_heads (vLLM `QKVParallelLinear`; it refuses other shapes at start-up).
-    sp: verl's Ulysses all-to-all scatters heads the same way (`verl/utils/ulysses.py`, KV heads
+    rollout_tp: vLLM's tensor parallelism gives each rank heads/n query heads and kv_heads/n KV heads, or
+    replicates KV heads when n > kv_heads (vLLM `QKVParallelLinear`; it refuses other shapes at start-up).
+    tp: Megatron's (and DeepSpeed AutoTP's) attention splits query and KV heads evenly, no replication.
+    sp: verl's Ulysses all-to-all scatters heads as vLLM does (`verl/utils/ulysses.py`, KV heads
     repeated to sp when fewer). OpenRLHF's ring attention splits the sequence instead, but the rule
     holds for every framework so that a layout is run by all of them or by none (equal work).
-    `arch` None: the model's config was not found here, which refuses any tp or sp above 1.
+    cp splits the sequence, not heads: no check. `arch` None: the model's config was not found here,
+    which refuses any of these knobs above 1.
     """
-    splits = {name: n for name, n in (("tp", parallel.tp), ("sp", parallel.sp)) if n > 1}
+    splits = {name: getattr(parallel, name) for name in _HEAD_RULES if getattr(parallel, name) > 1}
     if not splits:
         return
     if arch is None:
@@ -131,11 +222,47 @@ def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> No
                            "its config.json is not here (no local folder, not in the Hugging Face cache, not in "
                            f"rlbench's built-in table); fetch it first: huggingface-cli download {model} config.json")
     for name, n in splits.items():
-        if splits_heads(n, arch.heads, arch.kv_heads):
+        rule, who = _HEAD_RULES[name]
+        if rule(n, arch.heads, arch.kv_heads):
             continue
-        fits = [k for k in range(1, arch.heads + 1) if splits_heads(k, arch.heads, arch.kv_heads)]
-        why = (f"{n} does not divide its {arch.heads} attention heads" if arch.heads % n else
-               f"{n} neither divides its {arch.kv_heads} KV heads nor is a multiple of them")
+        fits = [k for k in range(1, arch.heads + 1) if rule(k, arch.heads, arch.kv_heads)]
+        if arch.heads % n:
+            why = f"{n} does not divide its {arch.heads} attention heads"
+        elif rule is splits_heads_evenly:
+            why = f"{n} does not divide its {arch.kv_heads} KV heads"
+        else:
+            why = f"{n} neither divides its {arch.kv_heads} KV heads nor is a multiple of them"
         raise RLBenchError(f"--parallel {name}={n}: model {arch.name} ({arch.source or 'config'}): {why}, so "
-                           f"{'vLLM cannot shard it' if name == 'tp' else 'Ulysses cannot scatter its heads'}; "
-                           f"use {name} in {', '.join(map(str, fits))}")
+                           f"{who}; use {name} in {', '.join(map(str, fits))}")
+
+
+def check_model_split(parallel: Parallelism, arch: ModelArch | None, model: str) -> None:
+    """Refuse an ep the model's experts cannot take, or a pipeline its layers cannot: the perf model's
+    sweep skips the same layouts (checks "experts" and "layers"). `arch` None refuses ep or pp above 1."""
+    asked = {name: getattr(parallel, name) for name in ("ep", "pp") if getattr(parallel, name) > 1}
+    if not asked:
+        return
+    if arch is None:
+        knobs = " ".join(f"{name}={n}" for name, n in asked.items())
+        raise RLBenchError(f"--parallel {knobs}: cannot check it against the experts and layers of model '{model}': "
+                           f"its config.json is not here; fetch it first: huggingface-cli download {model} config.json")
+    ep, chunks = parallel.ep, parallel.pp * parallel.pp_virtual
+    if ep > 1 and not arch.is_moe:
+        raise RLBenchError(f"--parallel ep={ep}: model {arch.name} is dense, it has no experts to split; use ep=1")
+    if ep > 1 and arch.moe_experts % ep:
+        fits = [k for k in range(1, arch.moe_experts + 1) if arch.moe_experts % k == 0]
+        raise RLBenchError(f"--parallel ep={ep}: does not divide the {arch.moe_experts} experts of model {arch.name}; "
+                           f"use ep in {', '.join(map(str, fits))}")
+    if arch.layers % chunks:
+        what = f"pp={parallel.pp} x pp_virtual={parallel.pp_virtual} = {chunks}" if parallel.pp_virtual > 1 \
+            else f"pp={parallel.pp}"
+        raise RLBenchError(f"--parallel {what}: does not divide the {arch.layers} layers of model {arch.name}; "
+                           "pick a pipeline whose stages hold whole layers")
+
+
+def check_expert_ranks(parallel: Parallelism) -> None:
+    """Refuse an ep that does not divide dp x sp x cp: Megatron carves expert ranks out of the data-parallel ones."""
+    expert_ranks = parallel.dp * parallel.sp * parallel.cp
+    if expert_ranks % parallel.ep:
+        raise RLBenchError(f"--parallel ep={parallel.ep}: must divide dp*sp*cp = {expert_ranks} (expert ranks are "
+                           "carved out of the data-parallel ones); raise dp or lower ep")
