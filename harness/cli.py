@@ -21,7 +21,6 @@ from pathlib import Path
 import click
 
 from rlbench.errors import RLBenchError
-from rlbench.run.parallel import knob_pairs
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
@@ -213,20 +212,24 @@ def nightly(config_path: Path, update_baseline: bool) -> None:
         sys.exit(1)
 
 
-def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
-    """`--sweep tp=1,2,4` -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
-    from rlbench.run.parallel import KNOBS
+def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
+    """`--sweep tp=1,2,4` -> ({"tp": ["1", "2", "4"]}, False); `--sweep all` sets the flag (every layout axis)."""
+    from rlbench.predict.run_prediction import LAYOUT_AXES
 
     grid: dict[str, list[str]] = {}
+    every = False
     for pair in pairs:
+        if pair.strip() == "all":
+            every = True
+            continue
         key, _, raw = pair.partition("=")
         values = [v.strip() for v in raw.split(",") if v.strip()]
-        if key not in KNOBS or not values:
-            raise RLBenchError(f"--sweep {pair!r}: expected KNOB=V1,V2 with KNOB one of {', '.join(KNOBS)}")
+        if key not in LAYOUT_AXES or not values:
+            raise RLBenchError(f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of {', '.join(LAYOUT_AXES)}")
         if key in grid:
             raise RLBenchError(f"--sweep {key}= is given twice; list all its values once, e.g. --sweep {key}=1,2,4")
         grid[key] = values
-    return grid
+    return grid, every
 
 
 @main.command()
@@ -235,20 +238,23 @@ def _parse_sweep(pairs: tuple[str, ...]) -> dict[str, list[str]]:
 @click.option("--hardware", required=True, help="Hardware row, e.g. H100-SXM, H200, A100-80GB, or 'cpu' (measured).")
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
-@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2", help="Rank layouts over a grid, repeatable.")
+@click.option("--sweep", "sweeps", multiple=True, metavar="all|KEY=V1,V2",
+              help="Rank layouts (tp, pp, cp, ep, sp, rollout_tp, placement): `all` sweeps every axis over its "
+                   "default range, KEY=V1,V2 one axis over these values (others stay at --parallel); repeatable.")
 @click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
 @click.option("--framework", help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "
-                                   "mode); on --hardware cpu also its floor measured by `rlbench calibrate`.")
+                                   "mode) and its refusals; on --hardware cpu also its floor measured by "
+                                   "`rlbench calibrate`.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_user_errors
 def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
             sweeps: tuple[str, ...], gpu_hour_usd: float | None, framework: str | None, as_json: bool) -> None:
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
-    import itertools
     import json
 
     from rlbench.perfmodel import get_hardware
-    from rlbench.predict.run_prediction import arch_for, hardware_for, launch_shape, predict_layout
+    from rlbench.predict.run_prediction import (arch_for, hardware_for, launch_shape, predict_layout,
+                                                refuse_for_framework, sweep_layout_table)
     from rlbench.predict.tables import stage_table, sweep_table
     from rlbench.workloads.catalog import load_workload
 
@@ -267,30 +273,21 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         note = (f"no --framework: neutral launch shape, token-packed micro-batches of "
                 f"{launch_shape(loaded, None, parallel).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
                 "engine (docs/perfmodel.md)")
-    grid = _parse_sweep(sweeps)
+    grid, every = _parse_sweep(sweeps)
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
-    if not grid:
+    if not grid and not every:
+        if framework:  # what `rlbench run --framework` would refuse, refused here too
+            refuse_for_framework(framework, loaded, parallel)
         result = predict_layout(arch, launch_shape(loaded, framework, parallel), parallel, gpus, row, gpu_hour_usd,
                                 floor)
         result["notes"] = [note, *result["notes"]]
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
-    ranked, skipped = [], []
-    for values in itertools.product(*grid.values()):
-        combo = dict(zip(grid, values))
-        try:  # each layout launches its own shape (the engine's memory share follows the placement)
-            pairs = (*parallel, *knob_pairs(combo))
-            result = predict_layout(arch, launch_shape(loaded, framework, pairs), pairs, gpus, row, gpu_hour_usd, floor)
-            ranked.append((combo, {**result, "notes": [note, *result["notes"]]}))
-        except RLBenchError as exc:
-            skipped.append((combo, str(exc)))
-    ranked.sort(key=lambda item: (item[1]["step_time_s"] is None, item[1]["step_time_s"] or 0.0))
-    if as_json:
-        click.echo(json.dumps({"ranked": [{"layout": c, **p} for c, p in ranked],
-                               "skipped": [{"layout": c, "reason": r} for c, r in skipped]}, indent=2))
-    else:
-        click.echo(sweep_table(ranked, skipped))
+    table = sweep_layout_table(arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor)
+    table["notes"] = [note, *table["notes"]]
+    click.echo(json.dumps(table, indent=2) if as_json else sweep_table(table["ranked"], table["skipped"],
+                                                                       table["notes"]))
 
 
 def _known_framework(framework: str) -> None:

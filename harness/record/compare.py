@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlbench.run.parallel import recorded_parallel
 from rlbench.run.equal_work import manifest_changes
 from rlbench.errors import RLBenchError
 from rlbench.record.regression import Comparison, compare_samples
@@ -43,7 +44,9 @@ def parse_threshold(text: object, where: str = "--threshold") -> float:
 def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
     """What must be equal for two records to be comparable (steps and seed may differ)."""
     workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}
-    return {"framework": record["framework"]["name"], "workload": workload, "parallel": record["parallel"]}
+    # recorded_parallel: an older record's `tp` is the rollout's, and knobs it predates are at their defaults.
+    return {"framework": record["framework"]["name"], "workload": workload,
+            "parallel": recorded_parallel(record["parallel"])}
 
 
 def compare_records(baseline: str | Path, candidate: str | Path, threshold: float,
