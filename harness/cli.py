@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from rlbench.errors import RLBenchError
+from rlbench.record.schema import Status
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
@@ -87,7 +88,8 @@ def main() -> None:
 @click.option("--workload", required=True, help="Workload name (see `rlbench ls`) or path to a YAML file.")
 @click.option("--steps", type=click.IntRange(min=1), help="Override the workload's number of RL steps.")
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE",
-              help="Parallelism knob, repeatable: dp, tp, pp, sp, placement=colocated|disaggregated, async=off|one-step.")
+              help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, sp, "
+                   "placement=colocated|disaggregated, fuse=NAME[+NAME], async=off|one-step|K (README's knob table).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives one record folder per run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")
@@ -225,7 +227,8 @@ def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
         key, _, raw = pair.partition("=")
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if key not in LAYOUT_AXES or not values:
-            raise RLBenchError(f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of {', '.join(LAYOUT_AXES)}")
+            raise RLBenchError(f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of "
+                               f"{', '.join(LAYOUT_AXES)}")
         if key in grid:
             raise RLBenchError(f"--sweep {key}= is given twice; list all its values once, e.g. --sweep {key}=1,2,4")
         grid[key] = values
@@ -271,7 +274,7 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
                     "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)")
     else:
         note = (f"no --framework: neutral launch shape, token-packed micro-batches of "
-                f"{launch_shape(loaded, None, parallel).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
+                f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
                 "engine (docs/perfmodel.md)")
     grid, every = _parse_sweep(sweeps)
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
@@ -381,7 +384,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         sweep_dir = sweeps.start(request, executor, check_writable(out))
     echo = functools.partial(click.echo, err=True)
     index = load_index(sweep_dir)
-    todo = sum(cell["status"] not in ("succeeded", "failed", "refused") for cell in index["cells"])
+    todo = sum(cell["status"] not in (Status.SUCCEEDED, Status.FAILED, Status.REFUSED) for cell in index["cells"])
     echo(f"sweep {sweep_dir}: {len(index['cells'])} cells, {todo} to run")
     for line in refusals(index):
         echo(f"  {line}")
@@ -396,7 +399,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         click.echo(f"report: {report}")
     click.echo(str(sweep_dir))
     statuses = [cell["status"] for cell in index["cells"]]
-    if "failed" in statuses or "succeeded" not in statuses:
+    if Status.FAILED in statuses or Status.SUCCEEDED not in statuses:
         sys.exit(1)
 
 

@@ -28,11 +28,10 @@ import ruptures
 
 from rlbench.record.compare import configuration_key
 from rlbench.reports.load import RunView
-from rlbench.record.schema import STEP_METRICS
+from rlbench.record.schema import STEP_METRICS, headline
 from rlbench.run.parallel import knob_label
 
-HISTORY_METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "peak_device_memory_gb",
-                   "proc_rss_peak_gb", "energy_j")
+HISTORY_METRICS = headline("history")
 PENALTY_PER_LOG_N = 3.0
 MIN_SEGMENT = 2  # nights; one odd night is noise, not a change
 

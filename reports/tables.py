@@ -14,7 +14,7 @@ from typing import Any
 
 from rlbench.record.store import effective_status
 from rlbench.reports.load import DamagedRecord, RunView
-from rlbench.record.schema import STAGES
+from rlbench.record.schema import STAGES, STEP_METRICS, headline
 
 
 @dataclass(frozen=True)
@@ -51,30 +51,34 @@ def peak_memory_metric(summary: dict[str, Any]) -> str:
     return "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
 
 
+def _metric_column(name: str) -> Column:
+    metric = STEP_METRICS[name]
+    return Column(metric.title, metric.display_unit, metric.direction)
+
+
 def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the framework × workload × parallelism table."""
-    columns = [
-        Column("step time", "s", "lower"), Column("throughput", "tokens/s", "higher"),
-        Column("throughput per GPU", "tokens/s/GPU", "higher"), Column("MFU", "%", "higher"),
-        Column("peak memory", "GB", "lower"), Column("energy per 1M tokens", "kJ", "lower"),
-        Column("cost per 1M tokens", "USD", "lower"), Column("reward", "1", "higher"),
-    ]
+    """Headers and rows of the framework × workload × parallelism table: the registry's "report" metrics
+    (record.schema.headline), then energy and cost per 1M tokens from the record's costs."""
+    metrics = headline("report")
+    columns = [*(_metric_column(name) for name in metrics),
+               Column("energy per 1M tokens", "kJ", "lower"), Column("cost per 1M tokens", "USD", "lower")]
     headers = ["run", "status", *(c.header for c in columns)]
     rows = []
     for run in runs:
         summary = run.record.get("summary") or {}
         costs = run.record.get("costs") or {}
-        memory = peak_memory_metric(summary)
         energy = costs.get("energy_per_mtok_j")
-        rows.append([
-            run.label, effective_status(run.record, run.path),
-            _spread(summary, "step_time_s"), _spread(summary, "tokens_per_s"),
-            _spread(summary, "tokens_per_s_per_gpu"), _spread(summary, "mfu", 100.0),
-            _spread(summary, memory) + ("" if memory == "peak_device_memory_gb" or memory not in summary else " host"),
-            _fmt(energy / 1e3 if energy is not None else None), _fmt(costs.get("cost_per_mtok_usd")),
-            _spread(summary, "reward_mean"),
-        ])
+        rows.append([run.label, effective_status(run.record, run.path),
+                     *(_metric_cell(summary, name) for name in metrics),
+                     _fmt(energy / 1e3 if energy is not None else None), _fmt(costs.get("cost_per_mtok_usd"))])
     return headers, rows
+
+
+def _metric_cell(summary: dict[str, Any], name: str) -> str:
+    if name == "peak_device_memory_gb":  # a CPU run's peak is its process tree's resident memory
+        memory = peak_memory_metric(summary)
+        return _spread(summary, memory) + ("" if memory == name or memory not in summary else " host")
+    return _spread(summary, name, STEP_METRICS[name].scale)
 
 
 def stage_medians(run: RunView) -> dict[str, float]:

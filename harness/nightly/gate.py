@@ -23,6 +23,7 @@ from rlbench.nightly.config import Benchmark, NightlyConfig
 from rlbench.out_dir import check_writable, writable_folder
 from rlbench.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
 from rlbench.reports.load import read_record
+from rlbench.record.schema import Status, headline
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
@@ -37,7 +38,7 @@ def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
             candidate = read_record(run_json.parent)
         except RLBenchError:
             continue  # a damaged record, or one of a newer schema: never a silent baseline
-        if candidate.get("status") == "succeeded" and configuration_key(candidate) == key:
+        if candidate.get("status") == Status.SUCCEEDED and configuration_key(candidate) == key:
             found.append((candidate.get("started_at") or "", run_json.parent))
     return max(found)[1] if found else None
 
@@ -63,12 +64,12 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     try:
         spec = build_run_spec(bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed,
                               out=night_dir)
-        entry.update(status="succeeded", record=str(execute(spec, echo=echo)))
+        entry.update(status=Status.SUCCEEDED, record=str(execute(spec, echo=echo)))
     except RunInterrupted:
         raise
     except RunFailed as exc:
         created = sorted(p for p in set(night_dir.iterdir()) - before if p.is_dir())
-        entry.update(status="failed", error=str(exc), record=str(created[-1]) if created else None)
+        entry.update(status=Status.FAILED, error=str(exc), record=str(created[-1]) if created else None)
     except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
         entry.update(status="not run", error=str(exc))
     return entry
@@ -84,21 +85,21 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
         check_writable(config.baseline, "nightly baseline folder")  # not found only after a clean night
     night_dir = new_unique_dir(config.results, "night", "night")
     night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
-                             "baseline_dir": str(config.baseline), "status": "running", "benchmarks": []}
+                             "baseline_dir": str(config.baseline), "status": Status.RUNNING, "benchmarks": []}
     write_json(night_dir / NIGHT_FILE, night)
     try:
         for bench in config.matrix:
             echo(f"nightly: {bench.framework} on {bench.workload} {' '.join(bench.parallel)}".rstrip())
             entry = _run_one(bench, night_dir, echo)
-            if entry["status"] == "succeeded":
+            if entry["status"] == Status.SUCCEEDED:
                 try:
                     entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
                 except RLBenchError as exc:  # e.g. the new record is damaged: this benchmark failed, the night goes on
-                    entry.update(status="failed", error=f"comparison with the baseline: {exc}")
+                    entry.update(status=Status.FAILED, error=f"comparison with the baseline: {exc}")
             night["benchmarks"].append(entry)
             write_json(night_dir / NIGHT_FILE, night)  # a killed job still leaves what finished
     except BaseException:
-        night.update(status="interrupted", ended_at=utc_now())
+        night.update(status=Status.INTERRUPTED, ended_at=utc_now())
         write_json(night_dir / NIGHT_FILE, night)
         raise
     entries = night["benchmarks"]
@@ -128,7 +129,7 @@ def night_status(entries: list[dict[str, Any]]) -> str:
     """regressed > failed > undecidable > passed: the worst outcome among the night's benchmarks."""
     if any(e.get("regressed") for e in entries):
         return "regressed"
-    if any(e["status"] != "succeeded" for e in entries):
+    if any(e["status"] != Status.SUCCEEDED for e in entries):
         return "failed"
     # Too few steps to decide is the matrix's fault, not a pass: a gate that cannot fail must not say "passed".
     if any(e.get("undecidable") for e in entries):
@@ -150,13 +151,13 @@ def format_night(night: dict[str, Any]) -> str:
     lines = []
     for e in night["benchmarks"]:
         what = f"{e['framework']} {e['workload']} {' '.join(e['parallel'])}".strip()
-        if e["status"] != "succeeded":
+        if e["status"] != Status.SUCCEEDED:
             lines.append(f"{what}: {e['status']}: {e.get('error', '')[:200]}")
         elif e.get("baseline") is None:
             lines.append(f"{what}: ok, no baseline yet")
         else:
             verdicts = ", ".join(f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items()
-                                 if m in ("step_time_s", "tokens_per_s", "mfu"))
+                                 if m in headline("nightly"))
             outcome = ("REGRESSED " + ", ".join(e["regressed"]) if e["regressed"] else
                        "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
                        if e.get("undecidable") else "ok")

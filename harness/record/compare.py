@@ -16,7 +16,7 @@ from rlbench.run.equal_work import manifest_changes
 from rlbench.errors import RLBenchError
 from rlbench.record.regression import Comparison, compare_samples
 from rlbench.reports.load import DamagedRecord, read_record
-from rlbench.record.schema import STEP_METRICS
+from rlbench.record.schema import STEP_METRICS, Status
 
 
 def _load(path: str | Path) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def _load(path: str | Path) -> dict[str, Any]:
         record = read_record(path)
     except DamagedRecord as exc:
         raise RLBenchError(f"{exc}; compare another record, or restore this one from a copy") from None
-    if record["steps"] is None or record.get("status") != "succeeded":
+    if record["steps"] is None or record.get("status") != Status.SUCCEEDED:
         raise RLBenchError(f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs")
     return record
 

@@ -10,11 +10,17 @@ migrate older ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Literal
 
 SCHEMA_VERSION = 1
 
 Direction = Literal["higher", "lower", "neutral"]
+
+
+# Where a headline metric is shown: the report's summary table, a sweep's closing spread, nightly history
+# and the night's one-line verdicts. Each view lists its metrics from STEP_METRICS, in registry order.
+View = Literal["report", "sweep", "history", "nightly"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,10 +29,27 @@ class Metric:
     unit: str
     direction: Direction
     description: str
+    label: str = ""  # short title in tables; the name when empty
+    views: tuple[View, ...] = ()  # the headline views that show it
+    scale: float = 1.0  # tables show value x scale in shown_unit (MFU as %)
+    shown_unit: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    @property
+    def display_unit(self) -> str:
+        return self.shown_unit or self.unit
 
 
-def _m(name: str, unit: str, direction: Direction, description: str) -> Metric:
-    return Metric(name, unit, direction, description)
+def _m(name: str, unit: str, direction: Direction, description: str, **shown) -> Metric:
+    return Metric(name, unit, direction, description, **shown)
+
+
+def headline(view: View) -> tuple[str, ...]:
+    """The metrics a view shows, in registry order: a new headline metric is one `views=` in STEP_METRICS."""
+    return tuple(name for name, metric in STEP_METRICS.items() if view in metric.views)
 
 
 # Stage names follow verl's timing_s/* keys so the vocabulary reads the same everywhere.
@@ -34,7 +57,8 @@ STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_actor
 
 STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
-    _m("step_time_s", "s", "lower", "wall time of the whole RL step"),
+    _m("step_time_s", "s", "lower", "wall time of the whole RL step", label="step time",
+       views=("report", "sweep", "history", "nightly")),
     _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
     _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
     _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
@@ -48,32 +72,55 @@ STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
     _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
     _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
     _m("num_responses", "count", "neutral", "responses generated in the step"),
-    _m("tokens_per_s", "tokens/s", "higher", "total_tokens / step_time_s (HybridFlow's throughput convention)"),
-    _m("tokens_per_s_per_gpu", "tokens/s/GPU", "higher", "tokens_per_s / GPUs used (NaN on CPU runs)"),
+    _m("tokens_per_s", "tokens/s", "higher", "total_tokens / step_time_s (HybridFlow's throughput convention)",
+       label="throughput", views=("report", "sweep", "history", "nightly")),
+    _m("tokens_per_s_per_gpu", "tokens/s/GPU", "higher", "tokens_per_s / GPUs used (NaN on CPU runs)",
+       label="throughput per GPU", views=("report", "history")),
     _m("response_tokens_per_s", "tokens/s", "higher", "response_tokens / time_gen_s: generation speed"),
-    _m("reward_mean", "1", "higher", "mean reward of the step's responses, in [0, 1]"),
+    _m("reward_mean", "1", "higher", "mean reward of the step's responses, in [0, 1]", label="reward", views=("report",)),
     _m("response_length_mean", "tokens", "neutral", "mean response length"),
     _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
-    _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)"),
+    _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)",
+       label="peak memory", views=("report", "history")),
     _m("mfu", "1", "higher", "rlbench's MFU, one definition for every framework: the model's FLOPs of the step "
        "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
-       "NaN without a prediction"),
+       "NaN without a prediction", label="MFU", views=("report", "history", "nightly"), scale=100.0, shown_unit="%"),
     _m("framework_mfu", "1", "higher", "MFU as the framework reports it (verl: perf/mfu/actor, the actor update "
        "alone; NaN when it reports none): not comparable across frameworks"),
     # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
-    _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)"),
+    _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)",
+       label="energy", views=("history",)),
     _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),
     _m("gpu_util_mean_pct", "%", "higher", "mean NVML GPU utilisation over GPUs and samples"),
     _m("cpu_util_mean_pct", "%", "neutral", "mean system CPU utilisation"),
     _m("proc_cpu_util_mean_pct", "% of one core", "neutral", "CPU used by the framework's process tree"),
-    _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)"),
+    _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)",
+       label="peak host memory", views=("history",)),
 ]}
 
-# run.json's status: "running" while the runner works, then one of the terminal ones. Readers also show
-# "abandoned" (never written): a "running" record whose runner is gone (record.effective_status).
-STATUSES = ("running", "succeeded", "failed", "interrupted")
-TERMINAL_STATUSES = ("succeeded", "failed", "interrupted")
-ABANDONED = "abandoned"
+class Status(str, Enum):
+    """The state of a run: run.json's `status`, a sweep cell's and a night's. A str, so records keep plain
+    strings on disk and a status read back compares equal to its member."""
+
+    RUNNING = "running"  # the runner is working; then one of the terminal states
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    ABANDONED = "abandoned"  # never written: a "running" record whose runner is gone (record.store.effective_status)
+    PENDING = "pending"  # a sweep cell not started yet
+    REFUSED = "refused"  # a sweep cell refused before launch
+    UNDECIDABLE = "undecidable"  # a night whose comparisons had too few steps to decide
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+STATUSES = (Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)  # what run.json may hold
+TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
+ABANDONED = Status.ABANDONED
 
 # error.kind: why a run is not "succeeded" (rlbench.run.failure_cause classifies the framework's own failures).
 ERROR_KINDS: dict[str, str] = {

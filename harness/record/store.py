@@ -24,6 +24,7 @@ import pandas as pd
 
 from rlbench.atomic import replacing, write_bytes
 from rlbench.record.schema import SCHEMA_VERSION, STEP_METRICS, migrate
+from rlbench.record.schema import Status
 
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
 HEARTBEAT_S = 30.0  # how often a live runner touches its run.json
@@ -162,7 +163,7 @@ def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, 
     elsewhere, run.json's mtime, which a live runner touches every heartbeat_s; for records without
     either, whether started_at + timeout_s is long past (the runner would have stopped the run by then)."""
     status = record.get("status")
-    if status != "running":
+    if status != Status.RUNNING:
         return str(status)
     now = time.time() if now is None else now
     runner = record.get("runner") if isinstance(record.get("runner"), dict) else {}

@@ -37,6 +37,7 @@ from rlbench.run.spec import RunSpec
 from rlbench.run.step_stamps import apply_stamps, note_seen
 from rlbench.run.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
+from rlbench.record.schema import Status
 
 
 class RunFailed(RLBenchError):
@@ -138,7 +139,7 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         plan = adapter.plan(spec, inputs, run_dir)
         plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
         record: dict[str, Any] = {
-            "run_id": run_dir.name, "status": "running", "error": None,
+            "run_id": run_dir.name, "status": Status.RUNNING, "error": None,
             "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
             **{k: v for k, v in spec.to_dict().items() if k != "framework"},
             "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "equal_work": adapter.equal_work(spec),
@@ -260,7 +261,7 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         record["record_errors"] = write_errors
         if error is None:
             error = {"kind": "record_error", "message": f"could not write {'; '.join(write_errors)}", "log_tail": []}
-    status = "succeeded" if error is None else ("interrupted" if outcome.kind == "interrupted" else "failed")
+    status = Status.SUCCEEDED if error is None else (Status.INTERRUPTED if outcome.kind == "interrupted" else Status.FAILED)
     record.update(status=status, error=error, files=_files(run_dir))
     record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
     _end_record(run_dir, record)
@@ -304,7 +305,7 @@ def _end_record(run_dir: Path, record: dict[str, Any]) -> None:
     except OSError as exc:
         first = exc
     slim = {k: v for k, v in record.items() if k not in _LARGE_FIELDS}
-    slim.update(status="failed" if record["status"] == "succeeded" else record["status"],
+    slim.update(status=Status.FAILED if record["status"] == Status.SUCCEEDED else record["status"],
                 error=record["error"] or {"kind": "record_error", "log_tail": [],
                                           "message": f"run.json: {first.strerror or first}; summary left out"})
     try:

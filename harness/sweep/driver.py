@@ -32,6 +32,7 @@ from rlbench.sweep.index import (INDEX_FILE, INTERRUPTED, PENDING, REFUSED, RUNN
                                  create_sweep_dir, load_index, locked, save_index)
 from rlbench.sweep.spread import cell_label, group_spread
 from rlbench.run.parallel import knob_pairs
+from rlbench.record.schema import Status
 
 
 class SweepInterrupted(RunInterrupted):
@@ -208,7 +209,7 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 try:
                     spec = build_spec(request, cell, sweep_dir, workloads)
                 except RLBenchError as exc:  # e.g. a workload file removed before a resume
-                    result = RunResult("failed", None, failure("launch_error", str(exc)), {"kind": executor.kind})
+                    result = RunResult(Status.FAILED, None, failure("launch_error", str(exc)), {"kind": executor.kind})
                 else:
                     result = executor.run(spec, run_args(request, cell), echo)
                 _finish_cell(cell, result)
@@ -222,7 +223,7 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"  # never call a `kill` a Ctrl-C
                 current.update(status=INTERRUPTED, reason=f"interrupted: {how} before the run started",
                                ended_at=utc_now())
-            index["status"] = "interrupted"
+            index["status"] = Status.INTERRUPTED
             raise SweepInterrupted(f"sweep interrupted; finished records are kept; continue with: "
                                    f"rlbench sweep --resume {sweep_dir}") from None
         finally:
@@ -260,7 +261,7 @@ def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], N
     not_run = [{"label": " ".join([cell["framework"], cell["workload"],
                                    *knob_pairs(cell.get("parallel") or {})]),
                 "status": cell["status"], "reason": cell.get("reason") or ""}
-               for cell in index["cells"] if not cell.get("record") and cell.get("status") == "refused"]
+               for cell in index["cells"] if not cell.get("record") and cell.get("status") == Status.REFUSED]
     try:
         return render_report(records, sweep_dir / "report.html", not_run=not_run)
     except Exception as exc:  # the records and the index are the results; a report bug must not lose them

@@ -24,13 +24,14 @@ from typing import Any
 
 from rlbench.errors import RLBenchError
 from rlbench.record.store import new_unique_dir, utc_now, write_json
+from rlbench.record.schema import Status
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
 SWEEP_SCHEMA_VERSION = 1
 
 # Cell states. `failed` and `refused` are finished results: resume keeps them.
 PENDING, RUNNING, SUCCEEDED, FAILED, REFUSED, INTERRUPTED = (
-    "pending", "running", "succeeded", "failed", "refused", "interrupted")
+    Status.PENDING, Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.REFUSED, Status.INTERRUPTED)
 TO_RUN = (PENDING, RUNNING, INTERRUPTED)  # `running` in a loaded index: its sweep process died
 
 # Fields of sweep.json, with what each holds. Kept here so there is one place to read.

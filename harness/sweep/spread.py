@@ -17,8 +17,10 @@ from typing import Any
 
 from rlbench.record.schema import STEP_METRICS
 from rlbench.run.parallel import knob_label
+from rlbench.record.schema import Status
+from rlbench.record.schema import headline
 
-METRICS = ("step_time_s", "tokens_per_s")
+METRICS = headline("sweep")
 
 
 def spread(values: list[float]) -> dict[str, float | int | None]:
@@ -70,7 +72,7 @@ def refusals(index: dict[str, Any]) -> list[str]:
     """One line per refused configuration, with the adapter's reason."""
     seen: dict[str, str] = {}
     for cell in index["cells"]:
-        if cell["status"] == "refused":
+        if cell["status"] == Status.REFUSED:
             seen.setdefault(config_key(cell), f"refused: {cell_label(cell)}: {cell['reason']}")
     return list(seen.values())
 
@@ -85,14 +87,14 @@ def format_summary(index: dict[str, Any]) -> str:
     header = ", ".join(f"{m} ({STEP_METRICS[m].direction} is better)" for m in METRICS)
     lines.append(f"  configuration: runs ok/tried: {header}")
     for group in index.get("groups", []):
-        tried = sum(n for status, n in group["statuses"].items() if status != "refused")
+        tried = sum(n for status, n in group["statuses"].items() if status != Status.REFUSED)
         if not tried:
             continue
         metrics = "  ".join(_metric_text(group["metrics"].get(m)) for m in METRICS)
         lines.append(f"  {cell_label(group)}: {group['statuses'].get('succeeded', 0)}/{tried}: {metrics}")
     lines += [f"  {line}" for line in refusals(index)]
     for cell in index["cells"]:
-        if cell["status"] in ("failed", "interrupted"):
+        if cell["status"] in (Status.FAILED, Status.INTERRUPTED):
             kind = (cell.get("error") or {}).get("kind", "?")
             where = f" (record: {cell['record']})" if cell.get("record") else ""
             lines.append(f"  {cell['status']}: {cell['id']} {cell_label(cell)} repeat {cell['repeat']}: "

@@ -21,13 +21,14 @@ from typing import Any, Literal, Protocol
 from rlbench.errors import RLBenchError
 from rlbench.record.store import RUN_FILE
 from rlbench.run.spec import RunSpec
+from rlbench.record.schema import Status
 
 EXECUTORS = ("local", "ray")
 
 
 @dataclass(slots=True)
 class RunResult:
-    status: Literal["succeeded", "failed", "interrupted"]
+    status: Literal[Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED]
     record: Path | None  # the record folder in the sweep folder, None when nothing was recorded
     error: dict[str, Any] | None = None  # {kind, message, log_tail}, as in run.json
     executor: dict[str, Any] = field(default_factory=dict)  # {kind, ...} kept in the cell
@@ -91,5 +92,5 @@ def result_from_record(run_dir: Path | None, status: str, executor: dict[str, An
         return RunResult(status, None, failure("launch_error", "the run left no record"), executor)  # type: ignore[arg-type]
     record = json.loads((run_dir / RUN_FILE).read_text())
     error = record.get("error") or (failure("interrupted", "interrupted before the framework started")
-                                    if status == "interrupted" else None)
+                                    if status == Status.INTERRUPTED else None)
     return RunResult(status, run_dir, error, executor)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from rlbench.errors import RLBenchError
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.local import LocalExecutor, _run_dirs
 from rlbench.run.spec import RunSpec
+from rlbench.record.schema import Status
 
 CHECK_TIMEOUT_S = 600  # a dry run there imports the framework and may build the tiny model
 
@@ -80,13 +81,13 @@ class EnvironmentExecutor:
         except KeyboardInterrupt:
             process.send_signal(signal.SIGINT)
             process.wait()
-            status = "interrupted"
+            status = Status.INTERRUPTED
         else:
-            status = "succeeded" if process.returncode == 0 else \
+            status = Status.SUCCEEDED if process.returncode == 0 else \
                 ("interrupted" if process.returncode == 130 else "failed")
         created = sorted(_run_dirs(spec.out) - before)
         if not created:
-            return RunResult("interrupted" if status == "interrupted" else "failed", None,
+            return RunResult(Status.INTERRUPTED if status == Status.INTERRUPTED else Status.FAILED, None,
                              failure("launch_error", f"{python} -m rlbench run exited {process.returncode} "
                                                      "before recording"), executor)
         return result_from_record(created[-1], status, executor)

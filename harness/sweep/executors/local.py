@@ -22,6 +22,7 @@ from rlbench.errors import RLBenchError
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.record.store import RUN_FILE, utc_now, write_run_json
 from rlbench.run.spec import RunSpec
+from rlbench.record.schema import Status
 
 
 def _run_dirs(out: Path) -> set[Path]:
@@ -53,10 +54,10 @@ def _settle_interrupted(run_dir: Path) -> None:
     from rlbench.run.runner import log_tail
 
     record = json.loads((run_dir / RUN_FILE).read_text())
-    if record.get("status") != "running":
+    if record.get("status") != Status.RUNNING:
         return
     _stop_own_framework()
-    record.update(status="interrupted", ended_at=utc_now(), error=failure(
+    record.update(status=Status.INTERRUPTED, ended_at=utc_now(), error=failure(
         "interrupted", "interrupted by the user (Ctrl-C) while the framework was starting", log_tail(run_dir)))
     write_run_json(run_dir, record)
 
@@ -81,20 +82,20 @@ class LocalExecutor:
             return created[-1] if created else None
 
         try:
-            return RunResult("succeeded", execute(spec, echo=echo), None, executor)
+            return RunResult(Status.SUCCEEDED, execute(spec, echo=echo), None, executor)
         except RunFailed:
-            return result_from_record(new_record(), "failed", executor)
+            return result_from_record(new_record(), Status.FAILED, executor)
         except (RunInterrupted, KeyboardInterrupt):
             run_dir = new_record()
             if run_dir is None:
-                return RunResult("interrupted", None, failure("interrupted", "interrupted before the run started"),
+                return RunResult(Status.INTERRUPTED, None, failure("interrupted", "interrupted before the run started"),
                                  executor)
             _settle_interrupted(run_dir)
-            return result_from_record(run_dir, "interrupted", executor)
+            return result_from_record(run_dir, Status.INTERRUPTED, executor)
         except RLBenchError as exc:  # before launch: data, tokenizer, machine
-            return RunResult("failed", new_record(), failure("launch_error", str(exc)), executor)
+            return RunResult(Status.FAILED, new_record(), failure("launch_error", str(exc)), executor)
         except Exception as exc:  # a bug in rlbench must not end the whole sweep; keep its traceback
             lines = traceback.format_exc().splitlines()[-30:]
-            return RunResult("failed", new_record(),
+            return RunResult(Status.FAILED, new_record(),
                              failure("launch_error", f"rlbench internal error: {type(exc).__name__}: {exc}", lines),
                              executor)

@@ -37,6 +37,7 @@ from rlbench.errors import RLBenchError
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
 from rlbench.run.spec import RunSpec
+from rlbench.record.schema import Status
 
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
 STOP_WAIT_S = 60  # RAY_JOB_STOP_WAIT_TIME_S for our jobs: time to stop the framework and send the record
@@ -85,7 +86,7 @@ class RayExecutor:
                 self._stop(job_id)
             return self._collect(spec, job_id, stopped_by, executor)
         except Exception as exc:  # the job API failed: record it, the sweep goes on
-            return RunResult("failed", None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"),
+            return RunResult(Status.FAILED, None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"),
                              executor)
 
     def _submit(self, spec: RunSpec, run_args: list[str], job_id: str) -> None:
@@ -133,23 +134,23 @@ class RayExecutor:
         run_dir = unpack(log, spec.out)
         tail = strip_blocks(log)[-LOG_TAIL_LINES:]
         if stopped_by == "interrupted":
-            return result_from_record(run_dir, "interrupted", executor) if run_dir else RunResult(
+            return result_from_record(run_dir, Status.INTERRUPTED, executor) if run_dir else RunResult(
                 "interrupted", None, failure("interrupted", "interrupted by the user (Ctrl-C)", tail), executor)
         if stopped_by == "timeout":
             message = (f"the Ray job ran past the run timeout ({spec.timeout_s:.0f} s) plus {START_SLACK_S:.0f} s "
                        "for queueing and setup, and was stopped")
-            return RunResult("failed", run_dir, failure("timeout", message, tail), executor)
+            return RunResult(Status.FAILED, run_dir, failure("timeout", message, tail), executor)
         if info.status == JobStatus.STOPPED:
             message = "the Ray job was stopped outside this sweep (ray job stop, the dashboard or the cluster)"
-            return RunResult("failed", run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor)
+            return RunResult(Status.FAILED, run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor)
         if run_dir is not None:
-            result = result_from_record(run_dir, "failed", executor)
+            result = result_from_record(run_dir, Status.FAILED, executor)
             if info.status == JobStatus.SUCCEEDED and result.error is None:
-                result.status = "succeeded"
+                result.status = Status.SUCCEEDED
             elif result.error is None:
                 result.error = failure("launch_error", info.message or "the job failed after its run", tail)
             return result
-        return RunResult("failed", None, _no_record_error(info.message or "", tail), executor)
+        return RunResult(Status.FAILED, None, _no_record_error(info.message or "", tail), executor)
 
 
 def _record_tail(run_dir: Path | None) -> list[str]:

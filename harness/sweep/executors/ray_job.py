@@ -25,6 +25,7 @@ from pathlib import Path
 from rlbench.sweep.executors import sigterm_as_ctrl_c
 from rlbench.sweep.executors.record_transfer import pack
 from rlbench.record.store import RUN_FILE
+from rlbench.settings import ray_scratch
 
 
 def main(argv: list[str]) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
     if os.environ.get("OMP_NUM_THREADS") == "":  # the sweep's "unset" (see ray_executor._submit)
         del os.environ["OMP_NUM_THREADS"]
     sigterm_as_ctrl_c()
-    scratch = Path(tempfile.mkdtemp(prefix="rlbench-job-", dir=os.environ.get("RLBENCH_RAY_SCRATCH")))
+    scratch = Path(tempfile.mkdtemp(prefix="rlbench-job-", dir=ray_scratch()))
     try:
         try:
             cli(["run", *argv, "--out", str(scratch)], prog_name="rlbench")  # click always exits
