@@ -55,9 +55,24 @@ def kwh_usd() -> float:
     return env_number("RLBENCH_KWH_USD", 0.0, unit="USD per kWh", allow_zero=True, example=0.15)
 
 
+def nccl_log() -> bool:
+    """$RLBENCH_NCCL_LOG: log the framework's NCCL collectives into comm.parquet (1/true/yes; default off)."""
+    raw = os.environ.get("RLBENCH_NCCL_LOG", "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise RLBenchError(f"RLBENCH_NCCL_LOG={raw!r}: expected 1 or 0 (true/false); fix it or unset it")
+
+
+def ray_scratch() -> str | None:
+    """$RLBENCH_RAY_SCRATCH: where a sweep's Ray job unpacks its run (default: the node's temp folder)."""
+    return os.environ.get("RLBENCH_RAY_SCRATCH", "").strip() or None
+
+
 def check_environment() -> None:
     """Parse every setting a run reads, so a bad one is refused before anything is built or launched."""
-    run_timeout_s(), cache_root(), sample_hz(), gpu_hour_usd(None), kwh_usd()
+    run_timeout_s(), cache_root(), sample_hz(), gpu_hour_usd(None), kwh_usd(), nccl_log()
 
 
 def cache_root() -> Path:

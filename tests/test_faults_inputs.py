@@ -340,6 +340,7 @@ def test_an_empty_train_file_is_empty_and_no_tiny_model_is_cached(tmp_path):
     ("RLBENCH_GPU_HOUR_USD", "two dollars", "RLBENCH_GPU_HOUR_USD='two dollars'"),
     ("RLBENCH_KWH_USD", "-1", "RLBENCH_KWH_USD='-1'"),
     ("RLBENCH_CACHE", "{file}", "is a file, not a folder"),
+    ("RLBENCH_NCCL_LOG", "maybe", "RLBENCH_NCCL_LOG='maybe': expected 1 or 0"),
 ])
 def test_a_bad_environment_setting_is_one_line(tmp_path, name, value, needle):
     blocker = tmp_path / "a-file"

@@ -4,8 +4,8 @@ The roofline (roofline.py) is a bound: what the datasheet allows. A real step on
 what no datasheet states, and the estimate adds it, stage by stage:
 
 * Achievable fraction of peak (ACHIEVABLE_FRACTION): a large bf16 GEMM on one H200 measured
-  ~790 of 989 dense TFLOP/s (0.80) and a device copy ~4.3 of 4.8 TB/s (0.90) (PERF-NOTES.md,
-  "One H200 here measured"). The estimate divides compute, memory and link time by 0.80, the
+  ~790 of 989 dense TFLOP/s (0.80) and a device copy ~4.3 of 4.8 TB/s (0.90) (one H200,
+  2026-10-28: an 8192^3 matmul, mean of 10 after 3 warm-ups; a device-to-device copy). The estimate divides compute, memory and link time by 0.80, the
   smaller of the two: one number, as roofline.py's `achievable` is one number.
 * Trainer MFU (TRAINER_MFU): a trainer's forward and backward passes reach at most 47% of the
   dense peak end to end (Megatron-LM's README: "up to 47% Model FLOP Utilization (MFU) on H100
@@ -47,7 +47,7 @@ from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
-# 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (PERF-NOTES.md, "Hardware").
+# 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (2026-10-28, PyTorch).
 ACHIEVABLE_FRACTION = 0.80
 
 # Megatron-LM README, "Performance Benchmarking": "achieving up to 47% Model FLOP Utilization (MFU) on
@@ -75,7 +75,7 @@ KERNELS_PER_LAYER_FORWARD = 36
 ENGINE_STEP_FLOOR_S = {"cuda_graphs": 1.093 / 209, "eager": 3.454 / 209}
 
 SOURCES = {
-    "ACHIEVABLE_FRACTION": "PERF-NOTES.md: one H200 measured ~790 TF/s (8192^3 bf16 matmul) and ~4.3 TB/s copy",
+    "ACHIEVABLE_FRACTION": "one H200 measured 788 TF/s on an 8192^3 bf16 matmul (mean of 10 after 3 warm-ups) and ~4.3 TB/s on a device-to-device copy through PyTorch, 2026-10-28",
     "TRAINER_MFU": "https://github.com/NVIDIA/Megatron-LM (README: up to 47% MFU on H100 clusters)",
     "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 (4.7 us Triton launch, 3.0 us cuLaunchKernel)",
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",

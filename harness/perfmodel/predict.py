@@ -12,7 +12,7 @@ values + advantage; training = actor + critic updates; sync = weight_sync):
   and `staleness_steps` says how many policy versions old the trained samples are (k when
   generation is the faster side, 1 when it is the slower). The first step pays both sides.
 
-Definitions (PERF-NOTES.md conventions):
+Definitions:
 * tokens_per_s = (prompt + response tokens of the global batch) / step time (HybridFlow).
 * mfu = model FLOPs of the whole step (generation included, recomputation excluded) /
   (all GPUs x dense bf16 peak x step time). mfu_actor = the actor update alone on the

@@ -125,7 +125,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
 
     Colocated: an in-GPU reshard (hybrid engine). Disaggregated: each rollout GPU receives its
     weights / rollout_tp over its own link (across nodes when the job spans nodes), the lower
-    bound of PERF-NOTES' model bytes / link bandwidth when every GPU has a NIC.
+    bound of model bytes / link bandwidth when every GPU has a NIC.
     """
     weights = arch.weight_bytes()
     shard_bytes = weights / (par.tp * par.pp)

@@ -1,33 +1,9 @@
 """Measure this CPU's peak matmul FLOP/s, memory bandwidth and per-layer op latency once, and cache them.
 
-The performance model's "cpu" hardware row has no datasheet: its numbers are what this
-machine does, measured with torch (the library the frameworks compute with):
-* fp32_flops_per_s: a square fp32 matmul;
-* matmul_rates: fp32 FLOP/s of a [rows x dim] input through a [dim x dim] nn.Linear weight
-  (torch.nn.functional.linear: x @ W^T on a weight stored [out, in], as every torch.nn model
-  holds it; torch.mm on an [in, out] weight, a layout no framework runs, ran one decode step's
-  projections at 16 rows 1.4-1.7x faster here, hidden 128 to 512) over a grid of rows (tokens
-  in flight: a decode batch up to a training micro-batch) and dims (hidden sizes). Small matmuls
-  run far below the square peak on a CPU (blocking, thread start-up), and a model's stages
-  differ exactly in those shapes; the model interpolates this grid per stage;
-* train_matmul_rates: the same for training, over rows x dims: the performance model's FLOPs
-  of one Qwen2-style decoder layer's forward and backward (train_layer_flops) per second of
-  running it (RMSNorms, q/k/v/o with rotary embedding, causal SDPA, gated MLP with ffn =
-  2.6875 x dim, residuals), on sequences of TRAIN_SEQ_LEN tokens;
-* streamed_matmul_rates: the forward grid again at decode-sized rows, each matmul on the next
-  weight of a pool of STREAM_POOL_BYTES, so its weights come from beyond the cache as in a
-  decode step, which reads the whole model once; with cache_bytes (per-core L2 from sysfs x
-  threads) the model picks it for passes whose weights do not fit;
-* mem_bytes_per_s: a large tensor copy (read + write);
-* op_latency_s: the sequential unit of the model's depth term (perfmodel/roofline.py): one
-  decode step of one Qwen2/Llama-style decoder layer (RMSNorm, q/k/v/o projections with rotary
-  embedding, a KV cache grown by torch.cat, grouped-query SDPA, gated MLP, residuals; the ops
-  of Hugging Face's Qwen2DecoderLayer, as torch.nn modules) at hidden 64, batch 1, under
-  no_grad. Its arithmetic (~0.1 MFLOP) is negligible, so the time is the dispatch and
-  synchronisation floor that every layer pays however small it is.
-The best of several repeats is kept (a peak, not a mean: other processes only slow a repeat
-down), cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, thread count, torch
-version and probe version. The probe takes about 10 s on 2 cores (plus importing torch).
+The performance model's "cpu" hardware row has no datasheet: its numbers are what this machine
+does, measured with torch (the library the frameworks compute with), best of several repeats,
+cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, threads, torch version and
+PROBE_VERSION (about 10 s on 2 cores). What each figure measures and why: docs/cpu-probe.md.
 
     python -m rlbench.predict.cpu_probe
 """
@@ -42,8 +18,7 @@ from typing import Any
 from rlbench.atomic import write_bytes
 from rlbench.run.environment import cpu_model, package_version
 
-PROBE_VERSION = 7  # 2: op_latency_s; 3: matmul_rates by shape; 4: train_matmul_rates; 5: streamed;
-# 6: nn.Linear layout; 7: training rates of a whole decoder layer
+PROBE_VERSION = 7  # bump when a measurement changes, so cached probes are re-measured (docs/cpu-probe.md)
 RATE_ROWS = (16, 64, 256, 1024, 4096)
 RATE_DIMS = (64, 128, 256, 512, 1024)
 TRAIN_ROWS = (64, 256, 1024, 2048)  # up to a 16-sequence micro-batch of ~128 tokens

@@ -14,7 +14,6 @@ hardware table's cited default) + energy x `RLBENCH_KWH_USD` (default 0).
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ STEP_COLUMNS = {"energy_j": "energy_j", "power_mean_w": "power_mean_w", "gpu_uti
 
 
 def nccl_logging_enabled() -> bool:
-    return os.environ.get("RLBENCH_NCCL_LOG", "0") not in ("", "0", "false")
+    return settings.nccl_log()
 
 
 def framework_env(run_dir: Path) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Energy and money per million tokens, from a run's measured energy, GPU-hours and tokens.
 
 Pure arithmetic with the units in the names. Prices are user settings (cloud
-prices vary 2-5x, see shared/PERF-NOTES.md), never defaults hidden in here.
+prices for one GPU type vary 2-5x between providers), never defaults hidden in here.
 
     cost = (GPU-hours x $/GPU-hour + kWh x $/kWh) / tokens x 1e6
     kWh  = J / 3.6e6
