@@ -25,6 +25,7 @@ from rlbench.adapters.registry import get_adapter
 from rlbench.run.equal_work import UNEXPLAINED, contract
 from rlbench.errors import RLBenchError
 from rlbench.run.parallel import Parallelism, splits_heads
+from rlbench.predict.run_prediction import workload_arch
 from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.spec import ModelSpec
@@ -40,7 +41,7 @@ from tests.test_verl_adapter import _compose  # noqa: E402  (verl's own Hydra co
 LAYOUTS = {"colocated": {}, "disaggregated": {"dp": 2, "placement": "disaggregated", "async_": "one-step"}}
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 # Published config.json values (num_attention_heads, num_key_value_heads), independent of rlbench's table.
-HEADS = {"Qwen/Qwen2.5-0.5B-Instruct": (14, 2), "Qwen/Qwen2.5-1.5B-Instruct": (12, 2), "tiny": (4, 2)}
+HEADS = {"Qwen/Qwen2.5-0.5B-Instruct": (14, 2), "Qwen/Qwen2.5-1.5B-Instruct": (12, 2)}
 
 
 @pytest.fixture(autouse=True)
@@ -211,7 +212,8 @@ def _check(framework: str, spec: RunSpec) -> RLBenchError | None:
 @pytest.mark.parametrize("workload", available_workloads())
 def test_run_refuses_exactly_the_tp_and_sp_that_cannot_split_the_heads(workload):
     w = load_workload(workload)
-    heads, kv = HEADS[w.model.name]
+    arch = workload_arch(w.model)  # a tiny model's heads come from its spec (the qwen05b-random one has 14)
+    heads, kv = (arch.heads, arch.kv_heads) if w.model.tiny is not None else HEADS[w.model.name]
     for n in (2, 3, 4, 6, 7, 8, 12, 14, 16):
         fits = splits_heads(n, heads, kv)  # vLLM (rollout_tp) and Ulysses (sp): KV heads divided or copied
         assert fits == (heads % n == 0 and (kv % n == 0 or n % kv == 0))

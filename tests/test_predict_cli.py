@@ -38,7 +38,8 @@ def test_sweep_is_ranked_and_lists_what_it_skipped():
     assert len(times) + len(data["skipped"]) == 6 and times == sorted(times)
 
 
-MOE = ("predict", "--model-config", "Qwen3-30B-A3B", "--workload", "math-grpo", "--hardware", "H100-SXM", "--gpus", "16")
+MOE = ("predict", "--model-config", "Qwen3-30B-A3B", "--workload", "math-grpo", "--hardware", "H100-SXM",
+       "--gpus", "16")
 
 
 def test_moe_sweep_ranks_the_whole_taxonomy_and_says_what_it_skipped():
@@ -72,6 +73,10 @@ def test_a_sweep_axis_narrows_and_a_framework_skips_what_it_refuses():
     layouts = [r["layout"] for r in data["ranked"]] + [s["layout"] for s in data["skipped"]]
     assert sorted(l["ep"] for l in layouts) == [1, 2, 4]
     assert all((l["tp"], l["pp"], l["rollout_tp"], l["placement"]) == (2, 2, 4, "colocated") for l in layouts)
+    virtual = json.loads(run_cli(*MOE, "--sweep", "pp=2,4", "--parallel", "pp_virtual=3", "--parallel", "tp=2",
+                                 "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--json").stdout)
+    swept = [r["layout"] for r in virtual["ranked"]] + [s["layout"] for s in virtual["skipped"]]
+    assert virtual["ranked"] and sorted(l["pp"] for l in swept) == [2, 4] and all(r["pp"] == f"{r['layout']['pp']}x3" for r in virtual["ranked"])
     refused = json.loads(run_cli(*MOE, "--sweep", "ep=1,2", "--parallel", "tp=2", "--parallel", "pp=2",
                                  "--framework", "openrlhf", "--json").stdout)
     assert not refused["ranked"]  # OpenRLHF has no pipeline: every layout is refused, with its reason

@@ -166,8 +166,8 @@ class VerlAdapter(Adapter):
                                "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
                                "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)")
         if megatron(p) and w.model.dtype == "float32":
-            raise RLBenchError(f"--parallel {knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})}"
-                               f": workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
+            chosen = knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})
+            raise RLBenchError(f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
                                "mixed precision only; use a bfloat16 workload with verl's Megatron backend")
 
     def config_name(self, spec: RunSpec) -> str:
@@ -311,8 +311,9 @@ class VerlAdapter(Adapter):
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         module = ONE_STEP_MODULE if spec.parallel.async_ == "one-step" else SYNC_MODULE
-        verl = [sys.executable, "-m", module, f"--config-name={self.config_name(spec)}",
-                *self.overrides(spec, inputs.model, run_dir)]
+        # Megatron: its own config; FSDP keeps the entry point's default (the CPU lane's launch unchanged).
+        config = [f"--config-name={self.config_name(spec)}"] if megatron(spec.parallel) else []
+        verl = [sys.executable, "-m", module, *config, *self.overrides(spec, inputs.model, run_dir)]
         argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / PARQUET_FILE),
                 "--", *verl]
         env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}

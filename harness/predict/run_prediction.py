@@ -176,7 +176,10 @@ def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | Non
         if key not in LAYOUT_AXES:
             raise RLBenchError(f"--sweep {key}=: predict ranks layouts over {', '.join(LAYOUT_AXES)}; fix {key} with "
                                f"--parallel {key}=VALUE instead")
-    fixed = parse_parallel(pairs)
+    given = list(pairs)
+    if ("pp" in grid or sweep_all) and not any(p.partition("=")[0].strip() == "pp" for p in given):
+        given.append("pp=2")  # a stand-in, so that a fixed pp_virtual parses; each layout sets its own pp
+    fixed = parse_parallel(given)
     axes = {axis: [_axis_value(axis, v) for v in grid[axis]] for axis in grid}
     if not sweep_all:
         axes.update({axis: [getattr(fixed, axis)] for axis in LAYOUT_AXES if axis not in grid})
@@ -209,7 +212,8 @@ def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | Non
                         "reason": refusal or item.reason})
     ranked = []
     for row, (layout, prediction) in zip(result.rows(), result.ranked):
-        shown = {k: row[k] for k in LAYOUT_AXES} | ({"pp_virtual": layout.pp_virtual} if layout.pp_virtual > 1 else {})
+        shown = {k: getattr(layout, k) for k in LAYOUT_AXES} | (
+            {"pp_virtual": layout.pp_virtual} if layout.pp_virtual > 1 else {})  # row["pp"] reads "2x3" then
         refusal = _framework_refusal(framework, workload, _layout_pairs(layout, fixed))
         if refusal:
             skipped.append({"layout": shown, "check": "framework", "reason": refusal})

@@ -48,11 +48,11 @@ _SWEEP_COLUMNS = (("rank", "rank", 4), ("tp", "tp", 3), ("pp", "pp", 4), ("cp", 
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
-        return _fmt(value, digits=4 if value >= 1000 else 3)
+        return f"{value:.0f}" if value >= 1000 else _fmt(value)
     return "n/a" if value is None else str(value)
 
 
-def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], notes: list[str] = (),  # type: ignore[assignment]
+def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], notes: tuple[str, ...] | list[str] = (),
                 shown: int = 3) -> str:
     """The ranked layouts, then the skipped ones: a count per check and the first `shown` of each."""
     lines = [" ".join(f"{head:>{width}}" for head, _, width in _SWEEP_COLUMNS)]
@@ -63,7 +63,8 @@ def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], not
     by_check: dict[str, list[dict[str, Any]]] = {}
     for item in skipped:
         by_check.setdefault(item["check"], []).append(item)
-    counts = ", ".join(f"{len(items)} for {check}" for check, items in sorted(by_check.items(), key=lambda kv: -len(kv[1])))
+    largest_first = sorted(by_check.items(), key=lambda kv: -len(kv[1]))
+    counts = ", ".join(f"{len(items)} for {check}" for check, items in largest_first)
     lines += ["", f"ranked {len(ranked)} layouts; skipped {len(skipped)}" + (f": {counts}" if counts else "")]
     for check, items in by_check.items():
         for item in items[:shown]:
