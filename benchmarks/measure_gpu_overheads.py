@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.perfmodel import overheads
-from rlbench.predict.gpu_probe import kernel_launch, layer_unit
+from rlbench.predict.gpu_probe import cuda_torch, kernel_launch, layer_unit
 
 
 def engine_floor(model: str, steps: int = 256) -> dict[str, float]:
@@ -51,13 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the measurements here as JSON")
     parser.add_argument("--vllm-model", help="a local model folder for the engine step floor (needs vllm)")
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("error: torch is not installed", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA device here; run this on a GPU machine", file=sys.stderr)
+    torch, why = cuda_torch()
+    if torch is None:
+        print(f"error: {why}", file=sys.stderr)
         return 2
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "kernel_launch": kernel_launch(torch),
                               "layer_unit": layer_unit(torch)}

@@ -30,6 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from rlbench.predict.run_prediction import STAGE_MAP
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
+from rlbench.reports.scatter import prediction_problem
 
 TITLE = "Roofline per stage"
 
@@ -79,11 +80,10 @@ def roofline_points(run: RunView) -> dict[str, Any] | None:
 
 def missing(run: RunView) -> str:
     """Why a run has no roofline points."""
+    problem = prediction_problem(run)
+    if problem:
+        return problem
     prediction = run.prediction
-    if prediction is None:
-        return "no prediction.json"
-    if not prediction.get("available"):
-        return f"no prediction ({prediction.get('reason', 'reason not recorded')})"
     if not _number(prediction.get("peak_flops_per_device")):
         return "prediction.json has no peak_flops_per_device (an older record, or a row without a peak)"
     return "no measured stage with the model's FLOPs and bytes (or no stage priced by memory bandwidth)"

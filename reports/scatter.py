@@ -63,13 +63,18 @@ def prediction_points(run: RunView) -> list[dict[str, Any]]:
     return points
 
 
-def _reason(run: RunView) -> str:
+def prediction_problem(run: RunView) -> str | None:
+    """Why a run has no usable prediction (no prediction.json, or the model could not predict it); None if it has."""
     prediction = run.prediction
     if prediction is None:
         return "no prediction.json"
     if not prediction.get("available"):
         return f"no prediction ({prediction.get('reason', 'reason not recorded')})"
-    return "no stage with both a measured median and a bound or estimate"
+    return None
+
+
+def _reason(run: RunView) -> str:
+    return prediction_problem(run) or "no stage with both a measured median and a bound or estimate"
 
 
 def vs_model_scatter(runs: list[RunView]) -> View:

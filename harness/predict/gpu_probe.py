@@ -224,18 +224,25 @@ def measure(torch: Any) -> dict[str, Any]:
     }
 
 
+def cuda_torch() -> tuple[Any, str | None]:
+    """(torch, None) when a CUDA device can be probed, else (None, the one-line reason)."""
+    try:
+        import torch
+    except ImportError:
+        return None, "torch is not installed; install a CUDA build of torch to probe a GPU"
+    if not torch.cuda.is_available():
+        return None, ("no CUDA device here (torch.cuda.is_available() is False); run the GPU probe on a machine "
+                      "with an NVIDIA GPU and a CUDA build of torch")
+    return torch, None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the measurements here as JSON")
     args = parser.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("error: torch is not installed; install a CUDA build of torch to probe a GPU", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("error: no CUDA device here (torch.cuda.is_available() is False); run the GPU probe on a machine "
-              "with an NVIDIA GPU and a CUDA build of torch", file=sys.stderr)
+    torch, why = cuda_torch()
+    if torch is None:
+        print(f"error: {why}", file=sys.stderr)
         return 2
     text = json.dumps(measure(torch), indent=2)
     if args.out:
