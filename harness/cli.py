@@ -88,7 +88,7 @@ def main() -> None:
 @click.option("--steps", type=click.IntRange(min=1), help="Override the workload's number of RL steps.")
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE",
               help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, sp, "
-                   "placement=colocated|disaggregated, fuse=NAME[+NAME], async=off|one-step|K (README's knob table).")
+                   "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives one record folder per run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")

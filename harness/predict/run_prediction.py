@@ -8,6 +8,7 @@ guessed peak. Where `rlbench calibrate` measured the framework's per-step floor 
 machine, the prediction includes it (floor_cache.py).
 
     rlbench predict --model-config Qwen/Qwen2.5-7B-Instruct --workload math-grpo --hardware H100-SXM --gpus 8
+    rlbench predict --model-config Qwen3-30B-A3B --workload math-grpo --hardware H100-SXM --gpus 16 --sweep all
 """
 
 from __future__ import annotations

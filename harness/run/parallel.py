@@ -55,7 +55,7 @@ class Parallelism:
     ep: int = 1  # expert parallel size of the trainer's MoE layers
     sp: int = 1  # sequence parallel (Ulysses all-to-all over heads) size of the trainer
     placement: Literal["colocated", "disaggregated"] = "colocated"
-    fuse: tuple[str, ...] = ()  # stage fusions (FUSIONS); spelled `fuse=a+b` or `fuse=none`
+    fuse: tuple[str, ...] = ()  # stage fusion (FUSIONS), the model's tuple; spelled `fuse=NAME` or `fuse=none`
     async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
 
     def __post_init__(self) -> None:
@@ -108,15 +108,16 @@ def _cli_value(value: Any) -> Any:
 
 
 def _fusions(value: Any) -> tuple[str, ...]:
-    """fuse as a tuple in FUSIONS order, from a tuple/list or the command line's `a+b` / `none`."""
+    """fuse as a tuple in FUSIONS order, from a tuple/list or the command line's `NAME` / `none` (`a+b` parses,
+    but every pair of today's fusions removes the same pass twice, so at most one is accepted)."""
     names = [v.strip() for v in value.split("+")] if isinstance(value, str) else list(value)
     names = [n for n in names if n and n != "none"]
     for name in names:
         if name not in FUSIONS:
             close = difflib.get_close_matches(name, FUSIONS, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise RLBenchError(f"--parallel fuse={name!r}: unknown fusion; {hint}fusions: {', '.join(FUSIONS)} "
-                               "(join several with +, e.g. fuse=rollout_logprobs+ref_old)")
+            raise RLBenchError(f"--parallel fuse={name!r}: unknown fusion; {hint}fusions: {', '.join(FUSIONS)}, "
+                               "or none")
     fused = tuple(f for f in FUSIONS if f in names)
     if len(set(fused) & {"rollout_logprobs", "on_policy_old"}) == 2 or "ref_old" in fused and len(fused) > 1:
         raise RLBenchError(f"--parallel fuse={'+'.join(fused)}: each of these removes or merges the old-log-prob "
