@@ -76,12 +76,18 @@ def test_a_sweep_axis_narrows_and_a_framework_skips_what_it_refuses():
     virtual = json.loads(run_cli(*MOE, "--sweep", "pp=2,4", "--parallel", "pp_virtual=3", "--parallel", "tp=2",
                                  "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--json").stdout)
     swept = [r["layout"] for r in virtual["ranked"]] + [s["layout"] for s in virtual["skipped"]]
-    assert virtual["ranked"] and sorted(l["pp"] for l in swept) == [2, 4] and all(r["pp"] == f"{r['layout']['pp']}x3" for r in virtual["ranked"])
+    assert virtual["ranked"] and sorted(l["pp"] for l in swept) == [2, 4]
+    assert all(r["pp"] == f"{r['layout']['pp']}x3" for r in virtual["ranked"])  # the table's pp x pp_virtual
     refused = json.loads(run_cli(*MOE, "--sweep", "ep=1,2", "--parallel", "tp=2", "--parallel", "pp=2",
                                  "--framework", "openrlhf", "--json").stdout)
     assert not refused["ranked"]  # OpenRLHF has no pipeline: every layout is refused, with its reason
     assert {s["check"] for s in refused["skipped"]} == {"framework"}
     assert all("pp=2: OpenRLHF trains with DeepSpeed ZeRO" in s["reason"] for s in refused["skipped"])
+    verl = json.loads(run_cli(*MOE, "--sweep", "placement=colocated,disaggregated", "--parallel", "pp=4",
+                              "--parallel", "tp=2", "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--framework", "verl",
+                              "--json").stdout)  # verl separates rollout GPUs only in its async trainers
+    assert [r["layout"]["placement"] for r in verl["ranked"]] == ["colocated"]
+    assert [(s["layout"]["placement"], s["check"]) for s in verl["skipped"]] == [("disaggregated", "framework")]
 
 
 def test_a_single_layout_maps_every_knob_and_a_framework_refuses_what_run_would():

@@ -80,6 +80,9 @@ class TRLAdapter(Adapter):
         for knob, value in spec.parallel.non_default().items():
             if knob in REFUSED_KNOBS:
                 raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
+        if spec.parallel.placement == "disaggregated":
+            raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
+                               "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
 
     def check(self, spec: RunSpec) -> None:
         self.refuse_knobs(spec)
@@ -88,9 +91,6 @@ class TRLAdapter(Adapter):
         if workload.algorithm.name != "grpo":
             raise RLBenchError(f"workload {workload.name}: TRL {self.version()} has no PPO trainer; "
                                "run PPO workloads with --framework verl or --framework openrlhf")
-        if parallel.placement == "disaggregated":
-            raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
-                               "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
         gpu_count = len(gpus()[0])
         if parallel.dp > 1 and parallel.dp > gpu_count:
             raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp} GPUs, this machine has {gpu_count}")

@@ -165,6 +165,16 @@ class VerlAdapter(Adapter):
             raise RLBenchError(f"--parallel sp={p.sp}: verl's Megatron backend (chosen by tp, pp, cp or ep) has no "
                                "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
                                "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)")
+        if p.placement == "colocated" and p.async_ == "one-step":
+            raise RLBenchError("--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
+                               "rollout GPUs (its colocated async mode pauses generation while training); "
+                               "add --parallel placement=disaggregated")
+        if p.placement == "disaggregated" and p.async_ == "off":
+            raise RLBenchError("--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
+                               "asynchronous trainers; add --parallel async=one-step, or use placement=colocated")
+        if p.async_ == "one-step" and w.algorithm.name != "grpo":
+            raise RLBenchError(f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
+                               f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off")
         if megatron(p) and w.model.dtype == "float32":
             chosen = knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})
             raise RLBenchError(f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
@@ -193,16 +203,6 @@ class VerlAdapter(Adapter):
 
         check_model_split(p, workload_arch(w.model), w.model.name)  # ep by the experts, pp by the layers
         check_expert_ranks(p)
-        if p.placement == "colocated" and p.async_ == "one-step":
-            raise RLBenchError("--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
-                               "rollout GPUs (its colocated async mode pauses generation while training); "
-                               "add --parallel placement=disaggregated")
-        if p.placement == "disaggregated" and p.async_ == "off":
-            raise RLBenchError("--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
-                               "asynchronous trainers; add --parallel async=one-step, or use placement=colocated")
-        if p.async_ == "one-step" and w.algorithm.name != "grpo":
-            raise RLBenchError(f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
-                               f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off")
         if on_cpu_lane():
             check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
