@@ -310,7 +310,7 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
         folders.append(folder)
     html = render_report(folders, tmp_path / "report.html").read_text()
     assert "Equal work: engine settings and token budgets" in html
-    table = html[html.index('class="equal-work"'):]
+    table = html[html.index('equal-work"'):]  # class="sortable equal-work"
     first = table[table.index("<tbody>"):].split("</tr>")[0]
     assert "engine.max_num_seqs" in first and "256" in first and "differs: OpenRLHF 0.11.2 has no flag" in first
 
