@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,14 +41,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
                           env=full_env, cwd=cwd or PROJECT_ROOT, timeout=timeout)
 
 
+GOLDEN_RECORDS = PROJECT_ROOT / "tests" / "data" / "records"
+
+
 @pytest.fixture(scope="session")
-def report_run(tmp_path_factory, model_cache) -> Path:
-    """One real 3-step TRL tiny run (2 steps after warm-up), shared by the report and nightly tests."""
-    pytest.importorskip("trl")
-    out = tmp_path_factory.mktemp("report-results")
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "3", "--out", str(out))
-    assert result.returncode == 0, result.stderr
-    return Path(result.stdout.strip().splitlines()[-1])
+def report_run(tmp_path_factory) -> Path:
+    """A real 3-step TRL tiny run's record (2 steps after warm-up), checked in under tests/data/records/trl-tiny,
+    shared by the report, history and nightly tests: they test the readers, so they need a real record, not a
+    new run each time (tests/test_e2e_trl.py runs TRL itself). A copy, so a test may add to it."""
+    out = tmp_path_factory.mktemp("report-results") / "20261204T171925Z-trl-gsm8k-grpo-tiny-f6d98a"
+    shutil.copytree(GOLDEN_RECORDS / "trl-tiny", out, ignore=shutil.ignore_patterns("README.md"))
+    return out
 
 
 def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
@@ -85,7 +89,6 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
 
 def stop_ray_head(head, started, temp: Path) -> None:
     """Stop a `ray start --head --block` test head and whatever it started; remove its temp folder."""
-    import shutil
     import signal
 
     import psutil

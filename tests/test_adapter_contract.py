@@ -26,8 +26,10 @@ from rlbench.workloads.catalog import load_workload
 FRAMEWORKS = sorted(ADAPTERS)
 KNOBS = set(Parallelism().to_dict())
 # A value away from the default for each knob, to ask an adapter about a knob it does not map.
-SET_KNOB = {"dp": {"dp": 2}, "tp": {"tp": 2}, "pp": {"pp": 2}, "sp": {"sp": 2},
-            "placement": {"placement": "disaggregated"}, "async": {"async_": "one-step"}}
+SET_KNOB = {"dp": {"dp": 2}, "tp": {"tp": 2}, "rollout_tp": {"rollout_tp": 2}, "pp": {"pp": 2},
+            "pp_virtual": {"pp": 2, "pp_virtual": 2}, "cp": {"cp": 2}, "ep": {"dp": 2, "ep": 2}, "sp": {"sp": 2},
+            "fuse": {"fuse": ("ref_old",)}, "placement": {"placement": "disaggregated"},
+            "async": {"async_": "one-step"}}
 
 
 def _spec(framework: str, **parallel) -> RunSpec:

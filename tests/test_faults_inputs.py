@@ -3,7 +3,7 @@
 Each case runs the real CLI in a fresh process (`python -m rlbench`) on a real input that
 is damaged the way disks, editors and people damage them: a truncated run.json, a parquet
 file cut short, a workload with a stray brace, a config.json with 2.7 layers. The records
-are copies of a real TRL run (tests/data/record-trl-tiny). Asserted every time: the exit
+are copies of a real TRL run (tests/data/records/trl-tiny). Asserted every time: the exit
 code, exactly one line starting `error:` that names the problem, and no traceback.
 The run-lifecycle half of issue 19 (signals, full disks, stale records) is in tests/fault/.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT, run_cli
 
-GOLDEN = PROJECT_ROOT / "tests" / "data" / "record-trl-tiny"
+GOLDEN = PROJECT_ROOT / "tests" / "data" / "records" / "trl-tiny"
 WORKLOADS = PROJECT_ROOT / "workloads"
 
 

@@ -63,3 +63,21 @@ def test_summary_excludes_warmup():
     summary = summarize(steps, warmup_steps=1)["step_time_s"]
     assert summary["n"] == 2 and summary["mean"] == 3.0 and summary["max"] == 4.0
     assert summary["unit"] == "s" and summary["direction"] == "lower"
+
+
+def test_a_record_from_before_the_moe_fields_has_the_configuration_of_a_new_dense_one():
+    import copy
+
+    from rlbench.record.compare import configuration_key
+    from tests.conftest import GOLDEN_RECORDS
+
+    old = json.loads((GOLDEN_RECORDS / "trl-tiny" / "run.json").read_text())
+    old["workload"]["model"]["tiny"] = {k: v for k, v in old["workload"]["model"]["tiny"].items()
+                                        if not k.startswith(("num_experts", "experts_", "expert_", "shared_expert"))}
+    new = copy.deepcopy(old)
+    new["workload"]["model"]["tiny"] |= {"num_experts": 0, "experts_per_token": 0, "expert_intermediate_size": 0,
+                                         "shared_expert_intermediate_size": 0}
+    assert configuration_key(old) == configuration_key(new)
+    moe = copy.deepcopy(new)
+    moe["workload"]["model"]["tiny"] |= {"num_experts": 8, "experts_per_token": 2, "expert_intermediate_size": 172}
+    assert configuration_key(moe) != configuration_key(new)  # an MoE is another model

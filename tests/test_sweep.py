@@ -176,7 +176,7 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
     from rlbench.sweep.driver import final_report
     from tests.conftest import PROJECT_ROOT
 
-    shutil.copytree(PROJECT_ROOT / "tests" / "data" / "record-trl-tiny", tmp_path / "r1")
+    shutil.copytree(PROJECT_ROOT / "tests" / "data" / "records" / "trl-tiny", tmp_path / "r1")
     index = {"cells": [{"record": "r1", "status": "succeeded"},
                        {"record": None, "status": "refused", "framework": "trl", "workload": TINY,
                         "parallel": {"dp": "2"}, "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0"}]}

@@ -7,6 +7,8 @@ changed). Only metrics with a direction are compared; warm-up steps are excluded
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from rlbench.errors import RLBenchError
 from rlbench.record.regression import Comparison, compare_samples
 from rlbench.reports.load import DamagedRecord, read_record
 from rlbench.record.schema import STEP_METRICS, Status
+from rlbench.workloads.spec import TinyModelSpec
 
 
 def _load(path: str | Path) -> dict[str, Any]:
@@ -41,9 +44,18 @@ def parse_threshold(text: object, where: str = "--threshold") -> float:
     return value
 
 
+_TINY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TinyModelSpec) if f.default is not dataclasses.MISSING}
+
+
 def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
     """What must be equal for two records to be comparable (steps and seed may differ)."""
     workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}
+    model = workload.get("model")
+    if isinstance(model, dict) and isinstance(model.get("tiny"), dict):
+        # Fields a newer rlbench added to the tiny model (the MoE ones) are left out at their defaults, so a
+        # record written before they existed and one written after compare as the same dense model.
+        tiny = {k: v for k, v in model["tiny"].items() if k not in _TINY_DEFAULTS or v != _TINY_DEFAULTS[k]}
+        workload["model"] = {**model, "tiny": tiny}
     # recorded_parallel: an older record's `tp` is the rollout's, and knobs it predates are at their defaults.
     return {"framework": record["framework"]["name"], "workload": workload,
             "parallel": recorded_parallel(record["parallel"])}
