@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from rlbench.errors import RLBenchError
+from rlbench.record.schema import Status
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
@@ -383,7 +384,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         sweep_dir = sweeps.start(request, executor, check_writable(out))
     echo = functools.partial(click.echo, err=True)
     index = load_index(sweep_dir)
-    todo = sum(cell["status"] not in ("succeeded", "failed", "refused") for cell in index["cells"])
+    todo = sum(cell["status"] not in (Status.SUCCEEDED, Status.FAILED, Status.REFUSED) for cell in index["cells"])
     echo(f"sweep {sweep_dir}: {len(index['cells'])} cells, {todo} to run")
     for line in refusals(index):
         echo(f"  {line}")
@@ -398,7 +399,7 @@ def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], pa
         click.echo(f"report: {report}")
     click.echo(str(sweep_dir))
     statuses = [cell["status"] for cell in index["cells"]]
-    if "failed" in statuses or "succeeded" not in statuses:
+    if Status.FAILED in statuses or Status.SUCCEEDED not in statuses:
         sys.exit(1)
 
 
