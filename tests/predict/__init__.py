@@ -1,0 +1,1 @@
+"""Tests of rlbench.predict: predictions of runs, calibration, probes."""

@@ -1,0 +1,1 @@
+"""Tests of rlbench.record: records, schema, comparison."""

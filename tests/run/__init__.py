@@ -1,0 +1,1 @@
+"""Tests of rlbench.run: one run, start to end."""

@@ -1,0 +1,1 @@
+"""Tests of rlbench.workloads: datasets, rewards, workloads, tiny models."""
