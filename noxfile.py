@@ -61,11 +61,22 @@ def _install_lane(session: nox.Session, framework: str) -> None:
     # Not session.create_tmp(): it points TMPDIR into the virtualenv, where Ray refuses its temp dir.
     excludes = Path(session.virtualenv.location).parent / f"{framework}-excludes.txt"
     excludes.write_text("\n".join(LANE_EXCLUDES) + "\n")
-    source = ["--find-links", os.environ["PIP_FIND_LINKS"]] if os.environ.get("PIP_FIND_LINKS") else \
-        ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]
+    source = (
+        ["--find-links", os.environ["PIP_FIND_LINKS"]]
+        if os.environ.get("PIP_FIND_LINKS")
+        else ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]
+    )
     # Bytecode at install: the run starts a dozen Python processes that would each compile the same sources.
-    session.install(*source, "--compile-bytecode", "--excludes", str(excludes), "torch==2.13.0+cpu", *LANES[framework],
-                    "-e", f".[{framework},test]")
+    session.install(
+        *source,
+        "--compile-bytecode",
+        "--excludes",
+        str(excludes),
+        "torch==2.13.0+cpu",
+        *LANES[framework],
+        "-e",
+        f".[{framework},test]",
+    )
 
 
 def _lane(session: nox.Session, framework: str) -> None:

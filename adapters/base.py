@@ -19,8 +19,8 @@ import pandas as pd
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from rlbench.run.environment import package_version
 from rlbench.errors import RLBenchError
+from rlbench.run.environment import package_version
 from rlbench.run.inputs import RunInputs
 from rlbench.run.spec import RunSpec
 
@@ -61,17 +61,25 @@ class Adapter(ABC):
     def usable_here(self) -> tuple[bool, str]:
         """Whether this machine can run the framework, and why not (e.g. no GPU)."""
 
+    def refuse_knobs(self, spec: RunSpec) -> None:
+        """Refuse the layouts this framework cannot honour whatever the machine (one line each, with the reason);
+        `predict` asks this too, so a plan is refused for the same reasons as a run. Subclasses extend."""
+        return None  # the base class's own knob check (supported_knobs) is in `check`
+
     def check(self, spec: RunSpec) -> None:
         """Refuse, before launch, what this framework cannot do. Subclasses extend."""
         if self.version() is None:
-            raise RLBenchError(f"framework '{self.name}' is not installed; install it with "
-                               f"pip install 'rlbench[{self.name}]'")
+            raise RLBenchError(
+                f"framework '{self.name}' is not installed; install it with pip install 'rlbench[{self.name}]'"
+            )
         for knob, value in spec.parallel.non_default().items():
             if knob not in self.supported_knobs:
-                raise RLBenchError(f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
-                                   f"it supports: {', '.join(sorted(self.supported_knobs))}")
-        from rlbench.run.parallel import check_heads
+                raise RLBenchError(
+                    f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
+                    f"it supports: {', '.join(sorted(self.supported_knobs))}"
+                )
         from rlbench.predict.run_prediction import workload_arch
+        from rlbench.run.parallel import check_heads
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly

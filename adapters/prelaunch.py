@@ -14,9 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def run_prelaunch(argv: list[str], *, module: str, data_name: str, framework: str,
-                  machine_ready: Callable[[], tuple[bool, str]], convert: Callable[[Path, Path], int],
-                  note: str = "") -> int:
+def run_prelaunch(
+    argv: list[str],
+    *,
+    module: str,
+    data_name: str,
+    framework: str,
+    machine_ready: Callable[[], tuple[bool, str]],
+    convert: Callable[[Path, Path], int],
+    note: str = "",
+) -> int:
     """Check, convert, exec; returns 2 (with one line on stderr) when it cannot start."""
     if "--" not in argv or argv.index("--") != 2 or len(argv) < 4:
         print(f"usage: python -m {module} PROMPTS {data_name} -- COMMAND...", file=sys.stderr)

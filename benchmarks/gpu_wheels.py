@@ -30,13 +30,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
 
+import tomllib
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -49,12 +49,29 @@ EXTRAS = ("trl", "gpu")  # the pyproject extras the GPU check runs with
 PYTHON = "3.12"
 # pip matches a manylinux tag exactly, so name each glibc level a wheel may be built for
 # (the image is Ubuntu 24.04-based: glibc 2.39).
-PLATFORMS = ["manylinux_2_39_x86_64", "manylinux_2_35_x86_64", "manylinux_2_34_x86_64", "manylinux_2_31_x86_64",
-             "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64"]
-MARKER_ENV = {"python_version": PYTHON, "python_full_version": "3.12.3", "sys_platform": "linux",
-              "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-              "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+PLATFORMS = [
+    "manylinux_2_39_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+]
+MARKER_ENV = {
+    "python_version": PYTHON,
+    "python_full_version": "3.12.3",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 TRANSFER_LIMIT_MIB = 64  # what one device call carries: the working tree and this folder together
 
 
@@ -116,15 +133,29 @@ def fetch_wheel(spec: str, dest: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         flags = [f"--platform={p}" for p in PLATFORMS]
         abi = "cp" + MARKER_ENV["python_version"].replace(".", "")
-        done = _pip("download", "--no-deps", "--only-binary=:all:", f"--python-version={MARKER_ENV['python_version']}",
-                    "--implementation=cp", f"--abi={abi}", "--abi=abi3", "--abi=none", *flags, "-d", tmp, spec)
+        done = _pip(
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"--python-version={MARKER_ENV['python_version']}",
+            "--implementation=cp",
+            f"--abi={abi}",
+            "--abi=abi3",
+            "--abi=none",
+            *flags,
+            "-d",
+            tmp,
+            spec,
+        )
         if done.returncode != 0:
             # sdist only (antlr4-python3-runtime 4.9.3): build it here, and keep it only if pure Python.
             done = _pip("wheel", "--no-deps", "-w", tmp, spec)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise SystemExit(f"error: no wheel of {spec} for CPython {MARKER_ENV['python_version']} manylinux "
-                             f"x86_64:\n{done.stderr[-2000:]}")
+            raise SystemExit(
+                f"error: no wheel of {spec} for CPython {MARKER_ENV['python_version']} manylinux "
+                f"x86_64:\n{done.stderr[-2000:]}"
+            )
         wheel = wheels[0]
         tags = wheel.name.removesuffix(".whl").split("-")[-3:]
         if tags[2] != "any" and "x86_64" not in tags[2]:
@@ -165,8 +196,12 @@ def plan_wheels(dest: Path, image: dict[str, str | None], roots: list[Requiremen
         if chosen is None:
             path = fetch_wheel(_preferred(name, req.specifier), dest)
             version = path.name.split("-")[1]
-            chosen = plan.wheels[name] = {"version": version, "file": path.name, "bytes": path.stat().st_size,
-                                          "required_by": []}
+            chosen = plan.wheels[name] = {
+                "version": version,
+                "file": path.name,
+                "bytes": path.stat().st_size,
+                "required_by": [],
+            }
         elif not req.specifier.contains(chosen["version"], prereleases=True):
             plan.conflicts.append(f"carried {name} {chosen['version']} fails {where}")
         chosen["required_by"].append(where)
@@ -210,8 +245,11 @@ def folder_bytes(path: Path) -> int:
 
 def tree_bytes(root: Path = ROOT) -> int:
     """What travels with the working tree: tracked and untracked-not-ignored files."""
-    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True, check=True).stdout.split(b"\0")
+    listed = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
     return sum((root / name.decode()).stat().st_size for name in listed if name and (root / name.decode()).is_file())
 
 
@@ -221,8 +259,10 @@ def copy_data(dest: Path) -> int:
 
     source = data_dir()
     if source is None or not (source / "gsm8k" / "train.jsonl").is_file():
-        raise SystemExit("error: no local GSM8K copy (gsm8k/train.jsonl) under ../shared/data or $RLBENCH_DATA_DIR; "
-                         "point RLBENCH_DATA_DIR at the data folder")
+        raise SystemExit(
+            "error: no local GSM8K copy (gsm8k/train.jsonl) under ../shared/data or $RLBENCH_DATA_DIR; "
+            "point RLBENCH_DATA_DIR at the data folder"
+        )
     target = dest / "data" / "gsm8k"
     target.mkdir(parents=True)
     for name in ("train.jsonl", "LICENSE"):
@@ -234,10 +274,17 @@ def copy_data(dest: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".gpu-wheels", help="wheel folder (emptied first)")
-    parser.add_argument("--python-version", default=PYTHON,
-                        help="another CPython (e.g. 3.11) for a CPU rehearsal of the check; the lock is not rewritten")
-    parser.add_argument("--max-mib", type=float, default=TRANSFER_LIMIT_MIB,
-                        help="fail when this folder plus the working tree exceeds this many MiB")
+    parser.add_argument(
+        "--python-version",
+        default=PYTHON,
+        help="another CPython (e.g. 3.11) for a CPU rehearsal of the check; the lock is not rewritten",
+    )
+    parser.add_argument(
+        "--max-mib",
+        type=float,
+        default=TRANSFER_LIMIT_MIB,
+        help="fail when this folder plus the working tree exceeds this many MiB",
+    )
     args = parser.parse_args(argv)
     MARKER_ENV.update(python_version=args.python_version, python_full_version=f"{args.python_version}.0")
     if args.dest.exists():
@@ -246,21 +293,32 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_wheels(args.dest, read_image(), root_requirements())
     data_bytes = copy_data(args.dest)
     wheel_bytes, tree = folder_bytes(args.dest), tree_bytes()
-    manifest = {"python": args.python_version, "platforms": PLATFORMS, "wheels": plan.wheels,
-                "image_checked": plan.image_ok,
-                "image_version_unknown": plan.image_unknown, "conflicts": plan.conflicts,
-                "wheel_bytes": wheel_bytes - data_bytes, "data_bytes": data_bytes, "tree_bytes": tree}
+    manifest = {
+        "python": args.python_version,
+        "platforms": PLATFORMS,
+        "wheels": plan.wheels,
+        "image_checked": plan.image_ok,
+        "image_version_unknown": plan.image_unknown,
+        "conflicts": plan.conflicts,
+        "wheel_bytes": wheel_bytes - data_bytes,
+        "data_bytes": data_bytes,
+        "tree_bytes": tree,
+    }
     (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     if args.python_version == PYTHON:
-        LOCK.write_text("# Wheels benchmarks/gpu_wheels.py carries to the GPU machine (written by it; do not edit)\n"
-                        + "".join(f"{name}=={wheel['version']}\n" for name, wheel in sorted(plan.wheels.items())))
-    for name, wheel in sorted(plan.wheels.items()):
+        LOCK.write_text(
+            "# Wheels benchmarks/gpu_wheels.py carries to the GPU machine (written by it; do not edit)\n"
+            + "".join(f"{name}=={wheel['version']}\n" for name, wheel in sorted(plan.wheels.items()))
+        )
+    for _name, wheel in sorted(plan.wheels.items()):
         print(f"{wheel['bytes'] / 2**20:7.2f} MiB  {wheel['file']}")
     for line in plan.image_unknown:
         print(f"unverified (image version unknown): {line}")
-    print(f"{len(plan.wheels)} wheels and GSM8K train, {wheel_bytes / 2**20:.2f} MiB "
-          f"(data {data_bytes / 2**20:.2f} MiB); with the working tree "
-          f"({tree / 2**20:.2f} MiB): {(wheel_bytes + tree) / 2**20:.2f} MiB of {args.max_mib:g}")
+    print(
+        f"{len(plan.wheels)} wheels and GSM8K train, {wheel_bytes / 2**20:.2f} MiB "
+        f"(data {data_bytes / 2**20:.2f} MiB); with the working tree "
+        f"({tree / 2**20:.2f} MiB): {(wheel_bytes + tree) / 2**20:.2f} MiB of {args.max_mib:g}"
+    )
     for line in plan.conflicts:
         print(f"error: {line}", file=sys.stderr)
     if (wheel_bytes + tree) / 2**20 > args.max_mib:

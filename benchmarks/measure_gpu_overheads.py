@@ -55,13 +55,18 @@ def main(argv: list[str] | None = None) -> int:
     if torch is None:
         print(f"error: {why}", file=sys.stderr)
         return 2
-    result: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "kernel_launch": kernel_launch(torch),
-                              "layer_unit": layer_unit(torch)}
+    result: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0),
+        "kernel_launch": kernel_launch(torch),
+        "layer_unit": layer_unit(torch),
+    }
     if args.vllm_model:
         result["engine_step_floor_s"] = engine_floor(args.vllm_model)
-    result["constants"] = {"KERNEL_LAUNCH_S": overheads.KERNEL_LAUNCH_S,
-                           "per_layer_unit_s": overheads.KERNELS_PER_LAYER_FORWARD * overheads.KERNEL_LAUNCH_S,
-                           "ENGINE_STEP_FLOOR_S": overheads.ENGINE_STEP_FLOOR_S}
+    result["constants"] = {
+        "KERNEL_LAUNCH_S": overheads.KERNEL_LAUNCH_S,
+        "per_layer_unit_s": overheads.KERNELS_PER_LAYER_FORWARD * overheads.KERNEL_LAUNCH_S,
+        "ENGINE_STEP_FLOOR_S": overheads.ENGINE_STEP_FLOOR_S,
+    }
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -45,11 +45,31 @@ def main() -> None:
     for repeat in range(args.repeats):
         for hidden, length in pass_order(cells, repeat):
             workload = tiny_workload(args.out, hidden, length, args.steps)
-            done = subprocess.run([sys.executable, "-m", "rlbench", "run", "--framework", "trl", "--workload",
-                                   str(workload), "--out", str(args.out / "records")],
-                                  capture_output=True, text=True, check=True)
-            rows.append({"hidden": hidden, "response_length": length, "repeat": repeat,
-                         "record": done.stdout.strip().splitlines()[-1]})
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "rlbench",
+                    "run",
+                    "--framework",
+                    "trl",
+                    "--workload",
+                    str(workload),
+                    "--out",
+                    str(args.out / "records"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(
+                {
+                    "hidden": hidden,
+                    "response_length": length,
+                    "repeat": repeat,
+                    "record": done.stdout.strip().splitlines()[-1],
+                }
+            )
             print(rows[-1], flush=True)
     with (args.out / "grid.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))

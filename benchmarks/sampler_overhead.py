@@ -23,9 +23,26 @@ from rlbench.record.store import load_record
 
 def one_run(out: Path, steps: int, rate_hz: str) -> float:
     env = {**os.environ, "RLBENCH_SAMPLE_HZ": rate_hz}
-    done = subprocess.run([sys.executable, "-m", "rlbench", "run", "--framework", "trl", "--workload",
-                           "gsm8k-grpo-tiny", "--steps", str(steps), "--out", str(out)],
-                          capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlbench",
+            "run",
+            "--framework",
+            "trl",
+            "--workload",
+            "gsm8k-grpo-tiny",
+            "--steps",
+            str(steps),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     record = load_record(done.stdout.strip().splitlines()[-1])
     return record["summary"]["step_time_s"]["median"]
 

@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import dataclasses
+import json
 import math
 import statistics
 from pathlib import Path
 from typing import Any
 
-from rlbench.predict.cpu_probe import cpu_peaks, cpu_row
 from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
 from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.predict.cpu_probe import cpu_peaks, cpu_row
 from rlbench.predict.run_prediction import STAGE_MAP
 from rlbench.record.store import load_record
 
@@ -72,21 +72,26 @@ def shape_of(record: dict[str, Any], folder: Path) -> WorkloadShape:
     # prefill, and a KV cache grown by concatenation.
     shared = bool(trl.get("use_vllm", True)) if trl else True
     return WorkloadShape(
-        prompts_per_step=workload["prompts_per_step"], group_size=workload["algorithm"]["group_size"],
-        prompt_len=max(1, round(prompt_len)), response_len=workload["max_response_length"],
+        prompts_per_step=workload["prompts_per_step"],
+        group_size=workload["algorithm"]["group_size"],
+        prompt_len=max(1, round(prompt_len)),
+        response_len=workload["max_response_length"],
         use_kl_reference=workload["algorithm"]["kl_coef"] > 0,
         recompute_old_logprob=not math.isnan(_median(summary, "time_old_log_prob_s")),
         mini_batch_prompts=workload.get("mini_batch_prompts"),
         micro_batch_size=int(trl.get("per_device_train_batch_size", sequences)),
         gradient_checkpointing=bool(workload.get("gradient_checkpointing", False)),
-        fixed_length=bool(workload.get("fixed_length", True)), shared_prefill=shared,
+        fixed_length=bool(workload.get("fixed_length", True)),
+        shared_prefill=shared,
         kv_cache="paged" if shared else "concat",
         padded_prompt_len=None if math.isnan(padded) else max(round(prompt_len), round(padded)),
-        dtype_bytes=4 if trl.get("model_init_kwargs", {}).get("dtype") == "float32" else 2)
+        dtype_bytes=4 if trl.get("model_init_kwargs", {}).get("dtype") == "float32" else 2,
+    )
 
 
-def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
-         floor: FrameworkFloor | None = None) -> dict[str, Any]:
+def cell(
+    row: dict[str, str], hw: Hardware, bound: str = "predicted", floor: FrameworkFloor | None = None
+) -> dict[str, Any]:
     folder = Path(row["record"])
     record = load_record(folder)
     arch = load_hf_config(Path(record["model_path"]) / "config.json")
@@ -96,11 +101,15 @@ def cell(row: dict[str, str], hw: Hardware, bound: str = "predicted",
     predicted = {"step": sum(getattr(s, attr) for s in p.stages)}  # one device: the stages add
     for metric, stages in MODEL_STAGES.items():
         predicted[metric] = sum(getattr(p.stage(name), attr) for name in stages)
-    return {"hidden": int(row["hidden"]), "response_length": int(row["response_length"]),
-            "prompt_len": shape.prompt_len, "params": arch.param_count().total,
-            "measured": {m: _median(record["summary"], key) for m, key in METRICS.items()},
-            "predicted": predicted,
-            "span_s": sum(s.depth_time_s or 0.0 for s in p.stages)}
+    return {
+        "hidden": int(row["hidden"]),
+        "response_length": int(row["response_length"]),
+        "prompt_len": shape.prompt_len,
+        "params": arch.param_count().total,
+        "measured": {m: _median(record["summary"], key) for m, key in METRICS.items()},
+        "predicted": predicted,
+        "span_s": sum(s.depth_time_s or 0.0 for s in p.stages),
+    }
 
 
 def merge_repeats(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,9 +138,13 @@ def read_floor(path: Path, hw: Hardware, bound: str) -> FrameworkFloor:
         return FrameworkFloor.from_dict(json.loads(path.read_text())["floor"])
     cells = read_cells(path, hw, bound)
     stages = list(MODEL_STAGES)
-    return measure_floor([(c["response_length"], {m: c["measured"][m] for m in stages},
-                           {m: c["predicted"][m] for m in stages}) for c in cells],
-                         source="calibration runs " + ", ".join(f"h{c['hidden']}/L{c['response_length']}" for c in cells))
+    return measure_floor(
+        [
+            (c["response_length"], {m: c["measured"][m] for m in stages}, {m: c["predicted"][m] for m in stages})
+            for c in cells
+        ],
+        source="calibration runs " + ", ".join(f"h{c['hidden']}/L{c['response_length']}" for c in cells),
+    )
 
 
 def compare(cells: list[dict[str, Any]], reference: tuple[int, int]) -> dict[str, Any]:
@@ -147,18 +160,25 @@ def compare(cells: list[dict[str, Any]], reference: tuple[int, int]) -> dict[str
             c["ratio"][m] = {"measured": measured, "predicted": predicted}
             c["ratio_error"][m] = predicted / measured - 1
             worst[m] = max(worst.get(m, 0.0), abs(c["ratio_error"][m]))
-    return {"reference": {"hidden": reference[0], "response_length": reference[1]}, "cells": cells,
-            "max_abs_ratio_error": worst}
+    return {
+        "reference": {"hidden": reference[0], "response_length": reference[1]},
+        "cells": cells,
+        "max_abs_ratio_error": worst,
+    }
 
 
 def table(result: dict[str, Any], peaks: dict[str, Any]) -> str:
     ref = result["reference"]
-    lines = [f"CPU row: {peaks['fp32_flops_per_s'] / 1e9:.1f} GFLOP/s, {peaks['mem_bytes_per_s'] / 1e9:.1f} GB/s, "
-             f"op latency {peaks['op_latency_s'] * 1e3:.3f} ms ({peaks['cpu_model']}, {peaks['threads']} threads)",
-             f"stage times: {result['bound']}; ratios vs h{ref['hidden']}/L{ref['response_length']}; "
-             "err = predicted ratio / measured ratio - 1", "",
-             f"{'h':>4} {'L':>3} | {'step meas':>9} {'rep':>4} {'pred':>6} {'span':>5} | {'step ratio m/p':>14} {'err':>5} | "
-             f"{'gen m/p s':>11} {'ratio m/p':>10} {'err':>5} | {'upd m/p s':>11} {'ratio m/p':>10} {'err':>5}"]
+    lines = [
+        f"CPU row: {peaks['fp32_flops_per_s'] / 1e9:.1f} GFLOP/s, {peaks['mem_bytes_per_s'] / 1e9:.1f} GB/s, "
+        f"op latency {peaks['op_latency_s'] * 1e3:.3f} ms ({peaks['cpu_model']}, {peaks['threads']} threads)",
+        f"stage times: {result['bound']}; ratios vs h{ref['hidden']}/L{ref['response_length']}; "
+        "err = predicted ratio / measured ratio - 1",
+        "",
+        f"{'h':>4} {'L':>3} | {'step meas':>9} {'rep':>4} {'pred':>6} {'span':>5} | "
+        f"{'step ratio m/p':>14} {'err':>5} | "
+        f"{'gen m/p s':>11} {'ratio m/p':>10} {'err':>5} | {'upd m/p s':>11} {'ratio m/p':>10} {'err':>5}",
+    ]
     for c in result["cells"]:
         m, p, r, e = c["measured"], c["predicted"], c["ratio"], c["ratio_error"]
         lines.append(
@@ -167,7 +187,8 @@ def table(result: dict[str, Any], peaks: dict[str, Any]) -> str:
             f"{r['step']['measured']:>6.2f}/{r['step']['predicted']:<7.2f} {e['step']:>+5.0%} | "
             f"{m['gen']:>5.2f}/{p['gen']:<5.2f} {r['gen']['measured']:>4.2f}/{r['gen']['predicted']:<5.2f} "
             f"{e['gen']:>+5.0%} | {m['update_actor']:>5.2f}/{p['update_actor']:<5.2f} "
-            f"{r['update_actor']['measured']:>4.2f}/{r['update_actor']['predicted']:<5.2f} {e['update_actor']:>+5.0%}")
+            f"{r['update_actor']['measured']:>4.2f}/{r['update_actor']['predicted']:<5.2f} {e['update_actor']:>+5.0%}"
+        )
     worst = result["max_abs_ratio_error"]
     lines += ["", "max |ratio error|: " + ", ".join(f"{m} {worst[m]:.0%}" for m in METRICS)]
     return "\n".join(lines)
@@ -179,8 +200,9 @@ def main() -> None:
     parser.add_argument("--reference", default="256,32", help="HIDDEN,LENGTH of the reference cell")
     parser.add_argument("--bound", choices=list(BOUNDS), default="predicted", help="which stage time to compare")
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    parser.add_argument("--floor", type=Path,
-                        help="calibration grid.csv or rlbench calibrate's floor-<framework>.json: add that floor")
+    parser.add_argument(
+        "--floor", type=Path, help="calibration grid.csv or rlbench calibrate's floor-<framework>.json: add that floor"
+    )
     args = parser.parse_args()
     hidden, length = (int(x) for x in args.reference.split(","))
     peaks = cpu_peaks()
@@ -189,17 +211,43 @@ def main() -> None:
         hw = dataclasses.replace(hw, op_latency_s=None)
     floor = read_floor(args.floor, hw, args.bound) if args.floor else None
     cells = read_cells(args.grid, hw, args.bound, floor)
-    result = compare(cells, (hidden, length)) | {"bound": args.bound,
-                                                  "floor": None if floor is None else floor.to_dict()}
+    result = compare(cells, (hidden, length)) | {
+        "bound": args.bound,
+        "floor": None if floor is None else floor.to_dict(),
+    }
     if args.json:
-        print(json.dumps({"hardware": {k: peaks[k] for k in ("fp32_flops_per_s", "mem_bytes_per_s", "op_latency_s",
-                                                             "cpu_model", "threads", "method")}, **result}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "hardware": {
+                        k: peaks[k]
+                        for k in (
+                            "fp32_flops_per_s",
+                            "mem_bytes_per_s",
+                            "op_latency_s",
+                            "cpu_model",
+                            "threads",
+                            "method",
+                        )
+                    },
+                    **result,
+                },
+                indent=2,
+            )
+        )
     else:
         print(table(result, peaks))
         if floor is not None:
-            print("framework floor (" + floor.source + "): " + ", ".join(
-                f"{m} {floor.fixed_s.get(m, 0) * 1e3:.1f} ms + {floor.per_decode_step_s.get(m, 0) * 1e3:.2f} ms/token"
-                for m in MODEL_STAGES))
+            print(
+                "framework floor ("
+                + floor.source
+                + "): "
+                + ", ".join(
+                    f"{m} {floor.fixed_s.get(m, 0) * 1e3:.1f} ms + "
+                    f"{floor.per_decode_step_s.get(m, 0) * 1e3:.2f} ms/token"
+                    for m in MODEL_STAGES
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def _user_errors(fn):
             click.echo(f"error: {exc}", err=True)
             sys.exit(exc.exit_code)
         except RunStop as stop:  # SIGTERM/SIGHUP/SIGINT while `run` read its inputs, before any record
-            click.echo(f"error: interrupted by {describe(stop.signum)} before the framework started; "
-                       "nothing was recorded", err=True)
+            click.echo(
+                f"error: interrupted by {describe(stop.signum)} before the framework started; nothing was recorded",
+                err=True,
+            )
             sys.exit(128 + stop.signum)
         except RLBenchError as exc:
             click.echo(f"error: {exc}", err=True)
@@ -87,23 +89,33 @@ def main() -> None:
 @click.option("--framework", required=True, help="Framework adapter: see `rlbench ls`.")
 @click.option("--workload", required=True, help="Workload name (see `rlbench ls`) or path to a YAML file.")
 @click.option("--steps", type=click.IntRange(min=1), help="Override the workload's number of RL steps.")
-@click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE",
-              help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, sp, "
-                   "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
-              help="Folder that receives one record folder per run.")
+@click.option(
+    "--parallel",
+    "parallel",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, sp, "
+    "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Folder that receives one record folder per run.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")
 @click.option("--dry-run", is_flag=True, help="Print the exact framework command and config; run nothing.")
 @_user_errors
-def run(framework: str, workload: str, steps: int | None, parallel: tuple[str, ...], out: Path, seed: int,
-        dry_run: bool) -> None:
+def run(
+    framework: str, workload: str, steps: int | None, parallel: tuple[str, ...], out: Path, seed: int, dry_run: bool
+) -> None:
     """Run one benchmark and write its record under --out."""
+    from rlbench.adapters.registry import get_adapter
     from rlbench.run.runner import dry_run as plan_only
     from rlbench.run.runner import execute
     from rlbench.run.spec import build_run_spec
     from rlbench.run.stop_signals import stop_signals
-
-    from rlbench.adapters.registry import get_adapter
 
     with stop_signals():  # SIGTERM/SIGHUP too, from here to the end of the record (the runner shares them)
         get_adapter(framework)  # an unknown framework is reported before the workload is read
@@ -130,7 +142,11 @@ def list_command() -> None:
         adapter = get_adapter(name)
         usable, why = adapter.usable_here()
         version = adapter.version() or "-"
-        tested = "" if not adapter.version() or adapter.version_is_tested() else f" (untested; tested: {adapter.tested_versions})"
+        tested = (
+            ""
+            if not adapter.version() or adapter.version_is_tested()
+            else f" (untested; tested: {adapter.tested_versions})"
+        )
         click.echo(f"  {name:<10} {version:<10} {'usable' if usable else 'not usable'}: {why}{tested}")
     click.echo("workloads:")
     for name in available_workloads():
@@ -152,25 +168,29 @@ def validate(workload: str) -> None:
     w = load_workload(workload)
     problems = shuffled_problems(w, seed=0)  # what `run` reads first: the files exist, decode, are not empty
     render(w, problems[0])
-    click.echo(f"ok: {w.name} v{w.version}: {w.algorithm.name} on {w.data.dataset}/{w.data.split} "
-               f"({len(problems)} problems), model {w.model.name}, "
-               f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps")
+    click.echo(
+        f"ok: {w.name} v{w.version}: {w.algorithm.name} on {w.data.dataset}/{w.data.split} "
+        f"({len(problems)} problems), model {w.model.name}, "
+        f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps"
+    )
 
 
 @main.command()
 @click.argument("baseline")
 @click.argument("candidate")
 @click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
-@click.option("--accept-undecidable", is_flag=True,
-              help="Exit 0 when too few steps leave a metric undecidable (default: exit 3).")
+@click.option(
+    "--accept-undecidable", is_flag=True, help="Exit 0 when too few steps leave a metric undecidable (default: exit 3)."
+)
 @_user_errors
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
     steps let the test decide nothing."""
     from rlbench.record.compare import compare_records, format_table, parse_threshold
 
-    results = compare_records(baseline, candidate, parse_threshold(threshold),
-                              notice=functools.partial(click.echo, err=True))
+    results = compare_records(
+        baseline, candidate, parse_threshold(threshold), notice=functools.partial(click.echo, err=True)
+    )
     click.echo(format_table(results))
     regressed = [name for name, c in results if c.verdict == "regressed"]
     if regressed:
@@ -182,8 +202,13 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
 
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"), show_default=True,
-              help="The HTML file to write (self-contained, opens offline).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="The HTML file to write (self-contained, opens offline).",
+)
 @click.option("--history", is_flag=True, help="Show each metric over nights with detected change points.")
 @click.option("--threshold", default="5%", show_default=True, help="With --history: smallest change that counts.")
 @_user_errors
@@ -192,22 +217,38 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
     from rlbench.record.compare import parse_threshold
     from rlbench.reports.html import render_report
 
-    click.echo(str(render_report(list(results), out, history=history, threshold=parse_threshold(threshold),
-                                 warn=functools.partial(click.echo, err=True))))
+    click.echo(
+        str(
+            render_report(
+                list(results),
+                out,
+                history=history,
+                threshold=parse_threshold(threshold),
+                warn=functools.partial(click.echo, err=True),
+            )
+        )
+    )
 
 
 @main.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("benchmarks/nightly.yaml"), show_default=True, help="Matrix, baseline folder, threshold.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("benchmarks/nightly.yaml"),
+    show_default=True,
+    help="Matrix, baseline folder, threshold.",
+)
 @click.option("--update-baseline", is_flag=True, help="After a clean night, copy its records into the baseline folder.")
 @_user_errors
 def nightly(config_path: Path, update_baseline: bool) -> None:
     """Run the nightly matrix, compare with the baseline, write reports; exit 1 on regression or failure."""
-    from rlbench.nightly.gate import format_night, run_night
     from rlbench.nightly.config import load_nightly_config
+    from rlbench.nightly.gate import format_night, run_night
 
-    night_dir, night = run_night(load_nightly_config(config_path), update_baseline=update_baseline,
-                                 echo=lambda line: click.echo(line, err=True))
+    night_dir, night = run_night(
+        load_nightly_config(config_path), update_baseline=update_baseline, echo=lambda line: click.echo(line, err=True)
+    )
     click.echo(format_night(night))
     click.echo(str(night_dir))
     if night["status"] != "passed":
@@ -227,8 +268,9 @@ def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
         key, _, raw = pair.partition("=")
         values = [v.strip() for v in raw.split(",") if v.strip()]
         if key not in LAYOUT_AXES or not values:
-            raise RLBenchError(f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of "
-                               f"{', '.join(LAYOUT_AXES)}")
+            raise RLBenchError(
+                f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of {', '.join(LAYOUT_AXES)}"
+            )
         if key in grid:
             raise RLBenchError(f"--sweep {key}= is given twice; list all its values once, e.g. --sweep {key}=1,2,4")
         grid[key] = values
@@ -241,23 +283,46 @@ def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
 @click.option("--hardware", required=True, help="Hardware row, e.g. H100-SXM, H200, A100-80GB, or 'cpu' (measured).")
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
-@click.option("--sweep", "sweeps", multiple=True, metavar="all|KEY=V1,V2",
-              help="Rank layouts (tp, pp, cp, ep, sp, rollout_tp, placement): `all` sweeps every axis over its "
-                   "default range, KEY=V1,V2 one axis over these values (others stay at --parallel); repeatable.")
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="all|KEY=V1,V2",
+    help="Rank layouts (tp, pp, cp, ep, sp, rollout_tp, placement): `all` sweeps every axis over its "
+    "default range, KEY=V1,V2 one axis over these values (others stay at --parallel); repeatable.",
+)
 @click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
-@click.option("--framework", help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "
-                                   "mode) and its refusals; on --hardware cpu also its floor measured by "
-                                   "`rlbench calibrate`.")
+@click.option(
+    "--framework",
+    help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "
+    "mode) and its refusals; on --hardware cpu also its floor measured by "
+    "`rlbench calibrate`.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @_user_errors
-def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel: tuple[str, ...],
-            sweeps: tuple[str, ...], gpu_hour_usd: float | None, framework: str | None, as_json: bool) -> None:
+def predict(
+    model_config: str,
+    workload: str,
+    hardware: str,
+    gpus: int,
+    parallel: tuple[str, ...],
+    sweeps: tuple[str, ...],
+    gpu_hour_usd: float | None,
+    framework: str | None,
+    as_json: bool,
+) -> None:
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
     import json
 
     from rlbench.perfmodel import get_hardware
-    from rlbench.predict.run_prediction import (arch_for, hardware_for, launch_shape, predict_layout,
-                                                refuse_for_framework, sweep_layout_table)
+    from rlbench.predict.run_prediction import (
+        arch_for,
+        hardware_for,
+        launch_shape,
+        predict_layout,
+        refuse_for_framework,
+        sweep_layout_table,
+    )
     from rlbench.predict.tables import stage_table, sweep_table
     from rlbench.workloads.catalog import load_workload
 
@@ -270,27 +335,33 @@ def predict(model_config: str, workload: str, hardware: str, gpus: int, parallel
         if hardware.lower() == "cpu":
             floor = _measured_floor(framework)
         else:
-            note = (f"--framework {framework}: its launch shape is used; no framework floor on {row.name} (the floor "
-                    "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)")
+            note = (
+                f"--framework {framework}: its launch shape is used; no framework floor on {row.name} (the floor "
+                "is measured on this machine's CPU by `rlbench calibrate` and applies to --hardware cpu only)"
+            )
     else:
-        note = (f"no --framework: neutral launch shape, token-packed micro-batches of "
-                f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
-                "engine (docs/perfmodel.md)")
+        note = (
+            f"no --framework: neutral launch shape, token-packed micro-batches of "
+            f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
+            "engine (docs/perfmodel.md)"
+        )
     grid, every = _parse_sweep(sweeps)
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid and not every:
         if framework:  # what `rlbench run --framework` would refuse, refused here too
             refuse_for_framework(framework, loaded, parallel)
-        result = predict_layout(arch, launch_shape(loaded, framework, parallel), parallel, gpus, row, gpu_hour_usd,
-                                floor)
+        result = predict_layout(
+            arch, launch_shape(loaded, framework, parallel), parallel, gpus, row, gpu_hour_usd, floor
+        )
         result["notes"] = [note, *result["notes"]]
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
     table = sweep_layout_table(arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor)
     table["notes"] = [note, *table["notes"]]
-    click.echo(json.dumps(table, indent=2) if as_json else sweep_table(table["ranked"], table["skipped"],
-                                                                       table["notes"]))
+    click.echo(
+        json.dumps(table, indent=2) if as_json else sweep_table(table["ranked"], table["skipped"], table["notes"])
+    )
 
 
 def _known_framework(framework: str) -> None:
@@ -312,23 +383,37 @@ def _measured_floor(framework: str):
 
 @main.command()
 @click.option("--framework", required=True, help="Framework adapter to calibrate: see `rlbench ls`.")
-@click.option("--lengths", default="8,16", show_default=True,
-              help="Response lengths of the calibration runs, comma-separated (two at least).")
-@click.option("--steps", type=click.IntRange(min=2), default=16, show_default=True,
-              help="RL steps per calibration run (up to 3 warm-up steps are left out).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/calibration"),
-              show_default=True, help="Folder that receives the calibration runs' records.")
+@click.option(
+    "--lengths",
+    default="8,16",
+    show_default=True,
+    help="Response lengths of the calibration runs, comma-separated (two at least).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=2),
+    default=16,
+    show_default=True,
+    help="RL steps per calibration run (up to 3 warm-up steps are left out).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results/calibration"),
+    show_default=True,
+    help="Folder that receives the calibration runs' records.",
+)
 @_user_errors
 def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     """Measure a framework's per-step floor here with tiny real runs; later predictions include it."""
+    from rlbench.out_dir import check_writable
     from rlbench.predict.calibrate import calibrate as run_calibration
     from rlbench.predict.calibrate import describe, parse_lengths
 
-    from rlbench.out_dir import check_writable
-
     check_writable(out)  # refused before the calibration runs, not when their records are written
-    floor, cells, cache = run_calibration(framework, parse_lengths(lengths), steps=steps, out=out,
-                                          echo=functools.partial(click.echo, err=True))
+    floor, cells, cache = run_calibration(
+        framework, parse_lengths(lengths), steps=steps, out=out, echo=functools.partial(click.echo, err=True)
+    )
     click.echo(describe(floor, cells))
     click.echo(str(cache))
 
@@ -336,41 +421,89 @@ def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
 @main.command()
 @click.option("--framework", help="Framework adapters, comma-separated: verl,openrlhf,trl.")
 @click.option("--workload", help="Workloads (names or YAML paths), comma-separated.")
-@click.option("--grid", "grid", multiple=True, metavar="KNOB=V1,V2",
-              help="Sweep a --parallel knob over values, repeatable: the grid is their product.")
+@click.option(
+    "--grid",
+    "grid",
+    multiple=True,
+    metavar="KNOB=V1,V2",
+    help="Sweep a --parallel knob over values, repeatable: the grid is their product.",
+)
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="A knob fixed for every run.")
 @click.option("--steps", type=click.IntRange(min=1), help="Override the workloads' number of RL steps.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Runs of each configuration (reported with their spread).")
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of each configuration (reported with their spread).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run (repeats share it).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
-              help="Folder that receives the sweep folder (index and one record per run).")
-@click.option("--executor", "executor_kind", type=click.Choice(["local", "ray"]), default="local",
-              show_default=True, help="local: one run after another here; ray: each run a job on a Ray cluster.")
-@click.option("--ray-address", help="Ray dashboard (job API) address, e.g. http://127.0.0.1:8265 (default $RAY_ADDRESS).")
-@click.option("--env", "envs", multiple=True, metavar="FRAMEWORK=VIRTUALENV",
-              help="Run that framework's cells in its own virtualenv (e.g. verl=.nox/verl_cpu), repeatable.")
-@click.option("--resume", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Continue an interrupted sweep folder: runs only the cells not finished.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("results"),
+    show_default=True,
+    help="Folder that receives the sweep folder (index and one record per run).",
+)
+@click.option(
+    "--executor",
+    "executor_kind",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: one run after another here; ray: each run a job on a Ray cluster.",
+)
+@click.option(
+    "--ray-address", help="Ray dashboard (job API) address, e.g. http://127.0.0.1:8265 (default $RAY_ADDRESS)."
+)
+@click.option(
+    "--env",
+    "envs",
+    multiple=True,
+    metavar="FRAMEWORK=VIRTUALENV",
+    help="Run that framework's cells in its own virtualenv (e.g. verl=.nox/verl_cpu), repeatable.",
+)
+@click.option(
+    "--resume",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Continue an interrupted sweep folder: runs only the cells not finished.",
+)
 @_user_errors
-def sweep(framework: str | None, workload: str | None, grid: tuple[str, ...], parallel: tuple[str, ...],
-          steps: int | None, repeats: int, seed: int, out: Path, executor_kind: str, ray_address: str | None,
-          envs: tuple[str, ...], resume: Path | None) -> None:
+def sweep(
+    framework: str | None,
+    workload: str | None,
+    grid: tuple[str, ...],
+    parallel: tuple[str, ...],
+    steps: int | None,
+    repeats: int,
+    seed: int,
+    out: Path,
+    executor_kind: str,
+    ray_address: str | None,
+    envs: tuple[str, ...],
+    resume: Path | None,
+) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
+    from rlbench.settings import run_timeout_s
     from rlbench.sweep import driver as sweeps
     from rlbench.sweep.executors import make_executor, sigterm_as_ctrl_c
     from rlbench.sweep.index import load_index
     from rlbench.sweep.spread import format_summary, refusals
-    from rlbench.settings import run_timeout_s
 
     request = None
     if framework or workload or grid:
         if not (framework and workload):
             raise RLBenchError("sweep: give both --framework and --workload (or only --resume SWEEP_DIR)")
         request = sweeps.SweepRequest(
-            frameworks=sweeps.parse_list(framework), workloads=sweeps.parse_list(workload),
-            grid=sweeps.parse_grid(grid), parallel=parallel, steps=steps, seed=seed, repeats=repeats,
-            timeout_s=run_timeout_s())
+            frameworks=sweeps.parse_list(framework),
+            workloads=sweeps.parse_list(workload),
+            grid=sweeps.parse_grid(grid),
+            parallel=parallel,
+            steps=steps,
+            seed=seed,
+            repeats=repeats,
+            timeout_s=run_timeout_s(),
+        )
     elif resume is None:
         raise RLBenchError("sweep: give --framework and --workload, or --resume SWEEP_DIR")
     executor = make_executor(executor_kind, ray_address, envs)

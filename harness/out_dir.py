@@ -43,8 +43,9 @@ def check_writable(path: Path, option: str = "--out") -> Path:
     if os.statvfs(existing).f_flag & os.ST_RDONLY:
         raise RLBenchError(f"{option} {path}: cannot write there (Read-only file system); choose another {option}")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise RLBenchError(f"{option} {path}: cannot write there ({existing}: Permission denied); "
-                           f"choose another {option}")
+        raise RLBenchError(
+            f"{option} {path}: cannot write there ({existing}: Permission denied); choose another {option}"
+        )
     return path
 
 

@@ -18,8 +18,16 @@ RUN_TIMEOUT_ENV, CACHE_ENV = "RLBENCH_RUN_TIMEOUT_S", "RLBENCH_CACHE"
 DEFAULT_TIMEOUT_S = 7200.0  # per run
 
 
-def env_number(name: str, default: float | None, *, unit: str, low: float = 0.0, high: float = math.inf,
-               allow_zero: bool = False, example: float | None = None) -> float | None:
+def env_number(
+    name: str,
+    default: float | None,
+    *,
+    unit: str,
+    low: float = 0.0,
+    high: float = math.inf,
+    allow_zero: bool = False,
+    example: float | None = None,
+) -> float | None:
     """A number from `name` (default when unset or empty): low < value <= high, or exactly 0 when allowed."""
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -30,8 +38,10 @@ def env_number(name: str, default: float | None, *, unit: str, low: float = 0.0,
         value = math.nan
     if not (value == 0 and allow_zero or low < value <= high):  # NaN fails both
         bounds = f"above {low:g}" + ("" if math.isinf(high) else f" and at most {high:g}")
-        raise RLBenchError(f"{name}={raw!r}: expected a number of {unit} {bounds}{' (or 0)' if allow_zero else ''}, "
-                           f"e.g. {example if example is not None else default:g}; fix it or unset it")
+        raise RLBenchError(
+            f"{name}={raw!r}: expected a number of {unit} {bounds}{' (or 0)' if allow_zero else ''}, "
+            f"e.g. {example if example is not None else default:g}; fix it or unset it"
+        )
     return value
 
 
@@ -81,6 +91,8 @@ def cache_root() -> Path:
     root = Path(raw).expanduser() if raw else Path.home() / ".cache" / "rlbench"
     for candidate in [*reversed(root.parents), root]:
         if candidate.exists() and not candidate.is_dir():
-            raise RLBenchError(f"{CACHE_ENV}={raw}: {candidate} is a file, not a folder; point {CACHE_ENV} "
-                               "at a folder (it is created if missing) or unset it")
+            raise RLBenchError(
+                f"{CACHE_ENV}={raw}: {candidate} is a file, not a folder; point {CACHE_ENV} "
+                "at a folder (it is created if missing) or unset it"
+            )
     return root

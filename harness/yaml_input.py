@@ -27,8 +27,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (lines {seen[key]} and {key_node.start_mark.line + 1}); "
-                    "keep one", key_node.start_mark)
+                    None,
+                    None,
+                    f"key {key!r} appears twice (lines {seen[key]} and {key_node.start_mark.line + 1}); keep one",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -42,9 +45,10 @@ def read_text(path: Path, what: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise RLBenchError(f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); "
-                           "save it as UTF-8") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise RLBenchError(
+            f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); save it as UTF-8"
+        ) from None
 
 
 def read_yaml(path: Path, what: str) -> Any:

@@ -63,9 +63,12 @@ def stage_breakdown(runs: list[RunView]) -> Figure | None:
     ax.set_ylabel("")
     ax.invert_yaxis()
     ax.legend(title="stage", bbox_to_anchor=(1.01, 1), loc="upper left")
-    return Figure("Per-stage time breakdown", "Median over post-warm-up steps of each stage the framework timed; "
-                  "'other' is the step time not covered by a timed stage (optimizer step, logging, gaps).",
-                  _encode(fig))
+    return Figure(
+        "Per-stage time breakdown",
+        "Median over post-warm-up steps of each stage the framework timed; "
+        "'other' is the step time not covered by a timed stage (optimizer step, logging, gaps).",
+        _encode(fig),
+    )
 
 
 def measured_vs_predicted(runs: list[RunView]) -> Figure | None:
@@ -80,14 +83,28 @@ def measured_vs_predicted(runs: list[RunView]) -> Figure | None:
     if not rows:
         return None
     table = pd.DataFrame(rows)
-    grid = sns.catplot(data=table, kind="bar", x="stage", y="seconds", hue="kind", col="run", col_wrap=2,
-                       height=3.0, aspect=1.5, sharey=False, palette={"measured": "#4c72b0", "predicted": "#dd8452"})
+    grid = sns.catplot(
+        data=table,
+        kind="bar",
+        x="stage",
+        y="seconds",
+        hue="kind",
+        col="run",
+        col_wrap=2,
+        height=3.0,
+        aspect=1.5,
+        sharey=False,
+        palette={"measured": "#4c72b0", "predicted": "#dd8452"},
+    )
     grid.set(yscale="log")
     grid.set_titles("{col_name}", size=8)
     grid.set_axis_labels("stage", "median s per step (log)")
-    return Figure("Measured vs predicted (work-depth model)",
-                  "Measured median stage time next to the work-depth model's roofline prediction for the run's exact "
-                  "configuration (prediction.json). Ratios are in the table below.", _encode(grid.figure))
+    return Figure(
+        "Measured vs predicted (work-depth model)",
+        "Measured median stage time next to the work-depth model's roofline prediction for the run's exact "
+        "configuration (prediction.json). Ratios are in the table below.",
+        _encode(grid.figure),
+    )
 
 
 def telemetry_timeline(runs: list[RunView]) -> Figure | None:
@@ -103,12 +120,28 @@ def telemetry_timeline(runs: list[RunView]) -> Figure | None:
         start = origins[run.label] = float(t["time_unix_s"].min())
         if not gpu.empty and gpu["gpu_util_pct"].notna().any():
             per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
-            series.append((run.label, per_time.index - start, per_time["util"], "GPU util (%)",
-                           per_time["power"], "board power, all GPUs (W)"))
+            series.append(
+                (
+                    run.label,
+                    per_time.index - start,
+                    per_time["util"],
+                    "GPU util (%)",
+                    per_time["power"],
+                    "board power, all GPUs (W)",
+                )
+            )
         else:
             host = t[t["source"] == "host"] if "source" in t else t
-            series.append((run.label, host["time_unix_s"] - start, host["proc_cpu_util_pct"],
-                           "framework CPU (% of one core)", host["proc_rss_gb"], "framework RSS (GB)"))
+            series.append(
+                (
+                    run.label,
+                    host["time_unix_s"] - start,
+                    host["proc_cpu_util_pct"],
+                    "framework CPU (% of one core)",
+                    host["proc_rss_gb"],
+                    "framework RSS (GB)",
+                )
+            )
     if not series:
         return None
     fig, axes = plt.subplots(len(series), 2, figsize=(10, 2.4 * len(series)), squeeze=False)
@@ -126,8 +159,12 @@ def telemetry_timeline(runs: list[RunView]) -> Figure | None:
         for ax in axes[row]:
             ax.set_xlabel("seconds since sampling began", fontsize=8)
     fig.tight_layout()
-    return Figure("Utilisation and power over time", "rlbench's own sampler (telemetry.parquet): NVML per GPU where "
-                  "there were GPUs, else the framework's process tree on the host. Shaded: the post-warm-up steps.", _encode(fig))
+    return Figure(
+        "Utilisation and power over time",
+        "rlbench's own sampler (telemetry.parquet): NVML per GPU where "
+        "there were GPUs, else the framework's process tree on the host. Shaded: the post-warm-up steps.",
+        _encode(fig),
+    )
 
 
 def comm_volume(runs: list[RunView]) -> Figure | None:
@@ -145,13 +182,20 @@ def comm_volume(runs: list[RunView]) -> Figure | None:
     sns.barplot(data=table, y="run", x="GB", hue="collective", ax=ax, orient="h")
     ax.set_xlabel("bytes moved by NCCL collectives over the run (GB, 1e9)")
     ax.set_ylabel("")
-    return Figure("Communication volume per collective", "Summed over every process's NCCL INFO lines "
-                  "(NCCL_DEBUG_SUBSYS=COLL).", _encode(fig))
+    return Figure(
+        "Communication volume per collective",
+        "Summed over every process's NCCL INFO lines (NCCL_DEBUG_SUBSYS=COLL).",
+        _encode(fig),
+    )
 
 
 def all_figures(runs: list[RunView]) -> dict[str, Figure | None]:
-    return {"stages": stage_breakdown(runs), "vs_model": measured_vs_predicted(runs),
-            "telemetry": telemetry_timeline(runs), "comm": comm_volume(runs)}
+    return {
+        "stages": stage_breakdown(runs),
+        "vs_model": measured_vs_predicted(runs),
+        "telemetry": telemetry_timeline(runs),
+        "comm": comm_volume(runs),
+    }
 
 
 def _night_label(started_at: str) -> str:
@@ -176,15 +220,24 @@ def history_figure(series) -> Figure | None:
             ax.axvline(change.index - 0.5, ls="--", color="#c44e52" if change.kind == "regression" else "#55a868")
         arrow = {"higher": "↑ better", "lower": "↓ better"}.get(s.direction, "")
         low_n, high_n = (min(s.counts), max(s.counts)) if s.counts else (0, 0)
-        n = "" if not s.counts else f", n = {low_n} steps a night" if low_n == high_n else \
-            f", n = {low_n}-{high_n} steps a night"
+        n = (
+            ""
+            if not s.counts
+            else f", n = {low_n} steps a night"
+            if low_n == high_n
+            else f", n = {low_n}-{high_n} steps a night"
+        )
         ax.set_title(f"{s.configuration}: {s.metric} ({arrow}{n})", fontsize=8, loc="left")
         ax.set_ylabel(f"{s.metric}\n({s.unit})", fontsize=7)
         ax.set_xlabel("night (start, UTC)", fontsize=7)
         ax.set_xticks(x, [_night_label(n) for n in s.nights], rotation=45, fontsize=6, ha="right")
         ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    return Figure("Metrics over nights", "Per-night median over post-warm-up steps with a band of ± one standard "
-                  "deviation over that night's steps; dashed lines are detected change points (red: regression, "
-                  "green: improvement). One line per full configuration (framework, workload version, parallelism, "
-                  "steps, seed).", _encode(fig))
+    return Figure(
+        "Metrics over nights",
+        "Per-night median over post-warm-up steps with a band of ± one standard "
+        "deviation over that night's steps; dashed lines are detected change points (red: regression, "
+        "green: improvement). One line per full configuration (framework, workload version, parallelism, "
+        "steps, seed).",
+        _encode(fig),
+    )

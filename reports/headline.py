@@ -22,8 +22,10 @@ def _figure(summary: dict[str, Any], name: str, unit: str, scale: float = 1.0, d
     if not s or s.get("median") is None or not math.isfinite(s["median"]):
         return None
     arrow = {"higher": "higher is better", "lower": "lower is better"}.get(s.get("direction", ""), "")
-    return (f"{s['median'] * scale:.{digits}g} {unit} ± {s.get('std', 0.0) * scale:.2g} "
-            f"(median ± std over n={s['n']} post-warm-up steps; {arrow})")
+    return (
+        f"{s['median'] * scale:.{digits}g} {unit} ± {s.get('std', 0.0) * scale:.2g} "
+        f"(median ± std over n={s['n']} post-warm-up steps; {arrow})"
+    )
 
 
 def headline(run_dir: Path) -> list[str]:
@@ -34,9 +36,11 @@ def headline(run_dir: Path) -> list[str]:
     run = runs[0]
     summary = run.record.get("summary") or {}
     lines = []
-    for label, name, unit, scale in (("step time", "step_time_s", "s", 1.0),
-                                     ("throughput", "tokens_per_s", "tokens/s", 1.0),
-                                     ("MFU", "mfu", "%", 100.0)):
+    for label, name, unit, scale in (
+        ("step time", "step_time_s", "s", 1.0),
+        ("throughput", "tokens_per_s", "tokens/s", 1.0),
+        ("MFU", "mfu", "%", 100.0),
+    ):
         figure = _figure(summary, name, unit, scale)
         if figure:
             lines.append(f"{label:<12} {figure}")
@@ -46,8 +50,10 @@ def headline(run_dir: Path) -> list[str]:
         lines.append(f"{'peak memory':<12} {figure}" + ("" if memory == "peak_device_memory_gb" else " (host)"))
     step = (run.record.get("vs_model") or {}).get("step")
     if step:
-        lines.append(f"{'vs model':<12} measured / predicted step time {step['measured_over_predicted']:.3g} "
-                     f"({step['measured_s']:.3g} s / {step['predicted_s']:.3g} s)")
+        lines.append(
+            f"{'vs model':<12} measured / predicted step time {step['measured_over_predicted']:.3g} "
+            f"({step['measured_s']:.3g} s / {step['predicted_s']:.3g} s)"
+        )
     lines += [f"warning: {w}" for w in hygiene(run).warnings]
     lines.append(f"next: rlbench report {run_dir} --out report.html")
     return lines

@@ -27,8 +27,8 @@ import numpy as np
 import ruptures
 
 from rlbench.record.compare import configuration_key
-from rlbench.reports.load import RunView
 from rlbench.record.schema import STEP_METRICS, headline
+from rlbench.reports.load import RunView
 from rlbench.run.parallel import knob_label
 
 HISTORY_METRICS = headline("history")
@@ -71,8 +71,9 @@ def robust_sigma(values: np.ndarray) -> float:
     return 1.4826 * mad / math.sqrt(2)
 
 
-def detect_steps(values, *, threshold: float = 0.05, penalty_per_log_n: float = PENALTY_PER_LOG_N,
-                 min_segment: int = MIN_SEGMENT) -> list[tuple[int, float, float]]:
+def detect_steps(
+    values, *, threshold: float = 0.05, penalty_per_log_n: float = PENALTY_PER_LOG_N, min_segment: int = MIN_SEGMENT
+) -> list[tuple[int, float, float]]:
     """(index where a new level starts, median of the segment before, median of the segment after)."""
     y = np.asarray(values, float)
     n = y.size
@@ -80,13 +81,16 @@ def detect_steps(values, *, threshold: float = 0.05, penalty_per_log_n: float = 
         return []
     # Floor the noise at 0.1% of the level so a perfectly flat series does not divide by zero.
     sigma = max(robust_sigma(y), 1e-3 * abs(float(np.median(y))), 1e-12)
-    breaks = ruptures.Pelt(model="l2", min_size=min_segment, jump=1).fit((y / sigma).reshape(-1, 1)).predict(
-        pen=penalty_per_log_n * math.log(n))
+    breaks = (
+        ruptures.Pelt(model="l2", min_size=min_segment, jump=1)
+        .fit((y / sigma).reshape(-1, 1))
+        .predict(pen=penalty_per_log_n * math.log(n))
+    )
     starts = [0, *breaks[:-1]]
     kept = []
     for i, cut in enumerate(breaks[:-1]):
-        before = float(np.median(y[starts[i]:cut]))
-        after = float(np.median(y[cut:breaks[i + 1]]))
+        before = float(np.median(y[starts[i] : cut]))
+        after = float(np.median(y[cut : breaks[i + 1]]))
         if before != 0 and abs(after / before - 1) > threshold:
             kept.append((cut, before, after))
     return kept
@@ -94,11 +98,13 @@ def detect_steps(values, *, threshold: float = 0.05, penalty_per_log_n: float = 
 
 def _identity(record: dict[str, Any]) -> dict[str, Any]:
     env = record.get("environment") or {}
-    return {"framework": f"{record['framework']['name']} {record['framework'].get('version')}",
-            "rlbench": (record.get("rlbench") or {}).get("git_sha"),
-            **{f"package {k}": v for k, v in (env.get("packages") or {}).items()},
-            "gpus": ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "none",
-            "driver": env.get("driver")}
+    return {
+        "framework": f"{record['framework']['name']} {record['framework'].get('version')}",
+        "rlbench": (record.get("rlbench") or {}).get("git_sha"),
+        **{f"package {k}": v for k, v in (env.get("packages") or {}).items()},
+        "gpus": ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "none",
+        "driver": env.get("driver"),
+    }
 
 
 def _what_changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -110,8 +116,10 @@ def _label(record: dict[str, Any]) -> str:
     """The full configuration of a record: what must match for two nights to be one series."""
     key = configuration_key(record)
     knobs = knob_label(key["parallel"], empty="")
-    return (f"{key['framework']} · {key['workload']['name']} v{key['workload']['version']} · {knobs} · "
-            f"{record['workload'].get('steps')} steps · seed {record.get('seed', 0)}")
+    return (
+        f"{key['framework']} · {key['workload']['name']} v{key['workload']['version']} · {knobs} · "
+        f"{record['workload'].get('steps')} steps · seed {record.get('seed', 0)}"
+    )
 
 
 def history(runs: list[RunView], threshold: float = 0.05) -> list[Series]:
@@ -132,12 +140,31 @@ def history(runs: list[RunView], threshold: float = 0.05) -> list[Series]:
             changes = []
             for cut, before, after in detect_steps(values, threshold=threshold):
                 worse = after > before if direction == "lower" else after < before
-                changes.append(ChangePoint(cut, before, after, after / before, "regression" if worse else "improvement",
-                                           points[cut - 1][0].path.name, points[cut][0].path.name,
-                                           _what_changed(points[cut - 1][0].record, points[cut][0].record)))
+                changes.append(
+                    ChangePoint(
+                        cut,
+                        before,
+                        after,
+                        after / before,
+                        "regression" if worse else "improvement",
+                        points[cut - 1][0].path.name,
+                        points[cut][0].path.name,
+                        _what_changed(points[cut - 1][0].record, points[cut][0].record),
+                    )
+                )
             stats = [r.record["summary"][metric] for r, _ in points]
-            out.append(Series(label, metric, STEP_METRICS[metric].unit, direction,
-                              [r.record.get("started_at") or "" for r, _ in points], [r.path.name for r, _ in points],
-                              values, changes, [float(st.get("std", math.nan)) for st in stats],
-                              [int(st.get("n", 0)) for st in stats]))
+            out.append(
+                Series(
+                    label,
+                    metric,
+                    STEP_METRICS[metric].unit,
+                    direction,
+                    [r.record.get("started_at") or "" for r, _ in points],
+                    [r.path.name for r, _ in points],
+                    values,
+                    changes,
+                    [float(st.get("std", math.nan)) for st in stats],
+                    [int(st.get("n", 0)) for st in stats],
+                )
+            )
     return out

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import jinja2
 
-from rlbench.out_dir import check_writable, unwritable
 from rlbench.atomic import write_bytes
+from rlbench.out_dir import check_writable, unwritable
 from rlbench.record.store import utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
-from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.load import DamagedRecord, load_runs
+from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
 from rlbench.reports.scatter import vs_model_scatter
 from rlbench.reports.sweep_views import find_sweeps, grid_rows, sweep_view
@@ -33,13 +33,23 @@ from rlbench.reports.timeline import timeline_view
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.PackageLoader("rlbench.reports", "templates"),
-                              autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("rlbench.reports", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
 
 
-def render_report(paths: list[Path], out: Path, *, history: bool = False, threshold: float = 0.05,
-                  warn: Callable[[str], None] | None = None, option: str = "--out",
-                  not_run: list[dict[str, str]] = ()) -> Path:
+def render_report(
+    paths: list[Path],
+    out: Path,
+    *,
+    history: bool = False,
+    threshold: float = 0.05,
+    warn: Callable[[str], None] | None = None,
+    option: str = "--out",
+    not_run: list[dict[str, str]] = (),
+) -> Path:
     """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`.
 
     A damaged record is left out, listed on the page and passed to `warn`; the rest is reported.
@@ -54,22 +64,40 @@ def render_report(paths: list[Path], out: Path, *, history: bool = False, thresh
     succeeded = [run for run in runs if run.record.get("status") == "succeeded"]
     context = {
         "title": "rlbench history" if history else "rlbench comparison",
-        "generated_at": utc_now(), "sources": [str(p) for p in paths], "run_count": len(runs),
-        "summary": tables.summary_rows(runs), "failures": tables.failure_rows(runs, damaged, not_run),
-        "lanes": tables.lane_rows(runs), "equal_work": tables.equal_work_rows(runs),
-        "hygiene": hygiene_rows(runs), "repeats": pooled_rows(runs),
-        "environment": tables.environment_rows(runs), "history": None, "figures": {}, "vs_model": None,
-        "views": {}, "sweeps": [], "sweep_notes": [],
+        "generated_at": utc_now(),
+        "sources": [str(p) for p in paths],
+        "run_count": len(runs),
+        "summary": tables.summary_rows(runs),
+        "failures": tables.failure_rows(runs, damaged, not_run),
+        "lanes": tables.lane_rows(runs),
+        "equal_work": tables.equal_work_rows(runs),
+        "hygiene": hygiene_rows(runs),
+        "repeats": pooled_rows(runs),
+        "environment": tables.environment_rows(runs),
+        "history": None,
+        "figures": {},
+        "vs_model": None,
+        "views": {},
+        "sweeps": [],
+        "sweep_notes": [],
     }
     if history:
         series = build_history(succeeded, threshold)
-        context["history"] = {"series": series, "figure": figures.history_figure(series),
-                              "changes": [(s, c) for s in series for c in s.changes], "threshold": threshold}
+        context["history"] = {
+            "series": series,
+            "figure": figures.history_figure(series),
+            "changes": [(s, c) for s in series for c in s.changes],
+            "threshold": threshold,
+        }
     else:
         context["figures"] = figures.all_figures(succeeded)
         context["vs_model"] = tables.vs_model_rows(succeeded)
-        context["views"] = {"curves": curves_view(succeeded), "timeline": timeline_view(succeeded),
-                            "scatter": vs_model_scatter(succeeded), "roofline": roofline_view(succeeded)}
+        context["views"] = {
+            "curves": curves_view(succeeded),
+            "timeline": timeline_view(succeeded),
+            "scatter": vs_model_scatter(succeeded),
+            "roofline": roofline_view(succeeded),
+        }
         sweeps = find_sweeps(list(paths), runs, context["sweep_notes"])
         context["sweeps"] = [(sweep_view(sweep, n), grid_rows(sweep)) for n, sweep in enumerate(sweeps)]
         for note in context["sweep_notes"] if warn is not None else ():

@@ -67,31 +67,52 @@ def hygiene(run: RunView) -> Hygiene:
     floor = _floor_status(run)
     warnings = []
     if other is not None and other >= CONTENDED_CORES:
-        warnings.append(f"host contended: other processes used {other:.1f} of {cores} cores during the steps "
-                        f"(host CPU {host:.0f}%, the framework {proc / 100:.1f} cores); its times are not comparable")
+        warnings.append(
+            f"host contended: other processes used {other:.1f} of {cores} cores during the steps "
+            f"(host CPU {host:.0f}%, the framework {proc / 100:.1f} cores); its times are not comparable"
+        )
     if cv is not None and cv > HIGH_CV:
         warnings.append(f"step time varies {cv:.0%} between steps (coefficient of variation, n={n})")
     needed = samples_needed(0.05)
     if 0 < n < needed:
         warnings.append(f"{n} post-warm-up step(s): compare needs {needed} per side to decide; run more --steps")
     if floor == "not calibrated":
-        warnings.append(f"framework floor not calibrated on this machine: measured/predicted includes {framework}'s "
-                        f"per-step overhead; run `rlbench calibrate --framework {framework}`")
+        warnings.append(
+            f"framework floor not calibrated on this machine: measured/predicted includes {framework}'s "
+            f"per-step overhead; run `rlbench calibrate --framework {framework}`"
+        )
     return Hygiene(cv, host, None if proc is None else proc / 100, other, n, floor, warnings)
 
 
 def hygiene_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     """The report's hygiene table: one row per run that has a summary."""
-    headers = ["run", "post-warm-up steps", "step time CV", "host CPU (%)", "framework CPU (cores)",
-               "other processes (cores)", "framework floor", "warnings"]
+    headers = [
+        "run",
+        "post-warm-up steps",
+        "step time CV",
+        "host CPU (%)",
+        "framework CPU (cores)",
+        "other processes (cores)",
+        "framework floor",
+        "warnings",
+    ]
     rows = []
     for run in runs:
         if not run.record.get("summary"):
             continue
         h = hygiene(run)
-        rows.append([run.label, str(h.steps), "–" if h.step_time_cv is None else f"{h.step_time_cv:.1%}",
-                     _fmt(h.host_cpu_pct), _fmt(h.framework_cpu_cores), _fmt(h.other_cpu_cores), h.floor,
-                     "; ".join(h.warnings) or "none"])
+        rows.append(
+            [
+                run.label,
+                str(h.steps),
+                "–" if h.step_time_cv is None else f"{h.step_time_cv:.1%}",
+                _fmt(h.host_cpu_pct),
+                _fmt(h.framework_cpu_cores),
+                _fmt(h.other_cpu_cores),
+                h.floor,
+                "; ".join(h.warnings) or "none",
+            ]
+        )
     return headers, rows
 
 

@@ -22,11 +22,11 @@ from typing import Any
 import pandas as pd
 import pyarrow
 
-from rlbench.run.parallel import Parallelism, recorded_parallel
 from rlbench.errors import RLBenchError
-from rlbench.run.profiling import COMM_FILE, TELEMETRY_FILE
-from rlbench.record.store import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
 from rlbench.record.schema import STEP_METRICS, SchemaError
+from rlbench.record.store import PREDICTION_FILE, RUN_FILE, STEPS_FILE, load_record
+from rlbench.run.parallel import Parallelism, recorded_parallel
+from rlbench.run.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
 
 TELEMETRY_NUMERIC = tuple(c.name for c in TELEMETRY_COLUMNS if c.kind in ("float", "int"))
@@ -97,16 +97,25 @@ def _dicts(value: Any) -> bool:
 # run.json fields the report's tables and figures index, and what each must be when present and not null
 # (null means "not measured"). A record that breaks one is damaged: named and skipped, never a traceback.
 _FIELDS: dict[tuple[str, ...], tuple[Any, str]] = {
-    ("error",): (dict, "a mapping"), ("environment",): (dict, "a mapping"), ("costs",): (dict, "a mapping"),
-    ("rlbench",): (dict, "a mapping"), ("vs_model",): (dict, "a mapping"),
+    ("error",): (dict, "a mapping"),
+    ("environment",): (dict, "a mapping"),
+    ("costs",): (dict, "a mapping"),
+    ("rlbench",): (dict, "a mapping"),
+    ("vs_model",): (dict, "a mapping"),
     ("summary",): (_dicts, "a mapping of mappings"),
-    ("duration_s",): (_is_number, "a number"), ("started_at",): (str, "a string"),
-    ("environment", "gpus"): (lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v),
-                              "a list of mappings"),
-    ("environment", "packages"): (dict, "a mapping"), ("environment", "cpu_count"): (_is_number, "a number"),
+    ("duration_s",): (_is_number, "a number"),
+    ("started_at",): (str, "a string"),
+    ("environment", "gpus"): (
+        lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v),
+        "a list of mappings",
+    ),
+    ("environment", "packages"): (dict, "a mapping"),
+    ("environment", "cpu_count"): (_is_number, "a number"),
     ("environment", "memory_gb"): (_is_number, "a number"),
-    ("costs", "energy_per_mtok_j"): (_is_number, "a number"), ("costs", "cost_per_mtok_usd"): (_is_number, "a number"),
-    ("vs_model", "stages"): (_dicts, "a mapping of mappings"), ("vs_model", "step"): (dict, "a mapping"),
+    ("costs", "energy_per_mtok_j"): (_is_number, "a number"),
+    ("costs", "cost_per_mtok_usd"): (_is_number, "a number"),
+    ("vs_model", "stages"): (_dicts, "a mapping of mappings"),
+    ("vs_model", "step"): (dict, "a mapping"),
     ("vs_model", "bubble"): (_is_number, "a number"),
 }
 
@@ -136,15 +145,18 @@ def _shape_problem(record: Any) -> str | None:
     for name, stats in (record.get("summary") or {}).items():
         if not all(_is_number(stats.get(k)) for k in ("median", "std", "n")):
             return f"{RUN_FILE} field summary.{name} lacks a numeric median, std or n"
-    for stage, row in {**((record.get("vs_model") or {}).get("stages") or {}),
-                       "step": (record.get("vs_model") or {}).get("step") or {}}.items():
+    for stage, row in {
+        **((record.get("vs_model") or {}).get("stages") or {}),
+        "step": (record.get("vs_model") or {}).get("step") or {},
+    }.items():
         if not all(row.get(k) is None or _is_number(row[k]) for k in ("measured_s", "predicted_s")):
             return f"{RUN_FILE} field vs_model.{stage} has a measured_s or predicted_s that is not a number"
     return None
 
 
-def _read_parquet(run_dir: Path, name: str, required: tuple[str, ...], numeric: tuple[str, ...] = ()
-                  ) -> pd.DataFrame | None:
+def _read_parquet(
+    run_dir: Path, name: str, required: tuple[str, ...], numeric: tuple[str, ...] = ()
+) -> pd.DataFrame | None:
     path = run_dir / name
     if not path.is_file():
         return None
@@ -176,8 +188,9 @@ def read_record(run_dir: str | Path) -> dict[str, Any]:
     try:
         record = load_record(run_dir)
     except json.JSONDecodeError as exc:
-        raise DamagedRecord(run_dir, f"{RUN_FILE} is not valid JSON ({exc.msg}, line {exc.lineno}; "
-                                     "truncated?)") from None
+        raise DamagedRecord(
+            run_dir, f"{RUN_FILE} is not valid JSON ({exc.msg}, line {exc.lineno}; truncated?)"
+        ) from None
     except UnicodeDecodeError:
         raise DamagedRecord(run_dir, f"{RUN_FILE} is not UTF-8 text") from None
     except SchemaError as exc:  # intact, but written by a newer rlbench (or not a record at all)
@@ -217,10 +230,15 @@ def load_run(path: Path) -> RunView:
     """Every file a report draws from one record; any damaged one raises `DamagedRecord`."""
     record = read_record(path)
     steps = record.pop("steps")
-    return RunView(path=path, record=record, steps=steps,
-                   telemetry=_read_parquet(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
-                   comm=_read_parquet(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
-                   prediction=_read_prediction(path), label=base_label(record))
+    return RunView(
+        path=path,
+        record=record,
+        steps=steps,
+        telemetry=_read_parquet(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
+        comm=_read_parquet(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
+        prediction=_read_prediction(path),
+        label=base_label(record),
+    )
 
 
 def load_runs(paths: list[Path], damaged: list[DamagedRecord] | None = None) -> list[RunView]:
@@ -236,13 +254,17 @@ def load_runs(paths: list[Path], damaged: list[DamagedRecord] | None = None) -> 
                 raise
             skipped.append(exc)
     if not runs:
-        raise RLBenchError(f"no readable run record under {', '.join(map(str, paths))}: {skipped[0]}"
-                           + (f" (and {len(skipped) - 1} more damaged)" if len(skipped) > 1 else "")
-                           + "; restore the record from a copy or pass other folders")
+        raise RLBenchError(
+            f"no readable run record under {', '.join(map(str, paths))}: {skipped[0]}"
+            + (f" (and {len(skipped) - 1} more damaged)" if len(skipped) > 1 else "")
+            + "; restore the record from a copy or pass other folders"
+        )
     if damaged is not None:
         damaged += skipped
     runs.sort(key=lambda run: (run.record.get("started_at") or "", run.path.name))
     counts = Counter(run.label for run in runs)
     # Repeats of one configuration share a label; the record's random suffix tells them apart.
-    return [replace(run, label=f"{run.label} · {run.path.name.rsplit('-', 1)[-1]}") if counts[run.label] > 1 else run
-            for run in runs]
+    return [
+        replace(run, label=f"{run.label} · {run.path.name.rsplit('-', 1)[-1]}") if counts[run.label] > 1 else run
+        for run in runs
+    ]

@@ -16,8 +16,8 @@ import statistics
 from typing import Any
 
 from rlbench.record.compare import configuration_key
-from rlbench.reports.load import RunView, base_label
 from rlbench.record.schema import STEP_METRICS
+from rlbench.reports.load import RunView, base_label
 from rlbench.sweep.spread import spread
 
 POOLED_METRICS = ("step_time_s", "tokens_per_s")
@@ -44,8 +44,11 @@ def pooled(runs: list[RunView]) -> list[tuple[list[RunView], dict[str, dict[str,
             medians = [s["median"] for s in summaries]
             if len(medians) < 2:
                 continue
-            stats[metric] = {**spread(medians), "median": statistics.median(medians),
-                             "within_run_std": statistics.median(s.get("std", 0.0) for s in summaries)}
+            stats[metric] = {
+                **spread(medians),
+                "median": statistics.median(medians),
+                "within_run_std": statistics.median(s.get("std", 0.0) for s in summaries),
+            }
         out.append((group, stats))
     return out
 
@@ -55,15 +58,20 @@ def pooled_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     for metric in POOLED_METRICS:
         m = STEP_METRICS[metric]
         arrow = {"higher": " ↑", "lower": " ↓"}.get(m.direction, "")
-        headers += [f"{metric} ({m.unit}){arrow}: median of runs ± std across runs",
-                    f"{metric}: std across steps (median of runs)"]
+        headers += [
+            f"{metric} ({m.unit}){arrow}: median of runs ± std across runs",
+            f"{metric}: std across steps (median of runs)",
+        ]
     rows = []
     for group, stats in pooled(runs):
         label = base_label(group[0].record).rsplit(" · seed", 1)[0]  # repeats may differ in seed
         row = [f"{label} · {group[0].record['workload'].get('steps')} steps", str(len(group))]
         for metric in POOLED_METRICS:
             s = stats.get(metric)
-            row += ["–", "–"] if s is None else [f"{s['median']:.4g} ± {s['std']:.2g} (n={s['n']} runs)",
-                                                 f"{s['within_run_std']:.2g}"]
+            row += (
+                ["–", "–"]
+                if s is None
+                else [f"{s['median']:.4g} ± {s['std']:.2g} (n={s['n']} runs)", f"{s['within_run_std']:.2g}"]
+            )
         rows.append(row)
     return headers, rows

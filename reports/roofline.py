@@ -29,8 +29,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from rlbench.predict.run_prediction import STAGE_MAP
 from rlbench.reports.load import RunView
-from rlbench.reports.svg import Tips, View
 from rlbench.reports.scatter import prediction_problem
+from rlbench.reports.svg import Tips, View
 
 TITLE = "Roofline per stage"
 
@@ -41,9 +41,13 @@ def _number(value: Any) -> float | None:
 
 def _bandwidth(stages: list[dict[str, Any]], achievable: float) -> float | None:
     """Bytes/s per device the model priced memory at (roofline.py: memory = bytes / (p x bw x a))."""
-    rates = [s["bytes"] / (s["gpus"] * s["memory_time_s"] * achievable) for s in stages
-             if (_number(s.get("bytes")) or 0) > 0 and (_number(s.get("memory_time_s")) or 0) > 0
-             and (_number(s.get("gpus")) or 0) > 0]
+    rates = [
+        s["bytes"] / (s["gpus"] * s["memory_time_s"] * achievable)
+        for s in stages
+        if (_number(s.get("bytes")) or 0) > 0
+        and (_number(s.get("memory_time_s")) or 0) > 0
+        and (_number(s.get("gpus")) or 0) > 0
+    ]
     return statistics.median(rates) if rates else None
 
 
@@ -69,10 +73,19 @@ def roofline_points(run: RunView) -> dict[str, Any] | None:
         if not measured or measured <= 0 or flops <= 0 or nbytes <= 0 or devices <= 0:
             continue
         bound = sum(bounds) if bounds and None not in bounds else None  # type: ignore[arg-type]
-        points.append({"stage": column, "intensity": flops / nbytes, "achieved": flops / (devices * measured),
-                       "bound_flops": flops / (devices * bound) if bound else None, "measured_s": measured,
-                       "flops": flops, "bytes": nbytes, "devices": devices,
-                       "limit": "memory" if flops / nbytes < peak / bandwidth else "compute"})
+        points.append(
+            {
+                "stage": column,
+                "intensity": flops / nbytes,
+                "achieved": flops / (devices * measured),
+                "bound_flops": flops / (devices * bound) if bound else None,
+                "measured_s": measured,
+                "flops": flops,
+                "bytes": nbytes,
+                "devices": devices,
+                "limit": "memory" if flops / nbytes < peak / bandwidth else "compute",
+            }
+        )
     if not points:
         return None
     return {"stages": points, "peak_flops": peak, "bandwidth": bandwidth, "hardware": prediction.get("hardware", "?")}
@@ -118,29 +131,54 @@ def roofline_view(runs: list[RunView]) -> View:
         for run, result in group:
             for p in result["stages"]:
                 color = palette[p["stage"]]
-                dot, = ax.plot(p["intensity"], p["achieved"], marker=shapes[run.label], ms=7, ls="none", color=color,
-                               zorder=3)
+                (dot,) = ax.plot(
+                    p["intensity"], p["achieved"], marker=shapes[run.label], ms=7, ls="none", color=color, zorder=3
+                )
                 roof = min(result["peak_flops"], result["bandwidth"] * p["intensity"])
-                tips.tip(dot, f"{run.label}\n{p['stage']}: {p['intensity']:.3g} FLOP/byte, achieved "
-                              f"{_si(p['achieved'], 'FLOP/s')} per device = {p['achieved'] / roof:.1%} of the roof "
-                              f"({_si(roof, 'FLOP/s')}, {p['limit']}-bound); model's FLOPs {_si(p['flops'], 'FLOP')}, "
-                              f"bytes {_si(p['bytes'], 'B')}, measured {p['measured_s']:.3g} s")
+                tips.tip(
+                    dot,
+                    f"{run.label}\n{p['stage']}: {p['intensity']:.3g} FLOP/byte, achieved "
+                    f"{_si(p['achieved'], 'FLOP/s')} per device = {p['achieved'] / roof:.1%} of the roof "
+                    f"({_si(roof, 'FLOP/s')}, {p['limit']}-bound); model's FLOPs {_si(p['flops'], 'FLOP')}, "
+                    f"bytes {_si(p['bytes'], 'B')}, measured {p['measured_s']:.3g} s",
+                )
                 if p["bound_flops"]:
-                    hollow, = ax.plot(p["intensity"], p["bound_flops"], marker=shapes[run.label], ms=10, ls="none",
-                                      mfc="none", mec=color, mew=1.2, zorder=2)
+                    (hollow,) = ax.plot(
+                        p["intensity"],
+                        p["bound_flops"],
+                        marker=shapes[run.label],
+                        ms=10,
+                        ls="none",
+                        mfc="none",
+                        mec=color,
+                        mew=1.2,
+                        zorder=2,
+                    )
                     ax.plot([p["intensity"]] * 2, [p["achieved"], p["bound_flops"]], color=color, lw=0.6, ls=":")
-                    tips.tip(hollow, f"{run.label}\n{p['stage']}: the model's bound, {_si(p['bound_flops'], 'FLOP/s')}"
-                                     " per device (its FLOPs over its predicted lower-bound time)")
+                    tips.tip(
+                        hollow,
+                        f"{run.label}\n{p['stage']}: the model's bound, {_si(p['bound_flops'], 'FLOP/s')}"
+                        " per device (its FLOPs over its predicted lower-bound time)",
+                    )
         intensities = [p["intensity"] for _, r in group for p in r["stages"]]
         peak, bandwidth = group[0][1]["peak_flops"], group[0][1]["bandwidth"]
         ridge = peak / bandwidth
         x = np.geomspace(min(min(intensities), ridge) / 10, max(max(intensities), ridge) * 10, 200)
-        roof_line, = ax.plot(x, np.minimum(peak, bandwidth * x), color="#333333", lw=1.5)
-        tips.tip(roof_line, f"roof of {hardware} (a bound): peak {_si(peak, 'FLOP/s')} per device, memory "
-                            f"{_si(bandwidth, 'B/s')} per device, ridge at {ridge:.3g} FLOP/byte")
+        (roof_line,) = ax.plot(x, np.minimum(peak, bandwidth * x), color="#333333", lw=1.5)
+        tips.tip(
+            roof_line,
+            f"roof of {hardware} (a bound): peak {_si(peak, 'FLOP/s')} per device, memory "
+            f"{_si(bandwidth, 'B/s')} per device, ridge at {ridge:.3g} FLOP/byte",
+        )
         ax.text(x[-1], peak * 1.15, f"peak {_si(peak, 'FLOP/s')} (bound)", ha="right", va="bottom", fontsize=7)
-        ax.text(x[0] * 2.0, bandwidth * x[0] * 1.3, f"memory {_si(bandwidth, 'B/s')} (bound)", fontsize=7,
-                ha="left", va="top")
+        ax.text(
+            x[0] * 2.0,
+            bandwidth * x[0] * 1.3,
+            f"memory {_si(bandwidth, 'B/s')} (bound)",
+            fontsize=7,
+            ha="left",
+            va="top",
+        )
         ax.set(xscale="log", yscale="log")
         lowest = min(min(p["achieved"], p["bound_flops"] or p["achieved"]) for _, r in group for p in r["stages"])
         ax.set_ylim(min(lowest, bandwidth * x[0]) / 3, peak * 3)
@@ -152,17 +190,21 @@ def roofline_view(runs: list[RunView]) -> View:
         ax.set_title(f"hardware row: {hardware}", fontsize=8, loc="left")
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], ls="none", marker="o", color="#555555", label="achieved: model FLOPs / measured time"),
-               Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="the model's bound"),
-               Line2D([], [], color="#333333", label="roof (a bound)"),
-               *[Line2D([], [], ls="none", marker="s", color=palette[s], label=s) for s in stages],
-               *[Line2D([], [], ls="none", marker=shapes[r], mfc="none", mec="#333333", label=r) for r in run_labels]]
+    handles = [
+        Line2D([], [], ls="none", marker="o", color="#555555", label="achieved: model FLOPs / measured time"),
+        Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="the model's bound"),
+        Line2D([], [], color="#333333", label="roof (a bound)"),
+        *[Line2D([], [], ls="none", marker="s", color=palette[s], label=s) for s in stages],
+        *[Line2D([], [], ls="none", marker=shapes[r], mfc="none", mec="#333333", label=r) for r in run_labels],
+    ]
     axes[0][-1].legend(handles=handles, fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
     fig.tight_layout()
-    caption = ("Each filled marker is a run's stage at its arithmetic intensity (the model's FLOPs over its memory "
-               "bytes, prediction.json) and the FLOP/s it achieved per device (those FLOPs over the measured median "
-               "stage time: a count over a time, not a hardware counter). The line is the hardware roof, "
-               "min(peak, bandwidth × intensity), a bound: the peak from prediction.json, the bandwidth the model "
-               "priced the stage's bytes at. Hollow markers: the model's own bound for the stage. Distance below the "
-               "roof is time the stage lost to launch latency, framework work or contention.")
+    caption = (
+        "Each filled marker is a run's stage at its arithmetic intensity (the model's FLOPs over its memory "
+        "bytes, prediction.json) and the FLOP/s it achieved per device (those FLOPs over the measured median "
+        "stage time: a count over a time, not a hardware counter). The line is the hardware roof, "
+        "min(peak, bandwidth × intensity), a bound: the peak from prediction.json, the bandwidth the model "
+        "priced the stage's bytes at. Hollow markers: the model's own bound for the stage. Distance below the "
+        "roof is time the stage lost to launch latency, framework work or contention."
+    )
     return View.drawn(TITLE, caption, tips.svg(fig), notes)

@@ -96,37 +96,61 @@ def vs_model_scatter(runs: list[RunView]) -> View:
     for p in table:
         color = palette[p["stage"]]
         estimate = p["kind"] == "estimate"  # smaller and on top: a bound at the same spot stays visible around it
-        marker, = ax.plot(p["predicted_s"], p["measured_s"], marker=shapes[p["run"]], ms=6 if estimate else 11,
-                          ls="none", mfc=color if estimate else "none", mec=color, mew=1.6, zorder=3 if estimate else 2)
+        (marker,) = ax.plot(
+            p["predicted_s"],
+            p["measured_s"],
+            marker=shapes[p["run"]],
+            ms=6 if estimate else 11,
+            ls="none",
+            mfc=color if estimate else "none",
+            mec=color,
+            mew=1.6,
+            zorder=3 if estimate else 2,
+        )
         ratio = p["measured_s"] / p["predicted_s"]
-        tips.tip(marker, f"{p['run']}\n{p['stage']}: measured {p['measured_s']:.3g} s, {p['kind']} "
-                         f"{p['predicted_s']:.3g} s, measured / {p['kind']} = {ratio:.3g}")
+        tips.tip(
+            marker,
+            f"{p['run']}\n{p['stage']}: measured {p['measured_s']:.3g} s, {p['kind']} "
+            f"{p['predicted_s']:.3g} s, measured / {p['kind']} = {ratio:.3g}",
+        )
     values = [v for p in table for v in (p["predicted_s"], p["measured_s"])]
     lo, hi = min(values) / 2, max(values) * 2
     ax.plot([lo, hi], [lo, hi], color="#333333", lw=1, ls="--")
     ax.fill_between([lo, hi], [lo, lo], [lo, hi], color="#c44e52", alpha=0.06, lw=0)
-    ax.text(hi / 1.3, lo * 1.3, "below y = x: faster than the model allows\n(for a bound: the model is wrong)",
-            ha="right", va="bottom", fontsize=7, color="#c44e52")
+    ax.text(
+        hi / 1.3,
+        lo * 1.3,
+        "below y = x: faster than the model allows\n(for a bound: the model is wrong)",
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="#c44e52",
+    )
     for factor in (10, 100):  # guide lines: how far off the model is, read without hovering
         if hi / factor > lo * 1.5:  # only where the line crosses the box
             ax.plot([lo, hi / factor], [lo * factor, hi], color="#999999", lw=0.6, ls=":")
-            ax.text(hi / factor * 1.08, hi / 1.15, f"{factor}× slower", fontsize=7, color="#777777", ha="left",
-                    va="top")
+            ax.text(
+                hi / factor * 1.08, hi / 1.15, f"{factor}× slower", fontsize=7, color="#777777", ha="left", va="top"
+            )
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
     ax.set_aspect("equal")
     ax.set_xlabel("predicted time per step (s, work-depth model, prediction.json)")
     ax.set_ylabel("measured median time per step (s, lower is better)")
     from matplotlib.lines import Line2D
 
-    legend = [Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="bound (lower bound)"),
-              Line2D([], [], ls="none", marker="o", mfc="#555555", mec="#555555", label="estimate"),
-              Line2D([], [], color="#333333", ls="--", label="y = x"),
-              *[Line2D([], [], ls="none", marker="s", color=palette[s], label=s) for s in stages],
-              *[Line2D([], [], ls="none", marker=shapes[r], mfc="none", mec="#333333", label=r) for r in run_names]]
+    legend = [
+        Line2D([], [], ls="none", marker="o", mfc="none", mec="#555555", label="bound (lower bound)"),
+        Line2D([], [], ls="none", marker="o", mfc="#555555", mec="#555555", label="estimate"),
+        Line2D([], [], color="#333333", ls="--", label="y = x"),
+        *[Line2D([], [], ls="none", marker="s", color=palette[s], label=s) for s in stages],
+        *[Line2D([], [], ls="none", marker=shapes[r], mfc="none", mec="#333333", label=r) for r in run_names],
+    ]
     ax.legend(handles=legend, fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
-    caption = ("Each marker is one run's stage (colour) or whole step: x the model's prediction for the run's exact "
-               "configuration, y the measured median over post-warm-up steps. Hollow: the bound (Brent's lower bound, "
-               "what the hardware allows: a point below the dashed y = x line means the model is wrong). Filled: the "
-               "estimate (the bound plus overheads no datasheet states). Dotted lines: 10× and 100× slower than "
-               "predicted. Marker shape: run. Hover a marker for its values and ratio.")
+    caption = (
+        "Each marker is one run's stage (colour) or whole step: x the model's prediction for the run's exact "
+        "configuration, y the measured median over post-warm-up steps. Hollow: the bound (Brent's lower bound, "
+        "what the hardware allows: a point below the dashed y = x line means the model is wrong). Filled: the "
+        "estimate (the bound plus overheads no datasheet states). Dotted lines: 10× and 100× slower than "
+        "predicted. Marker shape: run. Hover a marker for its values and ratio."
+    )
     return View.drawn(TITLE, caption, tips.svg(fig), notes)

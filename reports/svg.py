@@ -80,11 +80,11 @@ class Tips:
         return self._finish(buffer.getvalue())
 
     def _finish(self, text: str) -> str:
-        text = text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
+        text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
         text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)  # creator and date: noise in a diff
         prefix = f"{self.key}-"
         text = re.sub(r'\bid="([^"]+)"', lambda m: f'id="{prefix}{m[1]}"', text)
-        text = re.sub(r'url\(#([^)]+)\)', lambda m: f"url(#{prefix}{m[1]})", text)
+        text = re.sub(r"url\(#([^)]+)\)", lambda m: f"url(#{prefix}{m[1]})", text)
         text = re.sub(r'href="#([^"]+)"', lambda m: f'href="#{prefix}{m[1]}"', text)
         for gid, tip in self._texts.items():
             opening = re.search(rf'<g id="{prefix}{gid}"[^>]*>', text)
@@ -92,8 +92,14 @@ class Tips:
                 continue
             head = opening[0][:-1] + (' pointer-events="all">' if gid in self._zones else ">")
             title = f"\n<title>{html.escape(tip, quote=False)}</title>"
-            text = text[:opening.start()] + head + title + text[opening.end():]
+            text = text[: opening.start()] + head + title + text[opening.end() :]
         # Scale with the page, keep the aspect (viewBox); the class lets the page style every figure alike.
-        return re.sub(r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"',
-                      lambda m: f'<svg class="figure" {m[1]}width="{m[2]}pt" height="{m[3]}pt" '
-                                f'role="img" aria-label="figure {self.key}"', text, count=1)
+        return re.sub(
+            r'<svg ([^>]*?)width="([\d.]+)pt" height="([\d.]+)pt"',
+            lambda m: (
+                f'<svg class="figure" {m[1]}width="{m[2]}pt" height="{m[3]}pt" '
+                f'role="img" aria-label="figure {self.key}"'
+            ),
+            text,
+            count=1,
+        )

@@ -71,8 +71,11 @@ def find_sweeps(paths: list[Path], runs: list[RunView], notes: list[str]) -> lis
         except RLBenchError as exc:
             notes.append(f"sweep index left out: {exc}")
             continue
-        cells = {c["id"]: by_path[(folder / c["record"]).resolve()] for c in index["cells"]
-                 if c.get("record") and (folder / c["record"]).resolve() in by_path}
+        cells = {
+            c["id"]: by_path[(folder / c["record"]).resolve()]
+            for c in index["cells"]
+            if c.get("record") and (folder / c["record"]).resolve() in by_path
+        }
         sweeps.append(Sweep(folder, index, cells))
     return sweeps
 
@@ -80,10 +83,15 @@ def find_sweeps(paths: list[Path], runs: list[RunView], notes: list[str]) -> lis
 def swept_axes(sweep: Sweep) -> dict[str, list[str]]:
     """Axis -> values in request order, for every axis the sweep varies (more than one value)."""
     request = sweep.index.get("request") or {}
-    axes = {"framework": [str(v) for v in request.get("frameworks") or []],
-            "workload": [str(v) for v in request.get("workloads") or []],
-            **{str(k): [str(v) for v in values] for k, values in (request.get("grid") or {}).items()
-               if isinstance(values, list)}}
+    axes = {
+        "framework": [str(v) for v in request.get("frameworks") or []],
+        "workload": [str(v) for v in request.get("workloads") or []],
+        **{
+            str(k): [str(v) for v in values]
+            for k, values in (request.get("grid") or {}).items()
+            if isinstance(values, list)
+        },
+    }
     return {axis: values for axis, values in axes.items() if len(values) > 1}
 
 
@@ -94,7 +102,7 @@ def cell_value(cell: dict[str, Any], axis: str) -> str:
 def _metrics(sweep: Sweep) -> list[tuple[str, str, float]]:
     """(summary metric, axis label, scale) the sweep's runs have: per-GPU throughput where there were GPUs."""
     summaries = [run.record.get("summary") or {} for run in sweep.runs.values()]
-    throughput = ("tokens_per_s_per_gpu" if any("tokens_per_s_per_gpu" in s for s in summaries) else "tokens_per_s")
+    throughput = "tokens_per_s_per_gpu" if any("tokens_per_s_per_gpu" in s for s in summaries) else "tokens_per_s"
     memory = next((peak_memory_metric(s) for s in summaries if peak_memory_metric(s) in s), "peak_device_memory_gb")
     chosen = [(throughput, 1.0), ("step_time_s", 1.0), ("mfu", 100.0), (memory, 1.0)]
     out = []
@@ -138,8 +146,17 @@ def _series(sweep: Sweep, axis: str, values: list[str], others: list[str]) -> di
     return series
 
 
-def _panel(tips: Tips, ax: plt.Axes, sweep: Sweep, axis: str, values: list[str], metric: str, scale: float,
-           series: dict[str, list[dict[str, Any]]], marks: bool) -> None:
+def _panel(
+    tips: Tips,
+    ax: plt.Axes,
+    sweep: Sweep,
+    axis: str,
+    values: list[str],
+    metric: str,
+    scale: float,
+    series: dict[str, list[dict[str, Any]]],
+    marks: bool,
+) -> None:
     """One metric against one axis; `marks`: also mark the cells with no result (top row only: once per axis)."""
     bottom = blended_transform_factory(ax.transData, ax.transAxes)
     colors = sns.color_palette("tab10", len(series))
@@ -155,21 +172,45 @@ def _panel(tips: Tips, ax: plt.Axes, sweep: Sweep, axis: str, values: list[str],
                 at = x + shift + 0.05 * (k - (len(here) - 1) / 2)
                 if y is not None:
                     ys.append(y * scale)
-                    dot, = ax.plot(at, y * scale, marker="o", ms=6, ls="none", color=color)
-                    tips.tip(dot, f"{_cell_text(cell)}: {metric} median {y * scale:.4g} over "
-                                  f"n={run.record['summary'][metric]['n']} post-warm-up steps")
+                    (dot,) = ax.plot(at, y * scale, marker="o", ms=6, ls="none", color=color)
+                    tips.tip(
+                        dot,
+                        f"{_cell_text(cell)}: {metric} median {y * scale:.4g} over "
+                        f"n={run.record['summary'][metric]['n']} post-warm-up steps",
+                    )
                 elif marks and (cell["status"] != "succeeded" or run is None):
                     marker, mark_color = MISSING_MARKS.get(cell["status"], ("o", "#999999"))
-                    mark, = ax.plot(at, 0.06, marker=marker, ms=8, ls="none", mew=2, color=mark_color,
-                                    transform=bottom, clip_on=False)
+                    (mark,) = ax.plot(
+                        at,
+                        0.06,
+                        marker=marker,
+                        ms=8,
+                        ls="none",
+                        mew=2,
+                        color=mark_color,
+                        transform=bottom,
+                        clip_on=False,
+                    )
                     why = _reason(cell, run) or "no reason recorded"
                     tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {why}")
             medians.append(statistics.median(ys) if ys else math.nan)
-        line, = ax.plot([x + shift for x in range(len(values))], medians, color=color, lw=1.2, label=name,
-                        marker="o" if sum(not math.isnan(m) for m in medians) == 1 else None, ms=0)
-        tips.tip(line, f"{name}: median over repeats, {metric}: "
-                       + (", ".join(f"{axis}={v}: {m:.4g}" for v, m in zip(values, medians) if not math.isnan(m))
-                          or "no succeeded run"))
+        (line,) = ax.plot(
+            [x + shift for x in range(len(values))],
+            medians,
+            color=color,
+            lw=1.2,
+            label=name,
+            marker="o" if sum(not math.isnan(m) for m in medians) == 1 else None,
+            ms=0,
+        )
+        tips.tip(
+            line,
+            f"{name}: median over repeats, {metric}: "
+            + (
+                ", ".join(f"{axis}={v}: {m:.4g}" for v, m in zip(values, medians) if not math.isnan(m))
+                or "no succeeded run"
+            ),
+        )
     ax.set_xticks(range(len(values)), values, fontsize=8)
     ax.set_xlim(-0.5, len(values) - 0.5)
 
@@ -182,9 +223,13 @@ def sweep_view(sweep: Sweep, number: int = 0) -> View:
         return View.skipped(title, "Not drawn: the sweep varies nothing (every axis has one value).")
     metrics = _metrics(sweep)
     axis_names = list(axes_values)
-    fig, grid = plt.subplots(len(metrics), len(axis_names), figsize=(3.8 * len(axis_names) + 1.2,
-                                                                   2.2 * len(metrics) + 1.4),
-                             squeeze=False, layout="constrained")
+    fig, grid = plt.subplots(
+        len(metrics),
+        len(axis_names),
+        figsize=(3.8 * len(axis_names) + 1.2, 2.2 * len(metrics) + 1.4),
+        squeeze=False,
+        layout="constrained",
+    )
     tips = Tips(f"sweep{number}-" + re.sub(r"[^\w-]", "", sweep.name.rsplit("-", 1)[-1]))
     for col, axis in enumerate(axis_names):
         series = _series(sweep, axis, axes_values[axis], [a for a in axis_names if a != axis])
@@ -198,34 +243,61 @@ def sweep_view(sweep: Sweep, number: int = 0) -> View:
                 ax.set_xlabel(axis, fontsize=8)
         handles = grid[0][col].get_legend_handles_labels()[0]
         if col == 0:  # the marks of cells without a result, once
-            handles += [Line2D([], [], ls="none", marker=m, color=c, mew=2, label=f"{status}: no result")
-                        for status, (m, c) in MISSING_MARKS.items()]
-        grid[0][col].legend(handles=handles, fontsize=6, loc="lower left", bbox_to_anchor=(0, 1.02), frameon=False,
-                            title=f"lines: other axes ({len(series)})", title_fontsize=6)
+            handles += [
+                Line2D([], [], ls="none", marker=m, color=c, mew=2, label=f"{status}: no result")
+                for status, (m, c) in MISSING_MARKS.items()
+            ]
+        grid[0][col].legend(
+            handles=handles,
+            fontsize=6,
+            loc="lower left",
+            bbox_to_anchor=(0, 1.02),
+            frameon=False,
+            title=f"lines: other axes ({len(series)})",
+            title_fontsize=6,
+        )
     statuses = [c["status"] for c in sweep.index["cells"]]
     counts = ", ".join(f"{statuses.count(s)} {s}" for s in dict.fromkeys(statuses))
-    caption = (f"{len(statuses)} cells: {counts}. Each panel is one metric (row) against one swept axis (column); "
-               "a dot is one succeeded run's median over its post-warm-up steps, a line joins the medians of the "
-               "repeats of one combination of the other axes (legend above each column). Cells without a result "
-               "are marked under the top row's axis: red x refused before anything ran, triangle failed or "
-               "interrupted. Hover any mark for the cell, its value or its reason; every cell is in the table "
-               "below.")
+    caption = (
+        f"{len(statuses)} cells: {counts}. Each panel is one metric (row) against one swept axis (column); "
+        "a dot is one succeeded run's median over its post-warm-up steps, a line joins the medians of the "
+        "repeats of one combination of the other axes (legend above each column). Cells without a result "
+        "are marked under the top row's axis: red x refused before anything ran, triangle failed or "
+        "interrupted. Hover any mark for the cell, its value or its reason; every cell is in the table "
+        "below."
+    )
     return View.drawn(title, caption, tips.svg(fig))
 
 
 def grid_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     """One row per cell: the swept values, status, reason and the headline medians of its run."""
     axes = list(swept_axes(sweep)) or ["framework"]
-    headers = ["cell", *axes, "repeat", "status", "reason", "step time (s) ↓", "throughput (tokens/s) ↑",
-               "MFU (%) ↑",
-               "record"]
+    headers = [
+        "cell",
+        *axes,
+        "repeat",
+        "status",
+        "reason",
+        "step time (s) ↓",
+        "throughput (tokens/s) ↑",
+        "MFU (%) ↑",
+        "record",
+    ]
     rows = []
     for cell in sweep.index["cells"]:
         run = sweep.runs.get(cell["id"])
         values = [_median(run, m) if run is not None else None for m in ("step_time_s", "tokens_per_s", "mfu")]
         if values[2] is not None:
             values[2] *= 100
-        rows.append([cell["id"], *(cell_value(cell, a) for a in axes), str(cell["repeat"]), cell["status"],
-                     _reason(cell, run), *("–" if v is None else f"{v:.4g}" for v in values),
-                     cell.get("record") or "–"])
+        rows.append(
+            [
+                cell["id"],
+                *(cell_value(cell, a) for a in axes),
+                str(cell["repeat"]),
+                cell["status"],
+                _reason(cell, run),
+                *("–" if v is None else f"{v:.4g}" for v in values),
+                cell.get("record") or "–",
+            ]
+        )
     return headers, rows

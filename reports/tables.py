@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlbench.record.schema import STAGES, STEP_METRICS, headline
 from rlbench.record.store import effective_status
 from rlbench.reports.load import DamagedRecord, RunView
-from rlbench.record.schema import STAGES, STEP_METRICS, headline
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,26 @@ def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the framework × workload × parallelism table: the registry's "report" metrics
     (record.schema.headline), then energy and cost per 1M tokens from the record's costs."""
     metrics = headline("report")
-    columns = [*(_metric_column(name) for name in metrics),
-               Column("energy per 1M tokens", "kJ", "lower"), Column("cost per 1M tokens", "USD", "lower")]
+    columns = [
+        *(_metric_column(name) for name in metrics),
+        Column("energy per 1M tokens", "kJ", "lower"),
+        Column("cost per 1M tokens", "USD", "lower"),
+    ]
     headers = ["run", "status", *(c.header for c in columns)]
     rows = []
     for run in runs:
         summary = run.record.get("summary") or {}
         costs = run.record.get("costs") or {}
         energy = costs.get("energy_per_mtok_j")
-        rows.append([run.label, effective_status(run.record, run.path),
-                     *(_metric_cell(summary, name) for name in metrics),
-                     _fmt(energy / 1e3 if energy is not None else None), _fmt(costs.get("cost_per_mtok_usd"))])
+        rows.append(
+            [
+                run.label,
+                effective_status(run.record, run.path),
+                *(_metric_cell(summary, name) for name in metrics),
+                _fmt(energy / 1e3 if energy is not None else None),
+                _fmt(costs.get("cost_per_mtok_usd")),
+            ]
+        )
     return headers, rows
 
 
@@ -94,8 +103,15 @@ def vs_model_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         vs = run.record.get("vs_model") or {}
         for stage, row in {**(vs.get("stages") or {}), "whole step": vs.get("step") or {}}.items():
             if row:
-                rows.append([run.label, stage, _fmt(row.get("measured_s")), _fmt(row.get("predicted_s")),
-                             _fmt(row.get("measured_over_predicted"))])
+                rows.append(
+                    [
+                        run.label,
+                        stage,
+                        _fmt(row.get("measured_s")),
+                        _fmt(row.get("predicted_s")),
+                        _fmt(row.get("measured_over_predicted")),
+                    ]
+                )
         if vs.get("bubble") is not None:
             rows.append([run.label, "bubble 1 − W/(p·T)", "", "", _fmt(vs["bubble"])])
     return headers, rows
@@ -107,14 +123,25 @@ def environment_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     for run in runs:
         r, env = run.record, run.record.get("environment") or {}
         gpus = env.get("gpus") or []
-        hardware = (f"{len(gpus)} × {gpus[0].get('name', 'GPU')}, driver {env.get('driver')}" if gpus
-                    else f"CPU: {env.get('cpu_model')} × {env.get('cpu_count')} cores, {_fmt(env.get('memory_gb'))} GB")
+        hardware = (
+            f"{len(gpus)} × {gpus[0].get('name', 'GPU')}, driver {env.get('driver')}"
+            if gpus
+            else f"CPU: {env.get('cpu_model')} × {env.get('cpu_count')} cores, {_fmt(env.get('memory_gb'))} GB"
+        )
         packages = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
         fw, own = r["framework"], r.get("rlbench") or {}
-        rows.append([run.label, run.path.name, f"{fw['name']} {fw.get('version')}" + ("" if fw.get("tested") else " (untested)"),
-                     f"{own.get('version')} @ {str(own.get('git_sha') or '')[:10]}",
-                     hardware, f"Python {env.get('python')}; {packages}", r.get("started_at") or "",
-                     _fmt(r.get("duration_s"))])
+        rows.append(
+            [
+                run.label,
+                run.path.name,
+                f"{fw['name']} {fw.get('version')}" + ("" if fw.get("tested") else " (untested)"),
+                f"{own.get('version')} @ {str(own.get('git_sha') or '')[:10]}",
+                hardware,
+                f"Python {env.get('python')}; {packages}",
+                r.get("started_at") or "",
+                _fmt(r.get("duration_s")),
+            ]
+        )
     return headers, rows
 
 
@@ -129,9 +156,14 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
             continue
         settings = lane.get("substituted") if isinstance(lane.get("substituted"), dict) else {}
         shims = [s for s in lane.get("shims") or [] if isinstance(s, dict)]
-        rows.append([run.label, str(lane.get("lane", "?")),
-                     "; ".join(f"{k}: {v}" for k, v in settings.items()),
-                     "; ".join(str(s.get("upstream", "?")) for s in shims)])
+        rows.append(
+            [
+                run.label,
+                str(lane.get("lane", "?")),
+                "; ".join(f"{k}: {v}" for k, v in settings.items()),
+                "; ".join(str(s.get("upstream", "?")) for s in shims),
+            ]
+        )
     return headers, rows
 
 
@@ -150,25 +182,41 @@ def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         cells = []
         for _, manifest in views:
             contract, differences = manifest.get("contract") or {}, manifest.get("differences") or {}
-            cells.append(f"differs: {differences[term]}" if term in differences else
-                         str(contract[term]) if term in contract else "n/a")
+            cells.append(
+                f"differs: {differences[term]}"
+                if term in differences
+                else str(contract[term])
+                if term in contract
+                else "n/a"
+            )
         rows.append([term, *cells])
     rows.sort(key=lambda row: len(set(row[1:])) == 1)  # stable: differing terms first, contract order kept
     return ["term", *(run.label for run, _ in views)], rows
 
 
-_ABANDONED = {"abandoned": "run.json still says running, but the rlbench process writing it is gone "
-                            "(killed, or its machine lost); the steps it logged are in the folder"}
+_ABANDONED = {
+    "abandoned": "run.json still says running, but the rlbench process writing it is gone "
+    "(killed, or its machine lost); the steps it logged are in the folder"
+}
 
 
-def failure_rows(runs: list[RunView], damaged: list[DamagedRecord] = (),
-                 not_run: list[dict[str, str]] = ()) -> tuple[list[str], list[list[str]]]:
+def failure_rows(
+    runs: list[RunView], damaged: list[DamagedRecord] = (), not_run: list[dict[str, str]] = ()
+) -> tuple[list[str], list[list[str]]]:
     """Runs that did not succeed, records left out because a file of theirs is damaged, then the runs that
     never started (a sweep's refused cells: {"label", "status", "reason"})."""
     headers = ["run", "record", "status", "cause", "message"]
-    rows = [[run.label, run.path.name, status, (run.record.get("error") or {}).get("kind", ""),
-             (run.record.get("error") or {}).get("message", "") or _ABANDONED.get(status, "")]
-            for run in runs if (status := effective_status(run.record, run.path)) != "succeeded"]
+    rows = [
+        [
+            run.label,
+            run.path.name,
+            status,
+            (run.record.get("error") or {}).get("kind", ""),
+            (run.record.get("error") or {}).get("message", "") or _ABANDONED.get(status, ""),
+        ]
+        for run in runs
+        if (status := effective_status(run.record, run.path)) != "succeeded"
+    ]
     rows += [[str(d.path), d.path.name, "not shown", "damaged record", d.problem] for d in damaged]
     rows += [[cell["label"], "–", cell["status"], "not run", cell["reason"]] for cell in not_run]
     return headers, rows

@@ -62,8 +62,9 @@ def stage_bars(run: RunView) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def _traces(run: RunView, lo: float, hi: float) -> tuple[str, list[tuple[str, pd.Series, pd.Series]],
-                                                        tuple[str, pd.Series, pd.Series] | None] | None:
+def _traces(
+    run: RunView, lo: float, hi: float
+) -> tuple[str, list[tuple[str, pd.Series, pd.Series]], tuple[str, pd.Series, pd.Series] | None] | None:
     """(left axis label, [(name, t, y)], right-axis (label, t, y) or None) inside [lo, hi], or None."""
     t = run.telemetry
     if t is None or t.empty or "source" not in t:
@@ -72,8 +73,11 @@ def _traces(run: RunView, lo: float, hi: float) -> tuple[str, list[tuple[str, pd
     gpu = t[t["source"] == "gpu"]
     if not gpu.empty and "gpu_util_pct" in gpu and gpu["gpu_util_pct"].notna().any():
         per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
-        return ("GPU utilisation (%, mean over GPUs)", [("GPU utilisation", per_time.index, per_time["util"])],
-                ("board power, all GPUs (W)", per_time.index, per_time["power"]))
+        return (
+            "GPU utilisation (%, mean over GPUs)",
+            [("GPU utilisation", per_time.index, per_time["util"])],
+            ("board power, all GPUs (W)", per_time.index, per_time["power"]),
+        )
     host = t[t["source"] == "host"]
     if host.empty or "proc_cpu_util_pct" not in host:
         return None
@@ -94,12 +98,14 @@ def _thin(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _step_hover(run: RunView, step: pd.Series) -> str:
     """The step's aligned telemetry means (steps.parquet), for the hover over its span on the trace panel."""
     parts = [f"step {int(step['step'])}: {step['step_end_unix_s'] - step['step_start_unix_s']:.3g} s"]
-    for column, text, scale in (("gpu_util_mean_pct", "GPU utilisation {:.0f}%", 1),
-                                ("power_mean_w", "power {:.0f} W", 1),
-                                ("energy_j", "energy {:.0f} J", 1),
-                                ("proc_cpu_util_mean_pct", "framework {:.2f} cores", 0.01),
-                                ("cpu_util_mean_pct", "host CPU {:.0f}% of all cores", 1),
-                                ("proc_rss_peak_gb", "framework RSS peak {:.3g} GB", 1)):
+    for column, text, scale in (
+        ("gpu_util_mean_pct", "GPU utilisation {:.0f}%", 1),
+        ("power_mean_w", "power {:.0f} W", 1),
+        ("energy_j", "energy {:.0f} J", 1),
+        ("proc_cpu_util_mean_pct", "framework {:.2f} cores", 0.01),
+        ("cpu_util_mean_pct", "host CPU {:.0f}% of all cores", 1),
+        ("proc_rss_peak_gb", "framework RSS peak {:.3g} GB", 1),
+    ):
         value = step.get(column)
         if value is not None and math.isfinite(value):
             parts.append(text.format(value * scale))
@@ -114,13 +120,26 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
     palette["step"] = (0.55, 0.55, 0.55)
     for _, bar in bars.iterrows():
         row = stages.index(bar["stage"])
-        rect = gantt.barh(row, bar["seconds"], left=bar["start_s"] - origin, height=0.7,
-                          color=palette[bar["stage"]], alpha=0.4 if bar["warmup"] else 0.95, lw=0)[0]
-        share = ("" if bar["stage"] == "step" else
-                 f" of the step's {bar['step_s']:.3g} s ({bar['seconds'] / bar['step_s']:.0%})")
+        rect = gantt.barh(
+            row,
+            bar["seconds"],
+            left=bar["start_s"] - origin,
+            height=0.7,
+            color=palette[bar["stage"]],
+            alpha=0.4 if bar["warmup"] else 0.95,
+            lw=0,
+        )[0]
+        share = (
+            ""
+            if bar["stage"] == "step"
+            else f" of the step's {bar['step_s']:.3g} s ({bar['seconds'] / bar['step_s']:.0%})"
+        )
         name = "whole step" if bar["stage"] == "step" else bar["stage"]
-        tips.tip(rect, f"{run.label}\nstep {bar['step']}{' (warm-up)' if bar['warmup'] else ''} · {name}: "
-                       f"{bar['seconds']:.3g} s{share}, from +{bar['start_s'] - origin:.2f} s")
+        tips.tip(
+            rect,
+            f"{run.label}\nstep {bar['step']}{' (warm-up)' if bar['warmup'] else ''} · {name}: "
+            f"{bar['seconds']:.3g} s{share}, from +{bar['start_s'] - origin:.2f} s",
+        )
     gantt.set_yticks(range(len(stages)), ["whole step" if s == "step" else s for s in stages], fontsize=7)
     gantt.set_ylim(len(stages) - 0.4, -0.6)
     whole = bars[bars["stage"] == "step"]
@@ -129,14 +148,28 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         for ax in (gantt, trace):
             ax.axvline(step["start_s"] - origin, color="#444444", lw=0.6, ls=":")
         if i % label_every == 0:
-            gantt.text((step["start_s"] + step["end_s"]) / 2 - origin, -0.55, str(step["step"]), ha="center",
-                       va="bottom", fontsize=7, color="#444444")
+            gantt.text(
+                (step["start_s"] + step["end_s"]) / 2 - origin,
+                -0.55,
+                str(step["step"]),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color="#444444",
+            )
     for ax in (gantt, trace):
         ax.axvline(whole["end_s"].max() - origin, color="#444444", lw=0.6, ls=":")
     warm = whole[whole["warmup"]]
     if not warm.empty:
-        gantt.axvspan(warm["start_s"].min() - origin, warm["end_s"].max() - origin, color="#f2e6c9", alpha=0.5,
-                      lw=0, zorder=0, label="warm-up")
+        gantt.axvspan(
+            warm["start_s"].min() - origin,
+            warm["end_s"].max() - origin,
+            color="#f2e6c9",
+            alpha=0.5,
+            lw=0,
+            zorder=0,
+            label="warm-up",
+        )
     span = whole["end_s"].max() - origin
     lo, hi = origin - 0.03 * span, whole["end_s"].max() + 0.03 * span
     gantt.set_xlim(lo - origin, hi - origin)
@@ -144,22 +177,35 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
     traces = _traces(run, lo, hi)
     steps = run.steps.dropna(subset=["step_start_unix_s", "step_end_unix_s"])
     for _, step in steps.iterrows():  # an invisible hover area per step: the step's aligned telemetry means
-        tips.tip(trace.axvspan(step["step_start_unix_s"] - origin, step["step_end_unix_s"] - origin, alpha=0,
-                               zorder=0), _step_hover(run, step), zone=True)
+        tips.tip(
+            trace.axvspan(step["step_start_unix_s"] - origin, step["step_end_unix_s"] - origin, alpha=0, zorder=0),
+            _step_hover(run, step),
+            zone=True,
+        )
     trace.set_xlabel("seconds since the first step began", fontsize=7)
     if traces is None:
-        trace.text(0.5, 0.5, "no telemetry samples in the steps' window", transform=trace.transAxes,
-                   ha="center", va="center", fontsize=7, color="#888888")
+        trace.text(
+            0.5,
+            0.5,
+            "no telemetry samples in the steps' window",
+            transform=trace.transAxes,
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="#888888",
+        )
         trace.set_yticks([])
         return f"{run.label}: no telemetry samples while its steps ran"
     left_label, lines, right = traces
     handles = []
     for (name, x, y), color in zip(lines, ("#4c72b0", "#8172b3")):
         x, y = _thin(x, y)
-        line, = trace.plot(x - origin, y, color=color, lw=1, label=name)
+        (line,) = trace.plot(x - origin, y, color=color, lw=1, label=name)
         handles.append(line)
-        tips.tip(line, f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g} ({left_label})"
-                 if len(y) else name)
+        tips.tip(
+            line,
+            f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g} ({left_label})" if len(y) else name,
+        )
     trace.set_ylabel(left_label, fontsize=7)
     top = max((np.nanmax(np.asarray(y, float)) for _, _, y in lines if len(y)), default=1.0)
     trace.set_ylim(0, max(top, 1e-9) * 1.12)  # a host line pinned at all cores stays visible under the frame
@@ -167,7 +213,7 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         name, x, y = right
         x, y = _thin(x, y)
         twin = trace.twinx()
-        line, = twin.plot(x - origin, y, color="#c44e52", lw=1, label=name)
+        (line,) = twin.plot(x - origin, y, color="#c44e52", lw=1, label=name)
         handles.append(line)
         tips.tip(line, f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g}" if len(y) else name)
         twin.set_ylabel(name, fontsize=7, color="#c44e52")
@@ -187,17 +233,26 @@ def timeline_view(runs: list[RunView]) -> View:
         else:
             drawable.append((run, bars))
     if not drawable:
-        return View.skipped(TITLE, "Not drawn: no run recorded step boundaries "
-                                   f"({'; '.join(notes) if notes else 'no runs'}).")
+        return View.skipped(
+            TITLE, f"Not drawn: no run recorded step boundaries ({'; '.join(notes) if notes else 'no runs'})."
+        )
     if len(drawable) > MAX_RUNS:
-        notes += [f"{run.label}: left out (the timeline shows the first {MAX_RUNS} runs; report fewer records "
-                  "to see it)" for run, _ in drawable[MAX_RUNS:]]
+        notes += [
+            f"{run.label}: left out (the timeline shows the first {MAX_RUNS} runs; report fewer records to see it)"
+            for run, _ in drawable[MAX_RUNS:]
+        ]
         drawable = drawable[:MAX_RUNS]
     heights = []
     for _, bars in drawable:
         heights += [0.9 + 0.22 * bars["stage"].nunique(), 1.7]
-    fig, axes = plt.subplots(len(heights), 1, figsize=(11, sum(heights) + 0.4 * len(drawable)),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        len(heights),
+        1,
+        figsize=(11, sum(heights) + 0.4 * len(drawable)),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+        layout="constrained",
+    )
     tips = Tips("timeline")
     for i, (run, bars) in enumerate(drawable):
         gantt, trace = axes[2 * i][0], axes[2 * i + 1][0]
@@ -206,10 +261,12 @@ def timeline_view(runs: list[RunView]) -> View:
         note = _draw_run(tips, gantt, trace, run, bars)
         if note:
             notes.append(note)
-    caption = ("Each run's steps on one time axis: bars are the stages the framework timed (paler: warm-up steps), "
-               "dotted lines the step boundaries, step numbers on top. Frameworks log each stage's duration, not its "
-               "start, so stages are laid end to end from the step's start in pipeline order; the gap to the step's "
-               "end is untimed work. Below: rlbench's own samples over the same seconds (CPU runs: cores used by the "
-               "framework's processes and by the whole host, whose gap is other processes; GPU runs: utilisation "
-               "and board power). Hover a bar, a line or a step's span for its values.")
+    caption = (
+        "Each run's steps on one time axis: bars are the stages the framework timed (paler: warm-up steps), "
+        "dotted lines the step boundaries, step numbers on top. Frameworks log each stage's duration, not its "
+        "start, so stages are laid end to end from the step's start in pipeline order; the gap to the step's "
+        "end is untimed work. Below: rlbench's own samples over the same seconds (CPU runs: cores used by the "
+        "framework's processes and by the whole host, whose gap is other processes; GPU runs: utilisation "
+        "and board power). Hover a bar, a line or a step's span for its values."
+    )
     return View.drawn(TITLE, caption, tips.svg(fig), notes)

@@ -33,12 +33,19 @@ def model_cache(tmp_path_factory) -> Path:
     return path
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`python -m rlbench ARGS` in a fresh process, as a user's shell would run it."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "rlbench", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd or PROJECT_ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "rlbench", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd or PROJECT_ROOT,
+        timeout=timeout,
+    )
 
 
 GOLDEN_RECORDS = PROJECT_ROOT / "tests" / "data" / "records"
@@ -60,8 +67,19 @@ def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
     The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
     so a hang still ends in a record; a failure shows the framework's log tail.
     """
-    result = run_cli("run", "--framework", framework, "--workload", "gsm8k-grpo-tiny", "--steps", "2",
-                     "--out", str(out), timeout=timeout_s + 300, env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)})
+    result = run_cli(
+        "run",
+        "--framework",
+        framework,
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        timeout=timeout_s + 300,
+        env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
+    )
     logs = sorted(out.glob("*/framework.log"))
     tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
     assert result.returncode == 0, result.stderr + tail
@@ -74,16 +92,19 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
 
     import numpy as np
     import pandas as pd
+
     from rlbench.record.store import write_run_json, write_steps
     from rlbench.workloads.catalog import load_workload
 
     folder.mkdir(parents=True)
     times = np.concatenate([[9.0], np.asarray(step_times, float)])
     workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(times.size)) | {"version": version}
-    write_run_json(folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload,
-                            "parallel": {"dp": 1}})
-    write_steps(folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times,
-                                      "tokens_per_s": 1000 / times}))
+    write_run_json(
+        folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload, "parallel": {"dp": 1}}
+    )
+    write_steps(
+        folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times, "tokens_per_s": 1000 / times})
+    )
     return folder
 
 

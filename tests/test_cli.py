@@ -40,11 +40,13 @@ def test_malformed_yaml(tmp_path):
 
 def test_unsupported_parallel_knob(tmp_path):
     out = tmp_path / "out"
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "pp=2",
-                     "--out", str(out))
+    result = run_cli(
+        "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "pp=2", "--out", str(out)
+    )
     _assert_clean_error(result, "--parallel pp=2: TRL 1.16 trains through accelerate", out)
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "zp=2",
-                     "--out", str(out))
+    result = run_cli(
+        "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "zp=2", "--out", str(out)
+    )
     _assert_clean_error(result, "unknown knob 'zp'", out)
 
 
@@ -53,8 +55,16 @@ def test_missing_data(tmp_path):
     out = tmp_path / "out"
     empty = tmp_path / "no-data"
     empty.mkdir()
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out),
-                     env={"RLBENCH_DATA_DIR": str(empty), "HF_HUB_OFFLINE": "1"})
+    result = run_cli(
+        "run",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--out",
+        str(out),
+        env={"RLBENCH_DATA_DIR": str(empty), "HF_HUB_OFFLINE": "1"},
+    )
     _assert_clean_error(result, "RLBENCH_DATA_DIR", out)
 
 
@@ -63,8 +73,7 @@ def test_framework_not_installed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(TRLAdapter, "version", lambda self: None)
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out)])
     assert result.exit_code == 2 and result.exception is not None and isinstance(result.exception, SystemExit)
     assert "framework 'trl' is not installed; install it with pip install 'rlbench[trl]'" in result.output
     assert not out.exists()
@@ -91,7 +100,6 @@ def test_framework_unusable_here_is_refused_before_any_record(tmp_path, monkeypa
 
     monkeypatch.setattr(TRLAdapter, "usable_here", lambda self: (False, "no NVIDIA GPU"))
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out)])
     assert result.exit_code == 2 and "framework 'trl' cannot run on this machine: no NVIDIA GPU" in result.output
     assert not out.exists()

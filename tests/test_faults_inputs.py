@@ -40,6 +40,7 @@ def assert_no_traceback(result: subprocess.CompletedProcess) -> None:
 
 # ---------------------------------------------------------------- damaged records
 
+
 def _cut(path: Path, keep: int) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
@@ -62,29 +63,59 @@ def _edit_json(path: Path, keys: tuple[str, ...], value) -> None:
 DAMAGES = {
     "truncated-run-json": ("run.json", lambda d: _cut(d / "run.json", 300), "run.json is not valid JSON"),
     "empty-run-json": ("run.json", lambda d: (d / "run.json").write_bytes(b""), "run.json is not valid JSON"),
-    "binary-run-json": ("run.json", lambda d: (d / "run.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe"),
-                        "run.json is not UTF-8 text"),
-    "run-json-not-an-object": ("run.json", lambda d: (d / "run.json").write_text("[1, 2]\n"),
-                               "run.json is not a JSON object"),
-    "run-json-without-framework": ("run.json", lambda d: (d / "run.json").write_text(json.dumps(
-        {k: v for k, v in json.loads((GOLDEN / "run.json").read_text()).items() if k != "framework"})),
-        "run.json field 'framework' is missing"),
+    "binary-run-json": (
+        "run.json",
+        lambda d: (d / "run.json").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe"),
+        "run.json is not UTF-8 text",
+    ),
+    "run-json-not-an-object": (
+        "run.json",
+        lambda d: (d / "run.json").write_text("[1, 2]\n"),
+        "run.json is not a JSON object",
+    ),
+    "run-json-without-framework": (
+        "run.json",
+        lambda d: (d / "run.json").write_text(
+            json.dumps({k: v for k, v in json.loads((GOLDEN / "run.json").read_text()).items() if k != "framework"})
+        ),
+        "run.json field 'framework' is missing",
+    ),
     "truncated-steps": ("steps.parquet", lambda d: _cut(d / "steps.parquet", 500), "steps.parquet is not a readable"),
-    "garbage-telemetry": ("telemetry.parquet", lambda d: (d / "telemetry.parquet").write_bytes(b"not parquet\n"),
-                          "telemetry.parquet is not a readable"),
-    "steps-without-step": ("steps.parquet", lambda d: _rewrite(d / "steps.parquet", lambda t: t.drop(columns="step")),
-                           "steps.parquet has no 'step' column"),
-    "telemetry-time-as-text": ("telemetry.parquet", lambda d: _rewrite(d / "telemetry.parquet", lambda t: t.assign(
-        time_unix_s=t["time_unix_s"].astype(str))), "telemetry.parquet column 'time_unix_s' is not numeric"),
-    "summary-median-text": ("run.json", lambda d: _edit_json(d / "run.json", ("summary", "step_time_s", "median"), "x"),
-                            "run.json field summary.step_time_s lacks a numeric median"),
-    "gpus-not-a-list": ("run.json", lambda d: _edit_json(d / "run.json", ("environment", "gpus"), "H100"),
-                        "run.json field environment.gpus is not a list of mappings"),
-    "vs-model-stage-not-a-mapping": ("run.json", lambda d: _edit_json(d / "run.json", ("vs_model", "stages"),
-                                                                      {"gen": 1}),
-                                     "run.json field vs_model.stages is not a mapping of mappings"),
-    "truncated-prediction": ("prediction.json", lambda d: _cut(d / "prediction.json", 100),
-                             "prediction.json is not valid JSON"),
+    "garbage-telemetry": (
+        "telemetry.parquet",
+        lambda d: (d / "telemetry.parquet").write_bytes(b"not parquet\n"),
+        "telemetry.parquet is not a readable",
+    ),
+    "steps-without-step": (
+        "steps.parquet",
+        lambda d: _rewrite(d / "steps.parquet", lambda t: t.drop(columns="step")),
+        "steps.parquet has no 'step' column",
+    ),
+    "telemetry-time-as-text": (
+        "telemetry.parquet",
+        lambda d: _rewrite(d / "telemetry.parquet", lambda t: t.assign(time_unix_s=t["time_unix_s"].astype(str))),
+        "telemetry.parquet column 'time_unix_s' is not numeric",
+    ),
+    "summary-median-text": (
+        "run.json",
+        lambda d: _edit_json(d / "run.json", ("summary", "step_time_s", "median"), "x"),
+        "run.json field summary.step_time_s lacks a numeric median",
+    ),
+    "gpus-not-a-list": (
+        "run.json",
+        lambda d: _edit_json(d / "run.json", ("environment", "gpus"), "H100"),
+        "run.json field environment.gpus is not a list of mappings",
+    ),
+    "vs-model-stage-not-a-mapping": (
+        "run.json",
+        lambda d: _edit_json(d / "run.json", ("vs_model", "stages"), {"gen": 1}),
+        "run.json field vs_model.stages is not a mapping of mappings",
+    ),
+    "truncated-prediction": (
+        "prediction.json",
+        lambda d: _cut(d / "prediction.json", 100),
+        "prediction.json is not valid JSON",
+    ),
 }
 
 
@@ -121,8 +152,12 @@ def test_history_names_and_skips_each_damaged_record(results, tmp_path):
 
 
 def test_report_of_only_damaged_records_is_refused(results, tmp_path):
-    assert_refused(run_cli("report", str(results / "truncated-run-json"), "--out", str(tmp_path / "r.html")),
-                   "no readable run record", "run.json is not valid JSON", "restore")
+    assert_refused(
+        run_cli("report", str(results / "truncated-run-json"), "--out", str(tmp_path / "r.html")),
+        "no readable run record",
+        "run.json is not valid JSON",
+        "restore",
+    )
     assert not (tmp_path / "r.html").exists()
 
 
@@ -149,14 +184,20 @@ def test_compare_of_a_record_with_itself_says_so(results):
 def test_report_out_under_a_regular_file(results, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    assert_refused(run_cli("report", str(results / "good"), "--out", str(blocker / "sub" / "report.html")),
-                   "--out", f"{blocker} is a file, not a folder")
+    assert_refused(
+        run_cli("report", str(results / "good"), "--out", str(blocker / "sub" / "report.html")),
+        "--out",
+        f"{blocker} is a file, not a folder",
+    )
 
 
-@pytest.mark.parametrize("command", [
-    ("sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny"),
-    ("calibrate", "--framework", "trl"),
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny"),
+        ("calibrate", "--framework", "trl"),
+    ],
+)
 def test_sweep_and_calibrate_out_under_a_regular_file(tmp_path, command):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
@@ -166,15 +207,21 @@ def test_sweep_and_calibrate_out_under_a_regular_file(tmp_path, command):
 def _in_read_only_mount(mount: Path, *args: str) -> subprocess.CompletedProcess:
     """`python -m rlbench ARGS` in a private mount namespace where `mount` is a read-only tmpfs."""
     mount.mkdir(exist_ok=True)
-    script = f"mount -t tmpfs -o ro,size=64k tmpfs {mount} && exec \"$@\""
-    return subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-m", "rlbench", *args],
-                          capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
+    script = f'mount -t tmpfs -o ro,size=64k tmpfs {mount} && exec "$@"'
+    return subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-m", "rlbench", *args],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=120,
+    )
 
 
 @pytest.fixture
 def read_only_dir(tmp_path) -> Path:
-    probe = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount -t tmpfs -o ro tmpfs {tmp_path}"],
-                           capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", f"mount -t tmpfs -o ro tmpfs {tmp_path}"], capture_output=True
+    )
     if shutil.which("unshare") is None or probe.returncode != 0:
         pytest.skip("no private mount namespace here (needs unshare and CAP_SYS_ADMIN)")
     return tmp_path / "ro"
@@ -186,19 +233,41 @@ def test_report_out_on_a_read_only_filesystem(results, read_only_dir):
 
 
 def _sweep_index() -> dict:
-    cell = {"id": "c000", "framework": "trl", "workload": "gsm8k-grpo-tiny", "parallel": {}, "repeat": 1,
-            "status": "succeeded", "reason": None, "error": None, "record": None, "previous_records": [],
-            "executor": None, "started_at": None, "ended_at": None}
-    request = {"frameworks": ["trl"], "workloads": ["gsm8k-grpo-tiny"], "grid": {}, "parallel": [], "steps": 1,
-               "seed": 0, "repeats": 1, "timeout_s": 60}
+    cell = {
+        "id": "c000",
+        "framework": "trl",
+        "workload": "gsm8k-grpo-tiny",
+        "parallel": {},
+        "repeat": 1,
+        "status": "succeeded",
+        "reason": None,
+        "error": None,
+        "record": None,
+        "previous_records": [],
+        "executor": None,
+        "started_at": None,
+        "ended_at": None,
+    }
+    request = {
+        "frameworks": ["trl"],
+        "workloads": ["gsm8k-grpo-tiny"],
+        "grid": {},
+        "parallel": [],
+        "steps": 1,
+        "seed": 0,
+        "repeats": 1,
+        "timeout_s": 60,
+    }
     return {"schema_version": 1, "sweep_id": "s", "status": "interrupted", "request": request, "cells": [cell]}
 
 
 SWEEP_DAMAGES = {
     "truncated": (lambda text: text[:150], "not valid JSON"),
     "a-list": (lambda text: "[]", "holds a list"),
-    "request-mistyped": (lambda text: json.dumps({**json.loads(text), "request": {
-        **json.loads(text)["request"], "frameworks": 3}}), "its request is malformed"),
+    "request-mistyped": (
+        lambda text: json.dumps({**json.loads(text), "request": {**json.loads(text)["request"], "frameworks": 3}}),
+        "its request is malformed",
+    ),
     "cell-without-status": (lambda text: text.replace('"status": "succeeded", ', ""), "field 'status'"),
 }
 
@@ -217,11 +286,14 @@ def test_nightly_skips_damaged_history_and_ends_terminal(tmp_path):
     shutil.copytree(GOLDEN, results / "old" / "bad")
     _cut(results / "old" / "bad" / "run.json", 200)
     config = tmp_path / "nightly.yaml"
-    config.write_text(f"results: {results}\nbaseline: {tmp_path / 'baseline'}\nthreshold: 5%\n"
-                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n    steps: 2\n")
+    config.write_text(
+        f"results: {results}\nbaseline: {tmp_path / 'baseline'}\nthreshold: 5%\n"
+        "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n    steps: 2\n"
+    )
     pytest.importorskip("trl")
-    result = run_cli("nightly", "--config", str(config),
-                     env={"RLBENCH_RUN_TIMEOUT_S": "1", "RLBENCH_CACHE": str(tmp_path / "cache")})
+    result = run_cli(
+        "nightly", "--config", str(config), env={"RLBENCH_RUN_TIMEOUT_S": "1", "RLBENCH_CACHE": str(tmp_path / "cache")}
+    )
     assert_no_traceback(result)
     assert result.returncode == 1, result.stderr  # the timed-out benchmark failed the night
     assert f"warning: skipped {results / 'old' / 'bad'}: damaged run record" in result.stderr
@@ -235,10 +307,13 @@ def test_nightly_folder_under_a_regular_file_is_refused_before_the_night(tmp_pat
     blocker.write_text("x")
     paths = {"results": tmp_path / "runs", "baseline": tmp_path / "baseline", folder: blocker / folder}
     config = tmp_path / "nightly.yaml"
-    config.write_text(f"results: {paths['results']}\nbaseline: {paths['baseline']}\n"
-                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
-    assert_refused(run_cli("nightly", "--config", str(config), *flags), f"nightly {folder} folder",
-                   "is a file, not a folder")
+    config.write_text(
+        f"results: {paths['results']}\nbaseline: {paths['baseline']}\n"
+        "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n"
+    )
+    assert_refused(
+        run_cli("nightly", "--config", str(config), *flags), f"nightly {folder} folder", "is a file, not a folder"
+    )
 
 
 # ---------------------------------------------------------------- validate: every check `run` makes
@@ -308,6 +383,7 @@ def test_run_refuses_the_same_workload_before_launching(tmp_path):
 
 # ---------------------------------------------------------------- data files
 
+
 def _data_dir(tmp_path: Path, train: bytes) -> Path:
     (tmp_path / "data" / "gsm8k").mkdir(parents=True)
     (tmp_path / "data" / "gsm8k" / "train.jsonl").write_bytes(train)
@@ -326,42 +402,66 @@ def test_an_empty_train_file_is_empty_and_no_tiny_model_is_cached(tmp_path):
     env = {"RLBENCH_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1", "RLBENCH_CACHE": str(cache)}
     assert_refused(run_cli("validate", "gsm8k-grpo-tiny", env=env), "is empty")
     out = tmp_path / "out"
-    assert_refused(run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out), env=env),
-                   "train.jsonl is empty")
+    assert_refused(
+        run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out), env=env),
+        "train.jsonl is empty",
+    )
     assert not (cache / "tiny-models").exists() or not any((cache / "tiny-models").iterdir())
 
 
 # ---------------------------------------------------------------- environment and command line
 
-@pytest.mark.parametrize("name, value, needle", [
-    ("RLBENCH_RUN_TIMEOUT_S", "abc", "RLBENCH_RUN_TIMEOUT_S='abc': expected a number of seconds"),
-    ("RLBENCH_RUN_TIMEOUT_S", "-5", "RLBENCH_RUN_TIMEOUT_S='-5'"),
-    ("RLBENCH_SAMPLE_HZ", "abc", "RLBENCH_SAMPLE_HZ='abc'"),
-    ("RLBENCH_GPU_HOUR_USD", "two dollars", "RLBENCH_GPU_HOUR_USD='two dollars'"),
-    ("RLBENCH_KWH_USD", "-1", "RLBENCH_KWH_USD='-1'"),
-    ("RLBENCH_CACHE", "{file}", "is a file, not a folder"),
-    ("RLBENCH_NCCL_LOG", "maybe", "RLBENCH_NCCL_LOG='maybe': expected 1 or 0"),
-])
+
+@pytest.mark.parametrize(
+    "name, value, needle",
+    [
+        ("RLBENCH_RUN_TIMEOUT_S", "abc", "RLBENCH_RUN_TIMEOUT_S='abc': expected a number of seconds"),
+        ("RLBENCH_RUN_TIMEOUT_S", "-5", "RLBENCH_RUN_TIMEOUT_S='-5'"),
+        ("RLBENCH_SAMPLE_HZ", "abc", "RLBENCH_SAMPLE_HZ='abc'"),
+        ("RLBENCH_GPU_HOUR_USD", "two dollars", "RLBENCH_GPU_HOUR_USD='two dollars'"),
+        ("RLBENCH_KWH_USD", "-1", "RLBENCH_KWH_USD='-1'"),
+        ("RLBENCH_CACHE", "{file}", "is a file, not a folder"),
+        ("RLBENCH_NCCL_LOG", "maybe", "RLBENCH_NCCL_LOG='maybe': expected 1 or 0"),
+    ],
+)
 def test_a_bad_environment_setting_is_one_line(tmp_path, name, value, needle):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     out = tmp_path / "out"
     env = {name: value.format(file=blocker)}
-    assert_refused(run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out),
-                           env=env, timeout=120), needle)
+    assert_refused(
+        run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out), env=env, timeout=120),
+        needle,
+    )
     assert not out.exists() or not any(out.iterdir())
 
 
 def test_a_repeated_parallel_knob_is_refused(tmp_path):
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--parallel", "dp=1",
-                     "--parallel", "dp=2", "--dry-run")
+    result = run_cli(
+        "run",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--parallel",
+        "dp=1",
+        "--parallel",
+        "dp=2",
+        "--dry-run",
+    )
     assert_refused(result, "--parallel dp= is given twice", "dp=1 and dp=2")
 
 
 # ---------------------------------------------------------------- predict on damaged model configs
 
-GOOD_CONFIG = {"num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14, "num_key_value_heads": 2,
-               "intermediate_size": 4864, "vocab_size": 151936}
+GOOD_CONFIG = {
+    "num_hidden_layers": 24,
+    "hidden_size": 896,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+}
 BAD_CONFIGS = {
     "zero-layers": ({"num_hidden_layers": 0}, "num_hidden_layers=0 must be a whole number >= 1"),
     "negative-heads": ({"num_attention_heads": -14}, "num_attention_heads=-14"),
@@ -398,6 +498,7 @@ def test_predict_on_a_missing_config_file_says_so(tmp_path):
 
 # ---------------------------------------------------------------- a sweep stopped by SIGTERM
 
+
 def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
     """`kill` (SIGTERM) to a real sweep while its one TRL run starts: the index and output name SIGTERM."""
     import signal
@@ -405,9 +506,27 @@ def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
 
     pytest.importorskip("trl")
     env = {**__import__("os").environ, "RLBENCH_CACHE": str(tmp_path / "cache")}
-    process = subprocess.Popen([sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload",
-                                "gsm8k-grpo-tiny", "--steps", "2", "--out", str(tmp_path / "out")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT, env=env)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbench",
+            "sweep",
+            "--framework",
+            "trl",
+            "--workload",
+            "gsm8k-grpo-tiny",
+            "--steps",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+        env=env,
+    )
     deadline = time.monotonic() + 120
     while not list((tmp_path / "out").glob("*-sweep-*/*/run.json")) and time.monotonic() < deadline:
         time.sleep(0.2)  # the run's record folder exists: the cell has started
@@ -421,14 +540,22 @@ def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
 
 # ---------------------------------------------------------------- the nightly config, read like a workload
 
-@pytest.mark.parametrize("text, needle", [
-    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - framework: trl\n    workload: caf\xe9\n", "is not UTF-8 text"),
-    (b"results: x\nresults: /tmp/y\nbaseline: /tmp/b\nmatrix: []\n", "key 'results' appears twice"),
-    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: abc}\n",
-     "'seed' must be an integer"),
-    (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, steps: true}\n",
-     "'steps' must be a positive integer"),
-])
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (b"results: x\nbaseline: /tmp/b\nmatrix:\n  - framework: trl\n    workload: caf\xe9\n", "is not UTF-8 text"),
+        (b"results: x\nresults: /tmp/y\nbaseline: /tmp/b\nmatrix: []\n", "key 'results' appears twice"),
+        (
+            b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: abc}\n",
+            "'seed' must be an integer",
+        ),
+        (
+            b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, steps: true}\n",
+            "'steps' must be a positive integer",
+        ),
+    ],
+)
 def test_a_damaged_nightly_config_is_one_line(tmp_path, text, needle):
     config = tmp_path / "nightly.yaml"
     config.write_bytes(text)
@@ -437,26 +564,42 @@ def test_a_damaged_nightly_config_is_one_line(tmp_path, text, needle):
 
 
 def test_sweep_out_on_a_read_only_filesystem(read_only_dir):
-    result = _in_read_only_mount(read_only_dir, "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
-                                 "--out", str(read_only_dir / "sweeps"))
+    result = _in_read_only_mount(
+        read_only_dir,
+        "sweep",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--out",
+        str(read_only_dir / "sweeps"),
+    )
     assert_refused(result, "--out", "Read-only file system")
 
 
 def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
     config = tmp_path / "nightly.yaml"
-    config.write_text(f"results: {read_only_dir / 'runs'}\nbaseline: {tmp_path / 'baseline'}\n"
-                      "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n")
+    config.write_text(
+        f"results: {read_only_dir / 'runs'}\nbaseline: {tmp_path / 'baseline'}\n"
+        "matrix:\n  - framework: trl\n    workload: gsm8k-grpo-tiny\n"
+    )
     result = _in_read_only_mount(read_only_dir, "nightly", "--config", str(config))
     assert_refused(result, "nightly results folder", "Read-only file system")
 
     assert not list((tmp_path / "runs").glob("*-night-*"))  # no night was started
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "abc"), "Invalid value for '--steps'"),
-    (("run", "--workload", "gsm8k-grpo-tiny"), "Missing option '--framework'"),
-    (("reprot", "results"), "No such command 'reprot'"),
-    (("compare", "only-one"), "Missing argument 'CANDIDATE'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (
+            ("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "abc"),
+            "Invalid value for '--steps'",
+        ),
+        (("run", "--workload", "gsm8k-grpo-tiny"), "Missing option '--framework'"),
+        (("reprot", "results"), "No such command 'reprot'"),
+        (("compare", "only-one"), "Missing argument 'CANDIDATE'"),
+    ],
+)
 def test_click_usage_errors_are_one_error_line(args, needle):
     assert_refused(run_cli(*args), needle, "-h`")

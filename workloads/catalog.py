@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.workloads.spec import (AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec,
-                                    TinyModelSpec, Workload)
+from rlbench.workloads.spec import AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec, TinyModelSpec, Workload
 from rlbench.yaml_input import read_yaml
 
 WORKLOAD_DIR = Path(__file__).resolve().parent

@@ -100,13 +100,32 @@ def _math_problem(row: Row) -> Parsed:
 
 # ---------------------------------------------------------------- the registry
 
-DATASETS: dict[str, Dataset] = {row.name: row for row in (
-    Dataset(name="gsm8k", local_dir="gsm8k", splits=("train", "test"), hub_path="openai/gsm8k", hub_config="main",
-            parse=_gsm8k_problem, extract=numeric.extract, matches=numeric.matches),
-    # MATH-500 (the PRM800K test subset of Hendrycks' MATH) is only ever published as a test split.
-    Dataset(name="math", local_dir="math500", splits=("test",), hub_path="HuggingFaceH4/MATH-500", hub_config=None,
-            parse=_math_problem, extract=boxed.extract, matches=boxed.matches),
-)}
+DATASETS: dict[str, Dataset] = {
+    row.name: row
+    for row in (
+        Dataset(
+            name="gsm8k",
+            local_dir="gsm8k",
+            splits=("train", "test"),
+            hub_path="openai/gsm8k",
+            hub_config="main",
+            parse=_gsm8k_problem,
+            extract=numeric.extract,
+            matches=numeric.matches,
+        ),
+        # MATH-500 (the PRM800K test subset of Hendrycks' MATH) is only ever published as a test split.
+        Dataset(
+            name="math",
+            local_dir="math500",
+            splits=("test",),
+            hub_path="HuggingFaceH4/MATH-500",
+            hub_config=None,
+            parse=_math_problem,
+            extract=boxed.extract,
+            matches=boxed.matches,
+        ),
+    )
+}
 
 
 def names() -> tuple[str, ...]:

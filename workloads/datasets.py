@@ -20,9 +20,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 from rlbench.errors import RLBenchError
@@ -118,8 +119,10 @@ def _local_problems(source: Dataset, split: str, path: Path, limit: int | None) 
     problems = [_to_problem(source, Row(row, split, index, str(path))) for index, row in enumerate(rows)]
     if not problems and limit != 0:
         # Caught here, before a tiny model is trained (and cached) on an empty corpus.
-        raise RLBenchError(f"{path} is empty (no JSON lines): dataset {source.name!r} split {split!r} has no problems; "
-                           f"restore the file, or point {DATA_DIR_ENV} at a complete copy")
+        raise RLBenchError(
+            f"{path} is empty (no JSON lines): dataset {source.name!r} split {split!r} has no problems; "
+            f"restore the file, or point {DATA_DIR_ENV} at a complete copy"
+        )
     return problems
 
 
@@ -133,8 +136,10 @@ def _read_jsonl(path: Path, limit: int | None) -> Iterator[dict[str, Any]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise RLBenchError(f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
-                                   f"{exc.start + 1}); restore the file or re-save it as UTF-8") from None
+                raise RLBenchError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                    f"{exc.start + 1}); restore the file or re-save it as UTF-8"
+                ) from None
             if not line.strip():
                 continue
             yield _parse_line(path, number, line)
@@ -156,8 +161,12 @@ def _parse_line(path: Path, number: int, line: str) -> dict[str, Any]:
 
 def _to_problem(source: Dataset, row: Row) -> Problem:
     parsed = source.parse(row)
-    return Problem(uid=f"{source.name}/{parsed.key}", question=parsed.question,
-                   ground_truth=parsed.ground_truth, dataset=source.name)
+    return Problem(
+        uid=f"{source.name}/{parsed.key}",
+        question=parsed.question,
+        ground_truth=parsed.ground_truth,
+        dataset=source.name,
+    )
 
 
 # ---------------------------------------------------------------- hub
@@ -194,8 +203,10 @@ def _hub_unresolvable() -> str | None:
     lookup first. Behind a proxy the local resolver may not know the host while the
     proxy does, so the check is skipped there.
     """
-    if any(os.environ.get(name) for name in
-           ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")):
+    if any(
+        os.environ.get(name)
+        for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+    ):
         return None
     host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
     if not host:
@@ -236,4 +247,5 @@ def _missing_data_error(source: Dataset, split: str, hub_reason: str) -> RLBench
     return RLBenchError(
         f"no data for dataset {source.name!r} split {split!r}: looked for {looked}; "
         f"hub {source.hub_path}: {hub_reason}. "
-        f"Set {DATA_DIR_ENV} to a folder holding {relative}, or put the file at {target / relative}.")
+        f"Set {DATA_DIR_ENV} to a folder holding {relative}, or put the file at {target / relative}."
+    )

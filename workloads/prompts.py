@@ -42,8 +42,9 @@ def shuffled_problems(workload: Workload, seed: int) -> list[Problem]:
 
 def prompt_length(tokenizer, workload: Workload, text: str) -> int:
     if workload.prompt.chat and getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                            tokenize=True)
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
         ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
         return len(ids)
     return len(tokenizer(text)["input_ids"])
@@ -52,11 +53,16 @@ def prompt_length(tokenizer, workload: Workload, text: str) -> int:
 def select_prompts(workload: Workload, problems: list[Problem], tokenizer) -> list[PromptRecord]:
     """The run's prompts in order: overlong ones dropped, the split cycled if too short."""
     needed = workload.steps * workload.prompts_per_step
-    kept = [r for r in (render(workload, p) for p in problems)
-            if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length]
+    kept = [
+        r
+        for r in (render(workload, p) for p in problems)
+        if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length
+    ]
     if not kept:
-        raise RLBenchError(f"workload {workload.name}: no prompt fits max_prompt_length={workload.max_prompt_length} "
-                           "tokens; raise max_prompt_length in the workload file")
+        raise RLBenchError(
+            f"workload {workload.name}: no prompt fits max_prompt_length={workload.max_prompt_length} "
+            "tokens; raise max_prompt_length in the workload file"
+        )
     return [kept[i % len(kept)] for i in range(needed)]
 
 

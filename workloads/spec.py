@@ -25,8 +25,11 @@ def _require(ok: bool, name: str, why: str) -> None:
 
 
 def _positive_int(value: object, name: str) -> None:
-    _require(isinstance(value, int) and not isinstance(value, bool) and value > 0, name,
-             f"must be a positive integer, got {value!r}")
+    _require(
+        isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        name,
+        f"must be a positive integer, got {value!r}",
+    )
 
 
 def _integer(value: object, name: str) -> None:
@@ -59,8 +62,11 @@ def _template_problem(template: str) -> str | None:
 
 
 def _number_in(value: object, name: str, low: float, high: float) -> None:
-    _require(isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
-             name, f"must be a number in [{low}, {high}], got {value!r}")
+    _require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high,
+        name,
+        f"must be a number in [{low}, {high}], got {value!r}",
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,10 +108,15 @@ class AlgorithmSpec:
     learning_rate: float = 1e-6
 
     def __post_init__(self) -> None:
-        _require(self.name in ALGORITHMS, "algorithm.name", f"must be one of {', '.join(ALGORITHMS)}, got {self.name!r}")
+        _require(
+            self.name in ALGORITHMS, "algorithm.name", f"must be one of {', '.join(ALGORITHMS)}, got {self.name!r}"
+        )
         _positive_int(self.group_size, "algorithm.group_size")
-        _require(self.name != "grpo" or self.group_size >= 2, "algorithm.group_size",
-                 "GRPO needs at least 2 responses per prompt for a group baseline")
+        _require(
+            self.name != "grpo" or self.group_size >= 2,
+            "algorithm.group_size",
+            "GRPO needs at least 2 responses per prompt for a group baseline",
+        )
         _number_in(self.kl_coef, "algorithm.kl_coef", 0.0, 10.0)
         _number_in(self.clip_ratio, "algorithm.clip_ratio", 0.0, 1.0)
         _positive_int(self.epochs, "algorithm.epochs")
@@ -144,11 +155,17 @@ class TinyModelSpec:
             _require(getattr(self, name) >= 0, f"model.tiny.{name}", f"must be >= 0, got {getattr(self, name)}")
         if not self.num_experts:
             for name in MOE_FIELDS[1:]:
-                _require(getattr(self, name) == 0, f"model.tiny.{name}",
-                         "is for a mixture of experts only; set model.tiny.num_experts > 0 or remove it")
+                _require(
+                    getattr(self, name) == 0,
+                    f"model.tiny.{name}",
+                    "is for a mixture of experts only; set model.tiny.num_experts > 0 or remove it",
+                )
             return
-        _require(1 <= self.experts_per_token <= self.num_experts, "model.tiny.experts_per_token",
-                 f"must be in 1..num_experts ({self.num_experts}), got {self.experts_per_token}")
+        _require(
+            1 <= self.experts_per_token <= self.num_experts,
+            "model.tiny.experts_per_token",
+            f"must be in 1..num_experts ({self.num_experts}), got {self.experts_per_token}",
+        )
         _positive_int(self.expert_intermediate_size, "model.tiny.expert_intermediate_size")
 
     @property
@@ -168,9 +185,14 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         _require(isinstance(self.name, str) and bool(self.name), "model.name", "must be a hub id, a path or 'tiny'")
-        _require(self.dtype in ("bfloat16", "float32"), "model.dtype", f"must be bfloat16 or float32, got {self.dtype!r}")
-        _require((self.name == "tiny") == (self.tiny is not None), "model.tiny",
-                 "is required exactly when model.name is 'tiny'")
+        _require(
+            self.dtype in ("bfloat16", "float32"), "model.dtype", f"must be bfloat16 or float32, got {self.dtype!r}"
+        )
+        _require(
+            (self.name == "tiny") == (self.tiny is not None),
+            "model.tiny",
+            "is required exactly when model.name is 'tiny'",
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -209,15 +231,24 @@ class Workload:
         _require(isinstance(self.name, str) and bool(self.name), "name", "must be a non-empty string")
         _positive_int(self.version, "version")
         _require(isinstance(self.description, str), "description", f"must be a string, got {self.description!r}")
-        _require(self.reward == self.data.dataset, "reward",
-                 f"must be the reward of the workload's dataset ({self.data.dataset!r}), got {self.reward!r}")
+        _require(
+            self.reward == self.data.dataset,
+            "reward",
+            f"must be the reward of the workload's dataset ({self.data.dataset!r}), got {self.reward!r}",
+        )
         for name in ("max_prompt_length", "max_response_length", "prompts_per_step", "mini_batch_prompts", "steps"):
             _positive_int(getattr(self, name), name)
-        _require(self.prompts_per_step % self.mini_batch_prompts == 0, "mini_batch_prompts",
-                 f"must divide prompts_per_step ({self.prompts_per_step}), got {self.mini_batch_prompts}")
+        _require(
+            self.prompts_per_step % self.mini_batch_prompts == 0,
+            "mini_batch_prompts",
+            f"must divide prompts_per_step ({self.prompts_per_step}), got {self.mini_batch_prompts}",
+        )
         _integer(self.warmup_steps, "warmup_steps")
-        _require(0 <= self.warmup_steps < self.steps, "warmup_steps",
-                 f"must be an integer in [0, steps), got {self.warmup_steps!r}")
+        _require(
+            0 <= self.warmup_steps < self.steps,
+            "warmup_steps",
+            f"must be an integer in [0, steps), got {self.warmup_steps!r}",
+        )
         _boolean(self.fixed_length, "fixed_length")
         _boolean(self.gradient_checkpointing, "gradient_checkpointing")
 

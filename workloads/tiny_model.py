@@ -82,8 +82,7 @@ def _train_tokenizer(spec: TinyModelSpec, corpus: Sequence[str]):
         show_progress=False,
     )
     tokenizer.train_from_iterator(list(corpus), trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD,
-                                   model_max_length=4096)
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS, pad_token=PAD, model_max_length=4096)
 
 
 def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
@@ -120,18 +119,30 @@ def _architecture(spec: TinyModelSpec) -> tuple[type, type, dict]:
         from transformers import Qwen2Config, Qwen2ForCausalLM
 
         return Qwen2Config, Qwen2ForCausalLM, {}
-    moe = {"num_experts": spec.num_experts, "num_experts_per_tok": spec.experts_per_token,
-           "moe_intermediate_size": spec.expert_intermediate_size,
-           # Every layer sparse, none dense (the performance model takes every layer as MoE).
-           "decoder_sparse_step": 1, "mlp_only_layers": [],
-           # Top-k weights renormalised to sum to 1, as Qwen3-MoE ships; the aux loss is off (module docstring).
-           "norm_topk_prob": True, "output_router_logits": False, "router_aux_loss_coef": 0.0}
+    moe = {
+        "num_experts": spec.num_experts,
+        "num_experts_per_tok": spec.experts_per_token,
+        "moe_intermediate_size": spec.expert_intermediate_size,
+        # Every layer sparse, none dense (the performance model takes every layer as MoE).
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        # Top-k weights renormalised to sum to 1, as Qwen3-MoE ships; the aux loss is off (module docstring).
+        "norm_topk_prob": True,
+        "output_router_logits": False,
+        "router_aux_loss_coef": 0.0,
+    }
     if spec.shared_expert_intermediate_size:
         from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
 
-        return Qwen2MoeConfig, Qwen2MoeForCausalLM, {
-            **moe, "shared_expert_intermediate_size": spec.shared_expert_intermediate_size, "qkv_bias": True}
+        return (
+            Qwen2MoeConfig,
+            Qwen2MoeForCausalLM,
+            {**moe, "shared_expert_intermediate_size": spec.shared_expert_intermediate_size, "qkv_bias": True},
+        )
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    return Qwen3MoeConfig, Qwen3MoeForCausalLM, {**moe, "head_dim": spec.hidden_size // spec.num_heads,
-                                                  "attention_bias": False}
+    return (
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+        {**moe, "head_dim": spec.hidden_size // spec.num_heads, "attention_bias": False},
+    )

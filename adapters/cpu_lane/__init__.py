@@ -30,12 +30,17 @@ from typing import Any
 # vLLM's CPU backend reads gpu_memory_utilization as a fraction of host memory and refuses to start when
 # that much is not free; an explicit KV-cache size (GiB) is the same for every lane and ample for tiny runs.
 KV_CACHE_GIB = 1
-VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_TARGET_DEVICE": "cpu",
-                # vLLM pins its threads to cores by default; the trainer shares those cores on the lane.
-                "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-VLLM_CPU_SETTINGS = {"KV cache": f"{KV_CACHE_GIB} GiB of host memory, VLLM_CPU_KVCACHE_SPACE "
-                                 "(GPU: a fraction of GPU memory, gpu_memory_utilization)",
-                     "vLLM threads": "not pinned to cores, VLLM_CPU_OMP_THREADS_BIND=nobind (GPU: n/a)"}
+VLLM_CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB),
+    "VLLM_TARGET_DEVICE": "cpu",
+    # vLLM pins its threads to cores by default; the trainer shares those cores on the lane.
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+}
+VLLM_CPU_SETTINGS = {
+    "KV cache": f"{KV_CACHE_GIB} GiB of host memory, VLLM_CPU_KVCACHE_SPACE "
+    "(GPU: a fraction of GPU memory, gpu_memory_utilization)",
+    "vLLM threads": "not pinned to cores, VLLM_CPU_OMP_THREADS_BIND=nobind (GPU: n/a)",
+}
 LANE_ENV = "RLBENCH_CPU_LANE"  # which framework's shims a process applies; unset: none
 SITE_DIR = Path(__file__).resolve().with_name("site")  # holds only sitecustomize.py, for PYTHONPATH
 
@@ -56,8 +61,10 @@ class UpstreamChanged(RuntimeError):
 def require(module: ModuleType, name: str, release: str) -> Any:
     """`module.name`, or a loud error saying the framework changed since `release`."""
     if not hasattr(module, name):
-        raise UpstreamChanged(f"rlbench CPU lane: {module.__name__}.{name} is gone (shims were written for "
-                              f"{release}); the CPU shims need updating for this release")
+        raise UpstreamChanged(
+            f"rlbench CPU lane: {module.__name__}.{name} is gone (shims were written for "
+            f"{release}); the CPU shims need updating for this release"
+        )
     return getattr(module, name)
 
 
@@ -159,15 +166,21 @@ def check_lane_run(spec, framework: str, shape: str) -> None:
 
     w, knobs = spec.workload, spec.parallel.non_default()
     if w.model.tiny is None:
-        raise RLBenchError(f"workload {w.name}: {framework}'s CPU lane runs tiny workloads only (no GPU here); "
-                           "use a *-tiny workload, or a GPU machine")
+        raise RLBenchError(
+            f"workload {w.name}: {framework}'s CPU lane runs tiny workloads only (no GPU here); "
+            "use a *-tiny workload, or a GPU machine"
+        )
     if w.algorithm.name != "grpo":
-        raise RLBenchError(f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
-                           "use a GRPO workload, or a GPU machine")
+        raise RLBenchError(
+            f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
+            "use a GRPO workload, or a GPU machine"
+        )
     if knobs:
         given = knob_label(knobs)
-        raise RLBenchError(f"--parallel {given}: {framework}'s CPU lane runs {shape}; drop the --parallel "
-                           "options, or use a GPU machine")
+        raise RLBenchError(
+            f"--parallel {given}: {framework}'s CPU lane runs {shape}; drop the --parallel "
+            "options, or use a GPU machine"
+        )
 
 
 def vllm_cpu_installed() -> bool:

@@ -24,34 +24,54 @@ SYNC_LOG_ENV = "RLBENCH_OPENRLHF_SYNC_LOG"
 FP32_ENV = "RLBENCH_OPENRLHF_FP32"
 
 SHIMS = (
-    Shim("openrlhf/** (ppo_actor, launcher, deepspeed.py, ...): module-global torch.cuda calls",
-         "OpenRLHF calls torch.cuda.current_device/set_device/synchronize/empty_cache/current_stream "
-         "unconditionally; inside openrlhf modules only, torch.cuda answers 'cpu' or does nothing"),
-    Shim("openrlhf/utils/distributed_util.py: torch_dist_barrier_and_cuda_sync",
-         "a CUDA synchronize after the barrier; the lane keeps the barrier only"),
-    Shim("openrlhf/utils/distributed_util.py: stateless_init_process_group",
-         "the weight-sync group is vLLM's PyNccl communicator; the lane builds a gloo group (TCPStore) with "
-         "the same broadcast call"),
-    Shim("openrlhf/trainer/ppo_utils/replay_buffer.py: NaiveReplayBuffer",
-         "its target device is torch.device('cuda:<current>'); the lane's is cpu"),
-    Shim("openrlhf/utils/deepspeed/deepspeed.py: DeepspeedStrategy.setup_distributed",
-         "init_device_mesh('cuda', ...); the lane's mesh is on cpu"),
-    Shim("openrlhf/models/ring_attn_utils.py: module-level flash_attn imports",
-         "flash-attn is CUDA-only; pure-torch index_first_axis/pad_input/unpad_input/rearrange/all_gather are "
-         "visible to that module's import only (ring attention itself is not used: sp=1)"),
-    Shim("openrlhf/trainer/ray/vllm_worker_wrap.py: WorkerWrap.update_weight",
-         "receives each weight into a CUDA buffer on the current CUDA stream; the lane receives into a CPU "
-         "buffer over gloo, and logs a checksum of vLLM's weights after each sync (the lane's proof)"),
-    Shim("openrlhf/trainer/ray/ppo_actor.py: ActorPPOTrainer.broadcast_to_vllm",
-         "logs a checksum of the actor's weights and its optimizer step count before each broadcast, to "
-         "compare with vLLM's after it"),
-    Shim("openrlhf/cli/train_ppo_ray.py: train(), ray.init",
-         "a local Ray on a CPU machine has no GPU resource and OpenRLHF's placement groups ask for GPUs; the "
-         "lane's ray.init declares logical GPUs and CPUs"),
-    Shim("openrlhf/cli/train_ppo_ray.py --ds.param_dtype, openrlhf/utils/utils.py: convert_to_torch_dtype, "
-         "openrlhf/trainer/ray/vllm_engine.py: AsyncEngineArgs dtype",
-         "bf16/fp16 only and vLLM hard-coded to bfloat16; for float32 workloads the lane accepts fp32 (DeepSpeed's "
-         "bf16 and fp16 both off) and builds vLLM in float32, so OpenRLHF trains as verl and TRL do on CPU"),
+    Shim(
+        "openrlhf/** (ppo_actor, launcher, deepspeed.py, ...): module-global torch.cuda calls",
+        "OpenRLHF calls torch.cuda.current_device/set_device/synchronize/empty_cache/current_stream "
+        "unconditionally; inside openrlhf modules only, torch.cuda answers 'cpu' or does nothing",
+    ),
+    Shim(
+        "openrlhf/utils/distributed_util.py: torch_dist_barrier_and_cuda_sync",
+        "a CUDA synchronize after the barrier; the lane keeps the barrier only",
+    ),
+    Shim(
+        "openrlhf/utils/distributed_util.py: stateless_init_process_group",
+        "the weight-sync group is vLLM's PyNccl communicator; the lane builds a gloo group (TCPStore) with "
+        "the same broadcast call",
+    ),
+    Shim(
+        "openrlhf/trainer/ppo_utils/replay_buffer.py: NaiveReplayBuffer",
+        "its target device is torch.device('cuda:<current>'); the lane's is cpu",
+    ),
+    Shim(
+        "openrlhf/utils/deepspeed/deepspeed.py: DeepspeedStrategy.setup_distributed",
+        "init_device_mesh('cuda', ...); the lane's mesh is on cpu",
+    ),
+    Shim(
+        "openrlhf/models/ring_attn_utils.py: module-level flash_attn imports",
+        "flash-attn is CUDA-only; pure-torch index_first_axis/pad_input/unpad_input/rearrange/all_gather are "
+        "visible to that module's import only (ring attention itself is not used: sp=1)",
+    ),
+    Shim(
+        "openrlhf/trainer/ray/vllm_worker_wrap.py: WorkerWrap.update_weight",
+        "receives each weight into a CUDA buffer on the current CUDA stream; the lane receives into a CPU "
+        "buffer over gloo, and logs a checksum of vLLM's weights after each sync (the lane's proof)",
+    ),
+    Shim(
+        "openrlhf/trainer/ray/ppo_actor.py: ActorPPOTrainer.broadcast_to_vllm",
+        "logs a checksum of the actor's weights and its optimizer step count before each broadcast, to "
+        "compare with vLLM's after it",
+    ),
+    Shim(
+        "openrlhf/cli/train_ppo_ray.py: train(), ray.init",
+        "a local Ray on a CPU machine has no GPU resource and OpenRLHF's placement groups ask for GPUs; the "
+        "lane's ray.init declares logical GPUs and CPUs",
+    ),
+    Shim(
+        "openrlhf/cli/train_ppo_ray.py --ds.param_dtype, openrlhf/utils/utils.py: convert_to_torch_dtype, "
+        "openrlhf/trainer/ray/vllm_engine.py: AsyncEngineArgs dtype",
+        "bf16/fp16 only and vLLM hard-coded to bfloat16; for float32 workloads the lane accepts fp32 (DeepSpeed's "
+        "bf16 and fp16 both off) and builds vLLM in float32, so OpenRLHF trains as verl and TRL do on CPU",
+    ),
     *vllm_shims.SHIMS,
 )
 
@@ -110,8 +130,10 @@ class _GlooBroadcaster:
 
         timeout = timedelta(minutes=30)
         self._store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=timeout)
-        self.rank, self.pg = rank, ProcessGroupGloo(PrefixStore("openrlhf_weight_sync", self._store), rank,
-                                                    world_size, timeout)
+        self.rank, self.pg = (
+            rank,
+            ProcessGroupGloo(PrefixStore("openrlhf_weight_sync", self._store), rank, world_size, timeout),
+        )
 
     def broadcast(self, tensor, src=0, stream=None):
         from torch.distributed import BroadcastOptions
@@ -198,8 +220,10 @@ def _flash_attn_stand_ins() -> dict[str, ModuleType]:
         dist.all_gather_into_tensor(out, x.contiguous(), group=group)
         return out
 
-    modules = {name: types.ModuleType(name) for name in
-               ("flash_attn", "flash_attn.bert_padding", "flash_attn.utils", "flash_attn.utils.distributed")}
+    modules = {
+        name: types.ModuleType(name)
+        for name in ("flash_attn", "flash_attn.bert_padding", "flash_attn.utils", "flash_attn.utils.distributed")
+    }
     padding = modules["flash_attn.bert_padding"]
     padding.index_first_axis, padding.pad_input, padding.unpad_input = index_first_axis, pad_input, unpad_input
     padding.rearrange = rearrange
@@ -258,8 +282,14 @@ def _worker_wrap(module: ModuleType) -> None:
         self.model_runner.model.load_weights(weights=[(name, weight)])
         if empty_cache:  # OpenRLHF sets it on the last parameter of a sync
             self._rlbench_syncs = getattr(self, "_rlbench_syncs", 0) + 1
-            _log_sync({"side": "vllm", "event": "synced", "sync": self._rlbench_syncs,
-                       **checksum(self.model_runner.model.named_parameters())})
+            _log_sync(
+                {
+                    "side": "vllm",
+                    "event": "synced",
+                    "sync": self._rlbench_syncs,
+                    **checksum(self.model_runner.model.named_parameters()),
+                }
+            )
 
     wrap.init_process_group, wrap.update_weight = init_process_group, update_weight
 
@@ -275,9 +305,14 @@ def _ppo_actor(module: ModuleType) -> None:
         params = list(self.actor.model.module.named_parameters())
         with deepspeed.zero.GatheredParameters([p for _, p in params], enabled=self.strategy.args.ds.zero_stage == 3):
             if torch.distributed.get_rank() == 0:
-                _log_sync({"side": "actor", "event": "broadcast",
-                           "optimizer_steps": int(getattr(self.actor.model, "global_steps", -1)),
-                           **checksum(params)})
+                _log_sync(
+                    {
+                        "side": "actor",
+                        "event": "broadcast",
+                        "optimizer_steps": int(getattr(self.actor.model, "global_steps", -1)),
+                        **checksum(params),
+                    }
+                )
         return broadcast(self)
 
     trainer.broadcast_to_vllm = broadcast_to_vllm

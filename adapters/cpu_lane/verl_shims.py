@@ -17,13 +17,17 @@ from rlbench.adapters.cpu_lane import Shim, after_import, require, vllm_shims
 RELEASE = "verl 0.9.1"
 
 SHIMS = (
-    Shim("verl/plugin/platform/platform_manager.py: PlatformRegistry",
-         "verl registers nvidia, npu and rocm platforms only; the lane registers a 'cpu' platform (selected by "
-         "VERL_PLATFORM=cpu): device 'cpu', gloo collectives, no CUDA IPC (weights go to vLLM by shared memory), "
-         "no-op memory and stream calls, Ray's logical GPU resource"),
-    Shim("verl/utils/distributed.py: initialize_global_process_group(_ray)",
-         "verl builds the backend string 'cpu:gloo,<device>:<backend>', which on CPU is 'cpu:gloo,cpu:gloo' and "
-         "torch rejects as a duplicate; the lane passes 'gloo'"),
+    Shim(
+        "verl/plugin/platform/platform_manager.py: PlatformRegistry",
+        "verl registers nvidia, npu and rocm platforms only; the lane registers a 'cpu' platform (selected by "
+        "VERL_PLATFORM=cpu): device 'cpu', gloo collectives, no CUDA IPC (weights go to vLLM by shared memory), "
+        "no-op memory and stream calls, Ray's logical GPU resource",
+    ),
+    Shim(
+        "verl/utils/distributed.py: initialize_global_process_group(_ray)",
+        "verl builds the backend string 'cpu:gloo,<device>:<backend>', which on CPU is 'cpu:gloo,cpu:gloo' and "
+        "torch rejects as a duplicate; the lane passes 'gloo'",
+    ),
     *vllm_shims.SHIMS,
 )
 
@@ -37,13 +41,21 @@ def _device_module() -> ModuleType:
         if not name.startswith("__"):
             setattr(module, name, getattr(torch.cpu, name))
     module.__dict__.update(
-        current_device=lambda: "cpu", device_count=lambda: 1, is_available=lambda: True,
-        set_device=lambda *a, **k: None, synchronize=lambda *a, **k: None, empty_cache=lambda: None,
-        manual_seed=torch.manual_seed, manual_seed_all=torch.manual_seed,
+        current_device=lambda: "cpu",
+        device_count=lambda: 1,
+        is_available=lambda: True,
+        set_device=lambda *a, **k: None,
+        synchronize=lambda *a, **k: None,
+        empty_cache=lambda: None,
+        manual_seed=torch.manual_seed,
+        manual_seed_all=torch.manual_seed,
         # Host memory is not device memory: verl's perf/max_memory_* read 0 here, and rlbench records them as absent.
-        memory_allocated=lambda *a, **k: 0, max_memory_allocated=lambda *a, **k: 0,
-        memory_reserved=lambda *a, **k: 0, max_memory_reserved=lambda *a, **k: 0,
-        reset_peak_memory_stats=lambda *a, **k: None, mem_get_info=lambda *a, **k: (0, 0),
+        memory_allocated=lambda *a, **k: 0,
+        max_memory_allocated=lambda *a, **k: 0,
+        memory_reserved=lambda *a, **k: 0,
+        max_memory_reserved=lambda *a, **k: 0,
+        reset_peak_memory_stats=lambda *a, **k: None,
+        mem_get_info=lambda *a, **k: (0, 0),
         get_device_name=lambda *a, **k: "cpu",
     )
     return module
@@ -60,24 +72,59 @@ def _register_platform(manager: ModuleType) -> None:
         vendor_name = property(lambda self: "cpu")
         device_module = property(lambda self: device)
 
-        def is_available(self): return True
-        def current_device(self): return "cpu"  # as torch.cpu answers: .to(0) would mean cuda:0
-        def device_count(self): return 1
-        def set_device(self, device_index): pass
-        def synchronize(self, device_index=None): pass
-        def manual_seed(self, seed): device.manual_seed(seed)
-        def manual_seed_all(self, seed): device.manual_seed(seed)
-        def set_allocator_settings(self, settings): pass
-        def empty_cache(self): pass
-        def get_device_capability(self, device_index=0): return None, None
-        def communication_backend_name(self): return "gloo"
-        def visible_devices_envvar(self): return "CUDA_VISIBLE_DEVICES"
-        def profiler_start(self): pass
-        def profiler_stop(self): pass
-        def ray_resource_name(self): return "GPU"  # the lane's Ray declares logical GPUs to place workers
-        def ray_noset_envvars(self): return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
-        def is_ipc_supported(self): return False
-        def cudart(self): return None
+        def is_available(self):
+            return True
+
+        def current_device(self):
+            return "cpu"  # as torch.cpu answers: .to(0) would mean cuda:0
+
+        def device_count(self):
+            return 1
+
+        def set_device(self, device_index):
+            pass
+
+        def synchronize(self, device_index=None):
+            pass
+
+        def manual_seed(self, seed):
+            device.manual_seed(seed)
+
+        def manual_seed_all(self, seed):
+            device.manual_seed(seed)
+
+        def set_allocator_settings(self, settings):
+            pass
+
+        def empty_cache(self):
+            pass
+
+        def get_device_capability(self, device_index=0):
+            return None, None
+
+        def communication_backend_name(self):
+            return "gloo"
+
+        def visible_devices_envvar(self):
+            return "CUDA_VISIBLE_DEVICES"
+
+        def profiler_start(self):
+            pass
+
+        def profiler_stop(self):
+            pass
+
+        def ray_resource_name(self):
+            return "GPU"  # the lane's Ray declares logical GPUs to place workers
+
+        def ray_noset_envvars(self):
+            return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+        def is_ipc_supported(self):
+            return False
+
+        def cudart(self):
+            return None
 
         @contextmanager
         def nvtx_range(self, msg):

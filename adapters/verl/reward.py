@@ -16,7 +16,8 @@ from typing import Any
 from rlbench.workloads.rewards import score
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
-                  **_: Any) -> float:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None, **_: Any
+) -> float:
     """verl's reward-function signature (naive reward manager) -> rlbench's score in {0.0, 1.0}."""
     return score(data_source, solution_str, ground_truth)

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.record.compare import parse_threshold
 from rlbench.errors import RLBenchError
+from rlbench.record.compare import parse_threshold
 from rlbench.yaml_input import read_yaml
 
 TOP_KEYS = {"results", "baseline", "threshold", "matrix"}
@@ -59,7 +59,9 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
         raise RLBenchError(f"{name}: expected a mapping with framework and workload")
     unknown = set(entry) - ENTRY_KEYS
     if unknown:
-        raise RLBenchError(f"{name}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(ENTRY_KEYS))}")
+        raise RLBenchError(
+            f"{name}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(ENTRY_KEYS))}"
+        )
     for key in ("framework", "workload"):
         if not isinstance(entry.get(key), str):
             raise RLBenchError(f"{name}: '{key}' is required (a name, as for `rlbench run --{key}`)")
@@ -82,11 +84,15 @@ def load_nightly_config(path: Path) -> NightlyConfig:
         raise RLBenchError(f"{path}: expected a mapping with keys {', '.join(sorted(TOP_KEYS))}")
     unknown = set(data) - TOP_KEYS
     if unknown:
-        raise RLBenchError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(TOP_KEYS))}")
+        raise RLBenchError(
+            f"{path}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(TOP_KEYS))}"
+        )
     matrix = data.get("matrix")
     if not isinstance(matrix, list) or not matrix:
         raise RLBenchError(f"{path}: 'matrix' must be a non-empty list of benchmarks")
-    return NightlyConfig(results=_path(data.get("results"), "results", path),
-                         baseline=_path(data.get("baseline"), "baseline", path),
-                         threshold=parse_threshold(data.get("threshold", "5%"), f"{path}: threshold"),
-                         matrix=tuple(_benchmark(e, i, path) for i, e in enumerate(matrix)))
+    return NightlyConfig(
+        results=_path(data.get("results"), "results", path),
+        baseline=_path(data.get("baseline"), "baseline", path),
+        threshold=parse_threshold(data.get("threshold", "5%"), f"{path}: threshold"),
+        matrix=tuple(_benchmark(e, i, path) for i, e in enumerate(matrix)),
+    )

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from rlbench.record.compare import compare_records, configuration_key
 from rlbench.errors import RLBenchError
 from rlbench.nightly.config import Benchmark, NightlyConfig
 from rlbench.out_dir import check_writable, writable_folder
+from rlbench.record.compare import compare_records, configuration_key
+from rlbench.record.schema import Status, headline
 from rlbench.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
 from rlbench.reports.load import read_record
-from rlbench.record.schema import Status, headline
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
@@ -49,10 +50,12 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
     if baseline is None:
         return {"baseline": None, "comparisons": {}, "regressed": [], "note": "no baseline of this configuration yet"}
     results = compare_records(baseline, record_dir, threshold)
-    return {"baseline": str(baseline),
-            "comparisons": {name: dataclasses.asdict(c) for name, c in results},
-            "regressed": [name for name, c in results if c.verdict == "regressed"],
-            "undecidable": [name for name, c in results if c.verdict == "undecidable"]}
+    return {
+        "baseline": str(baseline),
+        "comparisons": {name: dataclasses.asdict(c) for name, c in results},
+        "regressed": [name for name, c in results if c.verdict == "regressed"],
+        "undecidable": [name for name, c in results if c.verdict == "undecidable"],
+    }
 
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -62,8 +65,9 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
     before = set(night_dir.iterdir())
     try:
-        spec = build_run_spec(bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed,
-                              out=night_dir)
+        spec = build_run_spec(
+            bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed, out=night_dir
+        )
         entry.update(status=Status.SUCCEEDED, record=str(execute(spec, echo=echo)))
     except RunInterrupted:
         raise
@@ -75,8 +79,9 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     return entry
 
 
-def run_night(config: NightlyConfig, *, update_baseline: bool = False,
-              echo: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]]:
+def run_night(
+    config: NightlyConfig, *, update_baseline: bool = False, echo: Callable[[str], None] = print
+) -> tuple[Path, dict[str, Any]]:
     """Run the matrix into a new night folder; returns it and the night summary (also in nightly.json)."""
     from rlbench.reports.html import render_report
 
@@ -84,8 +89,14 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     if update_baseline:
         check_writable(config.baseline, "nightly baseline folder")  # not found only after a clean night
     night_dir = new_unique_dir(config.results, "night", "night")
-    night: dict[str, Any] = {"started_at": utc_now(), "ended_at": None, "threshold": config.threshold,
-                             "baseline_dir": str(config.baseline), "status": Status.RUNNING, "benchmarks": []}
+    night: dict[str, Any] = {
+        "started_at": utc_now(),
+        "ended_at": None,
+        "threshold": config.threshold,
+        "baseline_dir": str(config.baseline),
+        "status": Status.RUNNING,
+        "benchmarks": [],
+    }
     write_json(night_dir / NIGHT_FILE, night)
     try:
         for bench in config.matrix:
@@ -109,11 +120,21 @@ def run_night(config: NightlyConfig, *, update_baseline: bool = False,
     try:  # the verdicts are in: whatever the pages do, nightly.json ends with the night's own status
         if records:
             try:
-                render_report(list(dict.fromkeys(records + baselines)), night_dir / REPORT_FILE, warn=echo,
-                              option="nightly results folder")
+                render_report(
+                    list(dict.fromkeys(records + baselines)),
+                    night_dir / REPORT_FILE,
+                    warn=echo,
+                    option="nightly results folder",
+                )
                 night["report"] = str(night_dir / REPORT_FILE)
-                render_report([config.results], config.results / HISTORY_FILE, history=True,
-                              threshold=config.threshold, warn=echo, option="nightly results folder")
+                render_report(
+                    [config.results],
+                    config.results / HISTORY_FILE,
+                    history=True,
+                    threshold=config.threshold,
+                    warn=echo,
+                    option="nightly results folder",
+                )
                 night["history"] = str(config.results / HISTORY_FILE)
             except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
                 night["report_error"] = str(exc)
@@ -156,11 +177,16 @@ def format_night(night: dict[str, Any]) -> str:
         elif e.get("baseline") is None:
             lines.append(f"{what}: ok, no baseline yet")
         else:
-            verdicts = ", ".join(f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items()
-                                 if m in headline("nightly"))
-            outcome = ("REGRESSED " + ", ".join(e["regressed"]) if e["regressed"] else
-                       "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
-                       if e.get("undecidable") else "ok")
+            verdicts = ", ".join(
+                f"{m} x{c['ratio']:.3f} {c['verdict']}" for m, c in e["comparisons"].items() if m in headline("nightly")
+            )
+            outcome = (
+                "REGRESSED " + ", ".join(e["regressed"])
+                if e["regressed"]
+                else "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
+                if e.get("undecidable")
+                else "ok"
+            )
             lines.append(f"{what}: {outcome} ({verdicts})")
     lines.append(f"night {night['status']}" + (f"; report: {night['report']}" if night.get("report") else ""))
     return "\n".join(lines)

@@ -69,20 +69,27 @@ class ModelArch:
             raise ValueError(f"ModelArch.kv_heads={self.kv_heads}: must divide heads={self.heads}")
         if self.head_dim is None:
             if self.hidden % self.heads:
-                raise ValueError(f"ModelArch.head_dim: hidden={self.hidden} is not a multiple of "
-                                 f"heads={self.heads}; give head_dim")
+                raise ValueError(
+                    f"ModelArch.head_dim: hidden={self.hidden} is not a multiple of heads={self.heads}; give head_dim"
+                )
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
         elif self.head_dim < 1:
             raise ValueError(f"ModelArch.head_dim={self.head_dim!r}: must be a positive integer")
         if self.moe_experts < 0 or (self.moe_experts and not 1 <= self.moe_top_k <= self.moe_experts):
-            raise ValueError(f"ModelArch.moe_top_k={self.moe_top_k}: must be in 1..moe_experts "
-                             f"({self.moe_experts}) for an MoE model")
+            raise ValueError(
+                f"ModelArch.moe_top_k={self.moe_top_k}: must be in 1..moe_experts ({self.moe_experts}) for an MoE model"
+            )
         if self.moe_ffn is None:
             object.__setattr__(self, "moe_ffn", self.ffn)
-        if not isinstance(self.moe_shared_ffn, int) or self.moe_shared_ffn < 0 or \
-                (self.moe_shared_ffn and not self.moe_experts):
-            raise ValueError(f"ModelArch.moe_shared_ffn={self.moe_shared_ffn!r}: must be an integer >= 0, "
-                             "and only on an MoE model (moe_experts > 0)")
+        if (
+            not isinstance(self.moe_shared_ffn, int)
+            or self.moe_shared_ffn < 0
+            or (self.moe_shared_ffn and not self.moe_experts)
+        ):
+            raise ValueError(
+                f"ModelArch.moe_shared_ffn={self.moe_shared_ffn!r}: must be an integer >= 0, "
+                "and only on an MoE model (moe_experts > 0)"
+            )
 
     @property
     def attn_dim(self) -> int:
@@ -118,8 +125,13 @@ class ModelArch:
         body = self.layers * (per_layer + mlp_all) + self.hidden  # + final norm
         body_active = self.layers * (per_layer + mlp_active) + self.hidden
         embedding = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
-        return ParamCount(total=body + embedding, active=body_active + embedding, embedding=embedding,
-                          non_embedding=body, non_embedding_active=body_active)
+        return ParamCount(
+            total=body + embedding,
+            active=body_active + embedding,
+            embedding=embedding,
+            non_embedding=body,
+            non_embedding_active=body_active,
+        )
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """K and V of every layer for one token (bf16 by default)."""
@@ -129,8 +141,13 @@ class ModelArch:
         return self.param_count().total * dtype_bytes
 
 
-_REQUIRED = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-             "ffn": "intermediate_size", "vocab": "vocab_size"}
+_REQUIRED = {
+    "layers": "num_hidden_layers",
+    "hidden": "hidden_size",
+    "heads": "num_attention_heads",
+    "ffn": "intermediate_size",
+    "vocab": "vocab_size",
+}
 
 
 def from_hf_config(config: dict[str, Any], name: str | None = None, where: str = "config.json") -> ModelArch:
@@ -160,19 +177,26 @@ def from_hf_config(config: dict[str, Any], name: str | None = None, where: str =
     heads = count("num_attention_heads")
     kv_heads = optional("num_key_value_heads") or heads
     if heads % kv_heads:
-        raise RLBenchError(f"{where}: num_key_value_heads={kv_heads} must divide num_attention_heads={heads} "
-                           "(grouped-query attention shares each KV head among a whole number of query heads)")
+        raise RLBenchError(
+            f"{where}: num_key_value_heads={kv_heads} must divide num_attention_heads={heads} "
+            "(grouped-query attention shares each KV head among a whole number of query heads)"
+        )
     top_k = count("num_experts_per_tok", low=0) if experts else 0
     if experts and not 1 <= top_k <= experts:
-        raise RLBenchError(f"{where}: num_experts_per_tok={top_k} must be in 1..{experts_key} ({experts}) for an "
-                           "MoE model; fix the config")
+        raise RLBenchError(
+            f"{where}: num_experts_per_tok={top_k} must be in 1..{experts_key} ({experts}) for an "
+            "MoE model; fix the config"
+        )
     return ModelArch(
         name=name or config.get("_name_or_path") or config.get("model_type") or "custom",
         **{field: count(key) for field, key in _REQUIRED.items()},
-        kv_heads=kv_heads, head_dim=optional("head_dim"),
+        kv_heads=kv_heads,
+        head_dim=optional("head_dim"),
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", config.get("model_type") in ("qwen2", "qwen2_moe"))),
-        moe_experts=experts, moe_top_k=top_k, moe_ffn=optional("moe_intermediate_size"),
+        moe_experts=experts,
+        moe_top_k=top_k,
+        moe_ffn=optional("moe_intermediate_size"),
         **_shared_experts(config, experts, count, optional),
         source="config.json",
     )
@@ -217,47 +241,123 @@ def _hub(repo: str) -> str:
     return f"https://huggingface.co/{repo}/blob/main/config.json"
 
 
-def _qwen25(size: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
-            tied: bool) -> ModelArch:
+def _qwen25(size: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int, tied: bool) -> ModelArch:
     name = f"Qwen2.5-{size}-Instruct"
-    return ModelArch(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv, ffn=ffn,
-                     vocab=vocab, tied_embeddings=tied, qkv_bias=True, source=_hub(f"Qwen/{name}"))
+    return ModelArch(
+        name=name,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv,
+        ffn=ffn,
+        vocab=vocab,
+        tied_embeddings=tied,
+        qkv_bias=True,
+        source=_hub(f"Qwen/{name}"),
+    )
 
 
 # Values from each model's published config.json (num_hidden_layers, hidden_size,
 # num_attention_heads, num_key_value_heads, intermediate_size, vocab_size, tie_word_embeddings).
-BUILTIN_ARCHS: dict[str, ModelArch] = {arch.name: arch for arch in (
-    _qwen25("0.5B", 24, 896, 14, 2, 4864, 151936, True),
-    _qwen25("1.5B", 28, 1536, 12, 2, 8960, 151936, True),
-    _qwen25("3B", 36, 2048, 16, 2, 11008, 151936, True),
-    _qwen25("7B", 28, 3584, 28, 4, 18944, 152064, False),
-    _qwen25("14B", 48, 5120, 40, 8, 13824, 152064, False),
-    _qwen25("32B", 64, 5120, 40, 8, 27648, 152064, False),
-    ModelArch(name="Llama-3.1-8B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256,
-              tied_embeddings=False, qkv_bias=False, source=_hub("meta-llama/Llama-3.1-8B")),
-    # Qwen3 adds a per-head RMSNorm on q and k (2 x 128 weights a layer), not counted: 16K of 32.8B.
-    ModelArch(name="Qwen3-32B", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn=25600,
-              vocab=151936, tied_embeddings=False, qkv_bias=False, source=_hub("Qwen/Qwen3-32B")),
-    # MoE rows also from num_experts, num_experts_per_tok, moe_intermediate_size and
-    # shared_expert_intermediate_size; `ffn` keeps the config's intermediate_size, which routed
-    # experts do not use. Qwen3-30B-A3B: 30.5B total, 3.3B active on its model card.
-    ModelArch(name="Qwen3-30B-A3B", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn=6144,
-              vocab=151936, tied_embeddings=False, qkv_bias=False, moe_experts=128, moe_top_k=8, moe_ffn=768,
-              source=_hub("Qwen/Qwen3-30B-A3B")),
-    # 14.3B total, 2.7B active on its model card; q/k/v biases as every qwen2-family config.
-    ModelArch(name="Qwen1.5-MoE-A2.7B", layers=24, hidden=2048, heads=16, kv_heads=16, ffn=5632, vocab=151936,
-              tied_embeddings=False, qkv_bias=True, moe_experts=60, moe_top_k=4, moe_ffn=1408,
-              moe_shared_ffn=5632, moe_shared_gate=True, source=_hub("Qwen/Qwen1.5-MoE-A2.7B")),
-    # OLMoE's q/k RMSNorms (2 x 2048 weights a layer) are not counted: 66K of 6.9B.
-    ModelArch(name="OLMoE-1B-7B-0924", layers=16, hidden=2048, heads=16, kv_heads=16, ffn=1024, vocab=50304,
-              tied_embeddings=False, qkv_bias=False, moe_experts=64, moe_top_k=8, moe_ffn=1024,
-              source=_hub("allenai/OLMoE-1B-7B-0924")),
-)}
+BUILTIN_ARCHS: dict[str, ModelArch] = {
+    arch.name: arch
+    for arch in (
+        _qwen25("0.5B", 24, 896, 14, 2, 4864, 151936, True),
+        _qwen25("1.5B", 28, 1536, 12, 2, 8960, 151936, True),
+        _qwen25("3B", 36, 2048, 16, 2, 11008, 151936, True),
+        _qwen25("7B", 28, 3584, 28, 4, 18944, 152064, False),
+        _qwen25("14B", 48, 5120, 40, 8, 13824, 152064, False),
+        _qwen25("32B", 64, 5120, 40, 8, 27648, 152064, False),
+        ModelArch(
+            name="Llama-3.1-8B",
+            layers=32,
+            hidden=4096,
+            heads=32,
+            kv_heads=8,
+            ffn=14336,
+            vocab=128256,
+            tied_embeddings=False,
+            qkv_bias=False,
+            source=_hub("meta-llama/Llama-3.1-8B"),
+        ),
+        # Qwen3 adds a per-head RMSNorm on q and k (2 x 128 weights a layer), not counted: 16K of 32.8B.
+        ModelArch(
+            name="Qwen3-32B",
+            layers=64,
+            hidden=5120,
+            heads=64,
+            kv_heads=8,
+            head_dim=128,
+            ffn=25600,
+            vocab=151936,
+            tied_embeddings=False,
+            qkv_bias=False,
+            source=_hub("Qwen/Qwen3-32B"),
+        ),
+        # MoE rows also from num_experts, num_experts_per_tok, moe_intermediate_size and
+        # shared_expert_intermediate_size; `ffn` keeps the config's intermediate_size, which routed
+        # experts do not use. Qwen3-30B-A3B: 30.5B total, 3.3B active on its model card.
+        ModelArch(
+            name="Qwen3-30B-A3B",
+            layers=48,
+            hidden=2048,
+            heads=32,
+            kv_heads=4,
+            head_dim=128,
+            ffn=6144,
+            vocab=151936,
+            tied_embeddings=False,
+            qkv_bias=False,
+            moe_experts=128,
+            moe_top_k=8,
+            moe_ffn=768,
+            source=_hub("Qwen/Qwen3-30B-A3B"),
+        ),
+        # 14.3B total, 2.7B active on its model card; q/k/v biases as every qwen2-family config.
+        ModelArch(
+            name="Qwen1.5-MoE-A2.7B",
+            layers=24,
+            hidden=2048,
+            heads=16,
+            kv_heads=16,
+            ffn=5632,
+            vocab=151936,
+            tied_embeddings=False,
+            qkv_bias=True,
+            moe_experts=60,
+            moe_top_k=4,
+            moe_ffn=1408,
+            moe_shared_ffn=5632,
+            moe_shared_gate=True,
+            source=_hub("Qwen/Qwen1.5-MoE-A2.7B"),
+        ),
+        # OLMoE's q/k RMSNorms (2 x 2048 weights a layer) are not counted: 66K of 6.9B.
+        ModelArch(
+            name="OLMoE-1B-7B-0924",
+            layers=16,
+            hidden=2048,
+            heads=16,
+            kv_heads=16,
+            ffn=1024,
+            vocab=50304,
+            tied_embeddings=False,
+            qkv_bias=False,
+            moe_experts=64,
+            moe_top_k=8,
+            moe_ffn=1024,
+            source=_hub("allenai/OLMoE-1B-7B-0924"),
+        ),
+    )
+}
 
 # The Instruct and base checkpoints share one architecture.
-_ALIASES = {"Llama-3.1-8B-Instruct": "Llama-3.1-8B", "Qwen1.5-MoE-A2.7B-Chat": "Qwen1.5-MoE-A2.7B",
-            "OLMoE-1B-7B": "OLMoE-1B-7B-0924", "OLMoE-1B-7B-0924-Instruct": "OLMoE-1B-7B-0924",
-            **{f"Qwen2.5-{size}": f"Qwen2.5-{size}-Instruct" for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B")}}
+_ALIASES = {
+    "Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+    "Qwen1.5-MoE-A2.7B-Chat": "Qwen1.5-MoE-A2.7B",
+    "OLMoE-1B-7B": "OLMoE-1B-7B-0924",
+    "OLMoE-1B-7B-0924-Instruct": "OLMoE-1B-7B-0924",
+    **{f"Qwen2.5-{size}": f"Qwen2.5-{size}-Instruct" for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B")},
+}
 
 
 def get_arch(name: str) -> ModelArch:

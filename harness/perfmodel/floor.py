@@ -52,9 +52,12 @@ class FrameworkFloor:
         return {"fixed_s": self.fixed_s, "per_decode_step_s": self.per_decode_step_s, "source": self.source}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "FrameworkFloor":
-        return cls(fixed_s=dict(data["fixed_s"]), per_decode_step_s=dict(data["per_decode_step_s"]),
-                   source=str(data.get("source", "")))
+    def from_dict(cls, data: dict) -> FrameworkFloor:
+        return cls(
+            fixed_s=dict(data["fixed_s"]),
+            per_decode_step_s=dict(data["per_decode_step_s"]),
+            source=str(data.get("source", "")),
+        )
 
 
 def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: int) -> list[StageCost]:
@@ -66,12 +69,19 @@ def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: in
         if not seconds or stage.time_s is None:
             out.append(stage)
             continue
-        bound = largest_term(stage.compute_time_s, stage.memory_time_s, stage.comm_time_s, stage.depth_time_s,
-                             framework=seconds)
-        out.append(dataclasses.replace(
-            stage, time_s=stage.time_s + seconds, floor_s=seconds, bound=bound,
-            brent_lower_s=None if stage.brent_lower_s is None else stage.brent_lower_s + seconds,
-            brent_upper_s=None if stage.brent_upper_s is None else stage.brent_upper_s + seconds))
+        bound = largest_term(
+            stage.compute_time_s, stage.memory_time_s, stage.comm_time_s, stage.depth_time_s, framework=seconds
+        )
+        out.append(
+            dataclasses.replace(
+                stage,
+                time_s=stage.time_s + seconds,
+                floor_s=seconds,
+                bound=bound,
+                brent_lower_s=None if stage.brent_lower_s is None else stage.brent_lower_s + seconds,
+                brent_upper_s=None if stage.brent_upper_s is None else stage.brent_upper_s + seconds,
+            )
+        )
     return out
 
 

@@ -51,8 +51,9 @@ def forward_flops_per_token(arch: ModelArch, context: float, *, value_head: bool
     return 2 * matmul_params(arch, value_head=value_head) + 4 * arch.layers * arch.attn_dim * context
 
 
-def train_flops_per_token(arch: ModelArch, context: float, *, checkpointing: bool = False,
-                          value_head: bool = False) -> float:
+def train_flops_per_token(
+    arch: ModelArch, context: float, *, checkpointing: bool = False, value_head: bool = False
+) -> float:
     """6N + 12*L*A*context (8N + 16*L*A*context with gradient checkpointing)."""
     return passes(checkpointing) * forward_flops_per_token(arch, context, value_head=value_head)
 
@@ -67,8 +68,9 @@ def _positions_sum(start: float, count: float) -> float:
     return count * start + count * (count + 1) / 2
 
 
-def sequence_forward_flops(arch: ModelArch, length: float, *, start: float = 0, value_head: bool = False,
-                           head_positions: float | None = None) -> float:
+def sequence_forward_flops(
+    arch: ModelArch, length: float, *, start: float = 0, value_head: bool = False, head_positions: float | None = None
+) -> float:
     """Forward FLOPs of `length` tokens at positions start+1..start+length, causal attention.
 
     head_positions: positions the output head runs on (None: all `length`).
@@ -89,8 +91,9 @@ def decode_flops(arch: ModelArch, prompt_len: float, response_len: float) -> flo
     return sequence_forward_flops(arch, response_len, start=prompt_len)
 
 
-def train_sequence_flops(arch: ModelArch, length: float, *, checkpointing: bool = False,
-                         value_head: bool = False) -> float:
+def train_sequence_flops(
+    arch: ModelArch, length: float, *, checkpointing: bool = False, value_head: bool = False
+) -> float:
     """Forward + backward over one sequence (hardware FLOPs: recomputation included)."""
     return passes(checkpointing) * sequence_forward_flops(arch, length, value_head=value_head)
 

@@ -54,7 +54,12 @@ def measured_hardware(gpu_name: str, driver: str | None = None, folder: Path = M
     if data is None or sheet is None:
         return None
     rates = tuple((int(m), int(k), float(r)) for m, k, r in data.get("matmul_rates") or ())
-    return replace(sheet, name=f"{sheet.name} (measured, driver {data.get('driver')})",
-                   bf16_flops=float(data["bf16_flops_per_s"]), hbm_bytes_per_s=float(data["mem_bytes_per_s"]),
-                   op_latency_s=data.get("op_latency_s"), matmul_rates=rates,
-                   source=f"{data.get('source')}; other fields: {sheet.source}")
+    return replace(
+        sheet,
+        name=f"{sheet.name} (measured, driver {data.get('driver')})",
+        bf16_flops=float(data["bf16_flops_per_s"]),
+        hbm_bytes_per_s=float(data["mem_bytes_per_s"]),
+        op_latency_s=data.get("op_latency_s"),
+        matmul_rates=rates,
+        source=f"{data.get('source')}; other fields: {sheet.source}",
+    )

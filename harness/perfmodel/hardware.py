@@ -27,7 +27,6 @@ PyTorch on a CPU runs each op on the thread that dispatched it, so dispatch and 
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, replace
 
 from rlbench.errors import RLBenchError
@@ -64,15 +63,21 @@ class Hardware:
     cache_bytes: float | None = None  # the cache the threads share (CPU: per-core L2 x threads); None: unknown
     source: str = ""
 
-    def matmul_flops_per_s(self, rows: float | None, dim: float | None, training: bool = False,
-                           weight_bytes: float | None = None) -> float:
+    def matmul_flops_per_s(
+        self, rows: float | None, dim: float | None, training: bool = False, weight_bytes: float | None = None
+    ) -> float:
         """FLOP/s of a [rows x dim] matmul (forward, or forward + backward when `training`):
         bilinear in log-log over the measured grid, clamped to its edges; the peak where nothing
         was measured or the shape is unknown. A forward pass whose weights (`weight_bytes`, read
         once per pass) do not fit in `cache_bytes` runs at the streamed rate where one was measured."""
         rates = self.train_matmul_rates if training and self.train_matmul_rates else self.matmul_rates
-        if (not training and self.streamed_matmul_rates and weight_bytes and self.cache_bytes
-                and weight_bytes > self.cache_bytes):
+        if (
+            not training
+            and self.streamed_matmul_rates
+            and weight_bytes
+            and self.cache_bytes
+            and weight_bytes > self.cache_bytes
+        ):
             rates = self.streamed_matmul_rates
         if not rates or not rows or not dim:
             return self.bf16_flops
@@ -89,9 +94,15 @@ class Hardware:
 
         m0, m1, fm = bracket(ms, rows)
         k0, k1, fk = bracket(ks, dim)
-        log_rate = sum(weight * math.log(table[(ms[i], ks[j])]) for i, j, weight in
-                       ((m0, k0, (1 - fm) * (1 - fk)), (m1, k0, fm * (1 - fk)),
-                        (m0, k1, (1 - fm) * fk), (m1, k1, fm * fk)))
+        log_rate = sum(
+            weight * math.log(table[(ms[i], ks[j])])
+            for i, j, weight in (
+                (m0, k0, (1 - fm) * (1 - fk)),
+                (m1, k0, fm * (1 - fk)),
+                (m0, k1, (1 - fm) * fk),
+                (m1, k1, fm * fk),
+            )
+        )
         return math.exp(log_rate)
 
     def __post_init__(self) -> None:
@@ -99,64 +110,130 @@ class Hardware:
             value = getattr(self, field)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"Hardware.{field}={value!r}: must be a positive number")
-        if self.op_latency_s is not None and (not isinstance(self.op_latency_s, (int, float))
-                                              or self.op_latency_s <= 0):
+        if self.op_latency_s is not None and (
+            not isinstance(self.op_latency_s, (int, float)) or self.op_latency_s <= 0
+        ):
             raise ValueError(f"Hardware.op_latency_s={self.op_latency_s!r}: must be a positive number or None")
         for field in ("matmul_rates", "train_matmul_rates", "streamed_matmul_rates"):
             rates = getattr(self, field)
             grid = {(m, k) for m, k, _ in rates}
-            if rates and (len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid})
-                          or any(r <= 0 for _, _, r in rates)):
+            if rates and (
+                len(grid) != len({m for m, _ in grid}) * len({k for _, k in grid}) or any(r <= 0 for _, _, r in rates)
+            ):
                 raise ValueError(f"Hardware.{field}: must be a full (rows x dim) grid of positive FLOP/s")
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
             raise ValueError(f"Hardware.gpus_per_node={self.gpus_per_node!r}: must be a positive integer")
 
 
 _A100_PDF = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
-_DGX_A100 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/nvidia-dgx-a100-datasheet.pdf (8x ConnectX-6 200 Gb/s)"
+_DGX_A100 = (
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/nvidia-dgx-a100-datasheet.pdf "
+    "(8x ConnectX-6 200 Gb/s)"
+)
 _DGX_H100 = "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh100.html (8x ConnectX-7 400 Gb/s)"
 # AWS p5.48xlarge on-demand $98.32/h for 8 H100 (list price as cited in 2026 market surveys,
 # e.g. https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour); prices vary 2-5x by provider.
 _P5_PRICE = 98.32 / 8
 
-HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (
-    Hardware(name="A100-40GB", bf16_flops=312 * TB, fp32_flops=19.5 * TB, hbm_bytes_per_s=1555 * GB,
-             hbm_bytes=40 * GB, intra_node_bytes_per_s=300 * GB, inter_node_bytes_per_s=25 * GB, tdp_w=400,
-             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}"),
-    Hardware(name="A100-80GB", bf16_flops=312 * TB, fp32_flops=19.5 * TB, hbm_bytes_per_s=2039 * GB,
-             hbm_bytes=80 * GB, intra_node_bytes_per_s=300 * GB, inter_node_bytes_per_s=25 * GB, tdp_w=400,
-             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}"),
-    Hardware(name="H100-SXM", bf16_flops=989 * TB, fp32_flops=67 * TB, hbm_bytes_per_s=3.35 * TB,
-             hbm_bytes=80 * GB, intra_node_bytes_per_s=450 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=700,
-             usd_per_gpu_hour=_P5_PRICE,
-             source="https://www.nvidia.com/en-us/data-center/h100/ (BF16 1,979 TF with sparsity -> 989 dense; "
-                    f"NVLink 900 GB/s bidirectional); {_DGX_H100}; price: AWS p5.48xlarge $98.32/h / 8"),
-    Hardware(name="H200", bf16_flops=989 * TB, fp32_flops=67 * TB, hbm_bytes_per_s=4.8 * TB,
-             hbm_bytes=141 * GB, intra_node_bytes_per_s=450 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=700,
-             source="https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: BF16 1,979 TF with sparsity -> "
-                    f"989 dense; 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s); DGX H200 NICs as {_DGX_H100}"),
-    Hardware(name="B200", bf16_flops=2250 * TB, fp32_flops=80 * TB, hbm_bytes_per_s=8 * TB,
-             hbm_bytes=180 * GB, intra_node_bytes_per_s=900 * GB, inter_node_bytes_per_s=50 * GB, tdp_w=1000,
-             source="https://www.nvidia.com/en-us/data-center/dgx-b200/ (DGX B200: 1,440 GB HBM3e for 8 GPUs, "
-                    "64 TB/s, NVLink 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); HGX B200 1,000 W figures "
-                    "BF16 2,250 dense / 4,500 sparse, FP32 80 as tabulated from NVIDIA's Blackwell datasheet at "
-                    "https://glennklockwood.com/garden/processors/B200 (some HGX listings give 7.7 TB/s)"),
-    Hardware(name="L40S", bf16_flops=362 * TB, fp32_flops=91.6 * TB, hbm_bytes_per_s=864 * GB,
-             hbm_bytes=48 * GB, intra_node_bytes_per_s=32 * GB, inter_node_bytes_per_s=None, tdp_w=350,
-             source="https://www.nvidia.com/en-us/data-center/l40s/ (BF16 362.05 dense / 733 sparse; 48 GB GDDR6 "
-                    "864 GB/s; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional); inter-node: system-dependent -> n/a"),
-)}
+HARDWARE: dict[str, Hardware] = {
+    hw.name: hw
+    for hw in (
+        Hardware(
+            name="A100-40GB",
+            bf16_flops=312 * TB,
+            fp32_flops=19.5 * TB,
+            hbm_bytes_per_s=1555 * GB,
+            hbm_bytes=40 * GB,
+            intra_node_bytes_per_s=300 * GB,
+            inter_node_bytes_per_s=25 * GB,
+            tdp_w=400,
+            source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}",
+        ),
+        Hardware(
+            name="A100-80GB",
+            bf16_flops=312 * TB,
+            fp32_flops=19.5 * TB,
+            hbm_bytes_per_s=2039 * GB,
+            hbm_bytes=80 * GB,
+            intra_node_bytes_per_s=300 * GB,
+            inter_node_bytes_per_s=25 * GB,
+            tdp_w=400,
+            source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}",
+        ),
+        Hardware(
+            name="H100-SXM",
+            bf16_flops=989 * TB,
+            fp32_flops=67 * TB,
+            hbm_bytes_per_s=3.35 * TB,
+            hbm_bytes=80 * GB,
+            intra_node_bytes_per_s=450 * GB,
+            inter_node_bytes_per_s=50 * GB,
+            tdp_w=700,
+            usd_per_gpu_hour=_P5_PRICE,
+            source="https://www.nvidia.com/en-us/data-center/h100/ (BF16 1,979 TF with sparsity -> 989 dense; "
+            f"NVLink 900 GB/s bidirectional); {_DGX_H100}; price: AWS p5.48xlarge $98.32/h / 8",
+        ),
+        Hardware(
+            name="H200",
+            bf16_flops=989 * TB,
+            fp32_flops=67 * TB,
+            hbm_bytes_per_s=4.8 * TB,
+            hbm_bytes=141 * GB,
+            intra_node_bytes_per_s=450 * GB,
+            inter_node_bytes_per_s=50 * GB,
+            tdp_w=700,
+            source="https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: BF16 1,979 TF with sparsity -> "
+            f"989 dense; 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s); DGX H200 NICs as {_DGX_H100}",
+        ),
+        Hardware(
+            name="B200",
+            bf16_flops=2250 * TB,
+            fp32_flops=80 * TB,
+            hbm_bytes_per_s=8 * TB,
+            hbm_bytes=180 * GB,
+            intra_node_bytes_per_s=900 * GB,
+            inter_node_bytes_per_s=50 * GB,
+            tdp_w=1000,
+            source="https://www.nvidia.com/en-us/data-center/dgx-b200/ (DGX B200: 1,440 GB HBM3e for 8 GPUs, "
+            "64 TB/s, NVLink 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); HGX B200 1,000 W figures "
+            "BF16 2,250 dense / 4,500 sparse, FP32 80 as tabulated from NVIDIA's Blackwell datasheet at "
+            "https://glennklockwood.com/garden/processors/B200 (some HGX listings give 7.7 TB/s)",
+        ),
+        Hardware(
+            name="L40S",
+            bf16_flops=362 * TB,
+            fp32_flops=91.6 * TB,
+            hbm_bytes_per_s=864 * GB,
+            hbm_bytes=48 * GB,
+            intra_node_bytes_per_s=32 * GB,
+            inter_node_bytes_per_s=None,
+            tdp_w=350,
+            source="https://www.nvidia.com/en-us/data-center/l40s/ (BF16 362.05 dense / 733 sparse; 48 GB GDDR6 "
+            "864 GB/s; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional); inter-node: system-dependent -> n/a",
+        ),
+    )
+}
 
-_ALIASES = {"A100": "A100-80GB", "A100-SXM": "A100-80GB", "A100-SXM4-80GB": "A100-80GB",
-            "A100-SXM4-40GB": "A100-40GB", "H100": "H100-SXM", "H100-80GB-HBM3": "H100-SXM",
-            "H200-SXM": "H200", "NVIDIA H100 80GB HBM3": "H100-SXM", "NVIDIA H200": "H200"}
+_ALIASES = {
+    "A100": "A100-80GB",
+    "A100-SXM": "A100-80GB",
+    "A100-SXM4-80GB": "A100-80GB",
+    "A100-SXM4-40GB": "A100-40GB",
+    "H100": "H100-SXM",
+    "H100-80GB-HBM3": "H100-SXM",
+    "H200-SXM": "H200",
+    "NVIDIA H100 80GB HBM3": "H100-SXM",
+    "NVIDIA H200": "H200",
+}
 
 
 def get_hardware(name: str) -> Hardware:
     """A datasheet row by name; an unknown name raises RLBenchError with the nearest one."""
     if name.strip().lower() == "cpu":
-        raise RLBenchError("hardware 'cpu' has no datasheet row; build it with cpu_hardware(peak_flops, mem_bw) "
-                           "from numbers measured on this machine")
+        raise RLBenchError(
+            "hardware 'cpu' has no datasheet row; build it with cpu_hardware(peak_flops, mem_bw) "
+            "from numbers measured on this machine"
+        )
     return lookup(HARDWARE, name, "hardware", _ALIASES)
 
 
@@ -172,12 +249,21 @@ def _grid(rates) -> tuple[tuple[int, int, float], ...]:
     return tuple((int(m), int(k), float(r)) for m, k, r in rates)
 
 
-def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None = None,
-                 matmul_rates: tuple[tuple[int, int, float], ...] = (),
-                 train_matmul_rates: tuple[tuple[int, int, float], ...] = (),
-                 streamed_matmul_rates: tuple[tuple[int, int, float], ...] = (), cache_bytes: float | None = None,
-                 mem_bytes: float | None = None, tdp_w: float | None = None, usd_per_hour: float | None = None,
-                 name: str = "cpu", source: str = "measured at run time") -> Hardware:
+def cpu_hardware(
+    peak_flops: float,
+    mem_bw: float,
+    *,
+    op_latency_s: float | None = None,
+    matmul_rates: tuple[tuple[int, int, float], ...] = (),
+    train_matmul_rates: tuple[tuple[int, int, float], ...] = (),
+    streamed_matmul_rates: tuple[tuple[int, int, float], ...] = (),
+    cache_bytes: float | None = None,
+    mem_bytes: float | None = None,
+    tdp_w: float | None = None,
+    usd_per_hour: float | None = None,
+    name: str = "cpu",
+    source: str = "measured at run time",
+) -> Hardware:
     """A 'cpu' row from a run-time probe (matmul FLOP/s, copy bandwidth, per-layer op latency).
 
     It has one device. Multi-device communication on a CPU row has no link bandwidth, so any
@@ -187,13 +273,25 @@ def cpu_hardware(peak_flops: float, mem_bw: float, *, op_latency_s: float | None
     forward + backward, used for each stage's shape; `streamed_matmul_rates` the forward rate on
     weights beyond `cache_bytes`, used where a pass's weights do not fit there.
     """
-    return Hardware(name=name, bf16_flops=float(peak_flops), fp32_flops=float(peak_flops),
-                    hbm_bytes_per_s=float(mem_bw), hbm_bytes=mem_bytes, intra_node_bytes_per_s=None,
-                    inter_node_bytes_per_s=None, tdp_w=tdp_w, usd_per_gpu_hour=usd_per_hour,
-                    gpus_per_node=1, op_latency_s=None if op_latency_s is None else float(op_latency_s),
-                    overlaps_latency=False, matmul_rates=_grid(matmul_rates), train_matmul_rates=_grid(train_matmul_rates),
-                    streamed_matmul_rates=_grid(streamed_matmul_rates),
-                    cache_bytes=None if cache_bytes is None else float(cache_bytes), source=source)
+    return Hardware(
+        name=name,
+        bf16_flops=float(peak_flops),
+        fp32_flops=float(peak_flops),
+        hbm_bytes_per_s=float(mem_bw),
+        hbm_bytes=mem_bytes,
+        intra_node_bytes_per_s=None,
+        inter_node_bytes_per_s=None,
+        tdp_w=tdp_w,
+        usd_per_gpu_hour=usd_per_hour,
+        gpus_per_node=1,
+        op_latency_s=None if op_latency_s is None else float(op_latency_s),
+        overlaps_latency=False,
+        matmul_rates=_grid(matmul_rates),
+        train_matmul_rates=_grid(train_matmul_rates),
+        streamed_matmul_rates=_grid(streamed_matmul_rates),
+        cache_bytes=None if cache_bytes is None else float(cache_bytes),
+        source=source,
+    )
 
 
 def with_price(hw: Hardware, usd_per_gpu_hour: float | None) -> Hardware:

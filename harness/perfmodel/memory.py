@@ -85,15 +85,21 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
     if par.ep == 1 or not arch.is_moe:
         parts = {"params": 2 * params / split, "grads": 2 * params / split, "optimizer": 12 * params / opt_split}
     else:
-        parts = {"params": 2 * shard(params, full), "grads": 2 * shard(params, full),
-                 "optimizer": 12 * shard(params, zero)}
+        parts = {
+            "params": 2 * shard(params, full),
+            "grads": 2 * shard(params, full),
+            "optimizer": 12 * shard(params, zero),
+        }
     critic = critic_params(arch)
     ep_moe = par.ep > 1 and arch.is_moe
     if shape.use_kl_reference:
         parts["ref_params"] = 2 * shard(params, full) if ep_moe else 2 * params / split
     if shape.has_critic:
-        parts["critic_states"] = (4 * shard(critic, full) + 12 * shard(critic, zero) if ep_moe
-                                  else 4 * critic / split + 12 * critic / opt_split)
+        parts["critic_states"] = (
+            4 * shard(critic, full) + 12 * shard(critic, zero)
+            if ep_moe
+            else 4 * critic / split + 12 * critic / opt_split
+        )
     if shape.reward_model:
         parts["reward_params"] = 2 * shard(critic, full) if ep_moe else 2 * critic / split
     if par.param_shards > 1:  # two layers gathered at once (current + prefetch); ep ranks gather their experts only
@@ -116,5 +122,10 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
     else:
         peak = max(trainer, rollout)
     fits = None if hw.hbm_bytes is None else peak <= hw.hbm_bytes
-    return MemoryEstimate(per_gpu_gb=peak / GIGA, trainer_gb=trainer / GIGA, rollout_gb=rollout / GIGA,
-                          breakdown_gb={k: v / GIGA for k, v in parts.items()}, fits=fits)
+    return MemoryEstimate(
+        per_gpu_gb=peak / GIGA,
+        trainer_gb=trainer / GIGA,
+        rollout_gb=rollout / GIGA,
+        breakdown_gb={k: v / GIGA for k, v in parts.items()},
+        fits=fits,
+    )

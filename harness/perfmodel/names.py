@@ -24,8 +24,7 @@ def normalize(name: str) -> str:
     return "".join(ch for ch in tail.lower() if ch.isalnum() or ch == ".")
 
 
-def lookup(table: Mapping[str, T], name: str, kind: str,
-           aliases: Mapping[str, str] | None = None) -> T:
+def lookup(table: Mapping[str, T], name: str, kind: str, aliases: Mapping[str, str] | None = None) -> T:
     """Return `table[name]` matched loosely; raise RLBenchError naming the nearest key."""
     index = {normalize(key): key for key in table}
     for alias, key in (aliases or {}).items():

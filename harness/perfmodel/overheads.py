@@ -5,7 +5,8 @@ what no datasheet states, and the estimate adds it, stage by stage:
 
 * Achievable fraction of peak (ACHIEVABLE_FRACTION): a large bf16 GEMM on one H200 measured
   ~790 of 989 dense TFLOP/s (0.80) and a device copy ~4.3 of 4.8 TB/s (0.90) (one H200,
-  2026-10-28: an 8192^3 matmul, mean of 10 after 3 warm-ups; a device-to-device copy). The estimate divides compute, memory and link time by 0.80, the
+  2026-10-28: an 8192^3 matmul, mean of 10 after 3 warm-ups; a device-to-device copy). The estimate
+  divides compute, memory and link time by 0.80, the
   smaller of the two: one number, as roofline.py's `achievable` is one number.
 * Trainer MFU (TRAINER_MFU): a trainer's forward and backward passes reach at most 47% of the
   dense peak end to end (Megatron-LM's README: "up to 47% Model FLOP Utilization (MFU) on H100
@@ -43,8 +44,8 @@ import math
 
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
+from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 # 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (2026-10-28, PyTorch).
@@ -75,12 +76,14 @@ KERNELS_PER_LAYER_FORWARD = 36
 ENGINE_STEP_FLOOR_S = {"cuda_graphs": 1.093 / 209, "eager": 3.454 / 209}
 
 SOURCES = {
-    "ACHIEVABLE_FRACTION": "one H200 measured 788 TF/s on an 8192^3 bf16 matmul (mean of 10 after 3 warm-ups) and ~4.3 TB/s on a device-to-device copy through PyTorch, 2026-10-28",
+    "ACHIEVABLE_FRACTION": "one H200 measured 788 TF/s on an 8192^3 bf16 matmul (mean of 10 after 3 warm-ups) "
+    "and ~4.3 TB/s on a device-to-device copy through PyTorch, 2026-10-28",
     "TRAINER_MFU": "https://github.com/NVIDIA/Megatron-LM (README: up to 47% MFU on H100 clusters)",
-    "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 (4.7 us Triton launch, 3.0 us cuLaunchKernel)",
+    "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 "
+    "(4.7 us Triton launch, 3.0 us cuLaunchKernel)",
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
     "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200: eager 3.454 s, full CUDA graph "
-                           "1.093 s for 209 tokens)",
+    "1.093 s for 209 tokens)",
 }
 
 
@@ -98,9 +101,14 @@ def engine_floor(stage: StageCost, steps: int, mode: str) -> StageCost:
     floor = steps * ENGINE_STEP_FLOOR_S[mode]
     if stage.time_s is None or stage.time_s >= floor:
         return stage
-    return dataclasses.replace(stage, time_s=floor, bound="engine",
-                               note=f"{stage.note}; engine floor {steps} steps x "
-                                    f"{ENGINE_STEP_FLOOR_S[mode] * 1e3:.1f} ms ({mode})".lstrip("; "))
+    return dataclasses.replace(
+        stage,
+        time_s=floor,
+        bound="engine",
+        note=f"{stage.note}; engine floor {steps} steps x {ENGINE_STEP_FLOOR_S[mode] * 1e3:.1f} ms ({mode})".lstrip(
+            "; "
+        ),
+    )
 
 
 def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
@@ -110,8 +118,11 @@ def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Har
     if shape.engine_memory_fraction is None or hw.hbm_bytes is None:
         return limit
     budget = shape.engine_memory_fraction * hw.hbm_bytes * par.rollout_tp - arch.weight_bytes(shape.dtype_bytes)
-    per_seq = (shape.computed_prompt_len + shape.mean_response) * par.rollout_tp * \
-        kv_bytes_per_token_per_gpu(arch, par.rollout_tp, shape.dtype_bytes)
+    per_seq = (
+        (shape.computed_prompt_len + shape.mean_response)
+        * par.rollout_tp
+        * kv_bytes_per_token_per_gpu(arch, par.rollout_tp, shape.dtype_bytes)
+    )
     return max(1, min(limit, math.floor(budget / per_seq))) if budget > 0 else 1
 
 

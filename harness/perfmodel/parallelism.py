@@ -39,8 +39,7 @@ import math
 from rlbench.perfmodel.comm import all_reduce_bytes, all_to_all_bytes
 
 
-def tp_all_reduce_bytes(tp: int, tokens: float, hidden: int, dtype_bytes: int, *, layers: int,
-                        passes: int) -> float:
+def tp_all_reduce_bytes(tp: int, tokens: float, hidden: int, dtype_bytes: int, *, layers: int, passes: int) -> float:
     """Bytes one GPU sends for TP: 2 all-reduces of tokens x hidden per layer and pass (fwd 1, bwd 1)."""
     return passes * 2 * layers * all_reduce_bytes(tp, tokens * hidden * dtype_bytes)
 
@@ -55,8 +54,16 @@ def pipeline_bubble_over_ideal(pp: int, micro_batches: int, virtual: int = 1) ->
     return (pp - 1) / (virtual * micro_batches)
 
 
-def ring_attention_bytes(cp: int, tokens: float, kv_width: float, dtype_bytes: int, *, layers: int,
-                         training: bool, checkpointing: bool = False) -> float:
+def ring_attention_bytes(
+    cp: int,
+    tokens: float,
+    kv_width: float,
+    dtype_bytes: int,
+    *,
+    layers: int,
+    training: bool,
+    checkpointing: bool = False,
+) -> float:
     """Bytes one GPU sends round the CP ring: (cp - 1) hops of its K and V block per layer.
 
     tokens: the micro-batch's tokens (all cp ranks together); kv_width: K (= V) width on this rank
@@ -86,8 +93,18 @@ def ep_dispatch_tokens(tokens: float, experts: int, top_k: int, capacity_factor:
     return experts * expert_capacity(tokens, experts, top_k, capacity_factor)
 
 
-def ep_all_to_all_bytes(ep: int, tokens: float, hidden: int, dtype_bytes: int, *, experts: int, top_k: int,
-                        capacity_factor: float | None, moe_layers: int, passes: int) -> float:
+def ep_all_to_all_bytes(
+    ep: int,
+    tokens: float,
+    hidden: int,
+    dtype_bytes: int,
+    *,
+    experts: int,
+    top_k: int,
+    capacity_factor: float | None,
+    moe_layers: int,
+    passes: int,
+) -> float:
     """Bytes one GPU sends for EP: dispatch + combine (2 all-to-alls) per MoE layer and pass.
 
     tokens: this rank's tokens; (ep - 1)/ep of the buffer leaves the rank under uniform routing."""

@@ -53,17 +53,28 @@ from rlbench.perfmodel.arch import ModelArch, get_arch
 from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
 from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.perfmodel.overheads import (
+    ACHIEVABLE_FRACTION,
+    SOURCES,
+    TRAINER_MFU,
+    engine_floor,
+    engine_steps,
+    estimate_hardware,
+    in_flight,
+    stepped_shape,
+)
 from rlbench.perfmodel.parallelism import async_staleness
-from rlbench.perfmodel.overheads import (ACHIEVABLE_FRACTION, SOURCES, TRAINER_MFU, engine_floor, engine_steps,
-                                         estimate_hardware, in_flight, stepped_shape)
 from rlbench.perfmodel.rollout import decode_stage
 from rlbench.perfmodel.roofline import StageCost
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import build_stages
 
-GROUPS = {"generation": ("generation_prefill", "generation_decode"),
-          "experience": ("reward", "ref_logprob", "old_logprob", "critic_values", "advantage"),
-          "training": ("actor_update", "critic_update"), "sync": ("weight_sync",)}
+GROUPS = {
+    "generation": ("generation_prefill", "generation_decode"),
+    "experience": ("reward", "ref_logprob", "old_logprob", "critic_values", "advantage"),
+    "training": ("actor_update", "critic_update"),
+    "sync": ("weight_sync",),
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -116,24 +127,48 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         estimates = {s.name: s.time_s for s in self.estimate_stages}
         stages = [{**s.to_dict(), "bound_s": s.brent_lower_s, "estimate_s": estimates.get(s.name)} for s in self.stages]
-        return {"arch": self.arch, "hardware": self.hardware, "gpus": self.gpus,
-                "stages": stages, "group_times_s": dict(self.group_times_s),
-                "step_time_bound_s": self.step_time_bound_s, "step_time_estimate_s": self.step_time_estimate_s,
-                "mfu_bound": self.mfu_bound, "mfu_estimate": self.mfu_estimate,
-                "group_times_estimate_s": _group(list(self.estimate_stages), "time_s") if self.estimate_stages else None,
-                "tokens_per_s_estimate": _ratio(self.tokens_per_step, self.step_time_estimate_s),
-                "estimate_terms": self.estimate_terms,
-                "step_time_s": self.step_time_s, "tokens_per_step": self.tokens_per_step,
-                "tokens_per_s": self.tokens_per_s, "model_flops": self.model_flops, "mfu": self.mfu,
-                "mfu_actor": self.mfu_actor, "memory_per_gpu_gb": self.memory.per_gpu_gb,
-                "memory_breakdown_gb": dict(self.memory.breakdown_gb), "memory_fits": self.memory.fits,
-                "energy_j": self.energy_j, "energy_is_upper_bound": True,
-                "cost_per_mtok_usd": self.cost_per_mtok_usd, "achievable": self.achievable,
-                "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
-                "peak_flops_per_device": self.peak_flops, "notes": list(self.notes),
-                # only with asynchrony, so that a synchronous prediction's JSON is as before
-                **({"async": {"depth": self.async_depth, "staleness_steps": self.staleness_steps,
-                              "first_step_s": self.first_step_s}} if self.async_depth else {})}
+        return {
+            "arch": self.arch,
+            "hardware": self.hardware,
+            "gpus": self.gpus,
+            "stages": stages,
+            "group_times_s": dict(self.group_times_s),
+            "step_time_bound_s": self.step_time_bound_s,
+            "step_time_estimate_s": self.step_time_estimate_s,
+            "mfu_bound": self.mfu_bound,
+            "mfu_estimate": self.mfu_estimate,
+            "group_times_estimate_s": _group(list(self.estimate_stages), "time_s") if self.estimate_stages else None,
+            "tokens_per_s_estimate": _ratio(self.tokens_per_step, self.step_time_estimate_s),
+            "estimate_terms": self.estimate_terms,
+            "step_time_s": self.step_time_s,
+            "tokens_per_step": self.tokens_per_step,
+            "tokens_per_s": self.tokens_per_s,
+            "model_flops": self.model_flops,
+            "mfu": self.mfu,
+            "mfu_actor": self.mfu_actor,
+            "memory_per_gpu_gb": self.memory.per_gpu_gb,
+            "memory_breakdown_gb": dict(self.memory.breakdown_gb),
+            "memory_fits": self.memory.fits,
+            "energy_j": self.energy_j,
+            "energy_is_upper_bound": True,
+            "cost_per_mtok_usd": self.cost_per_mtok_usd,
+            "achievable": self.achievable,
+            "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
+            "peak_flops_per_device": self.peak_flops,
+            "notes": list(self.notes),
+            # only with asynchrony, so that a synchronous prediction's JSON is as before
+            **(
+                {
+                    "async": {
+                        "depth": self.async_depth,
+                        "staleness_steps": self.staleness_steps,
+                        "first_step_s": self.first_step_s,
+                    }
+                }
+                if self.async_depth
+                else {}
+            ),
+        }
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -159,8 +194,14 @@ def _ratio(num: float, den: float | None) -> float | None:
     return None if not den else num / den
 
 
-def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelShape, hw: Hardware,
-                    achievable: float, stages: list[StageCost]) -> tuple[list[StageCost], dict[str, Any]]:
+def estimate_stages(
+    arch: ModelArch,
+    shape: WorkloadShape,
+    parallel: ParallelShape,
+    hw: Hardware,
+    achievable: float,
+    stages: list[StageCost],
+) -> tuple[list[StageCost], dict[str, Any]]:
     """The stages with the GPU overhead terms (overheads.py), and which terms were used.
 
     A row that measured its own latency (the CPU probe, with a calibrated framework floor) is
@@ -168,25 +209,47 @@ def estimate_stages(arch: ModelArch, shape: WorkloadShape, parallel: ParallelSha
     if hw.op_latency_s is not None:
         return stages, {"kind": "measured", "note": "CPU row: per-op latency and framework floor measured here"}
     a = achievable * ACHIEVABLE_FRACTION
-    with_launch = build_stages(arch, shape, parallel, estimate_hardware(hw), achievable=a,
-                               trainer_compute_fraction=TRAINER_MFU / ACHIEVABLE_FRACTION)
+    with_launch = build_stages(
+        arch,
+        shape,
+        parallel,
+        estimate_hardware(hw),
+        achievable=a,
+        trainer_compute_fraction=TRAINER_MFU / ACHIEVABLE_FRACTION,
+    )
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
     steps = engine_steps(arch, shape, parallel, hw)
     plain_decode = decode_stage(arch, stepped_shape(shape, steps), parallel, hw, achievable=a)
-    out = [engine_floor(plain_decode, steps, shape.engine_mode) if s.name == "generation_decode" else s
-           for s in with_launch]
-    terms = {"kind": "gpu_overheads", "achievable_fraction": a, "trainer_mfu": achievable * TRAINER_MFU,
-             "engine_mode": shape.engine_mode,
-             "op_latency_s": estimate_hardware(hw).op_latency_s, "decode_steps": steps,
-             "sequences_in_flight": in_flight(arch, shape, parallel, hw), "sources": dict(SOURCES)}
+    out = [
+        engine_floor(plain_decode, steps, shape.engine_mode) if s.name == "generation_decode" else s
+        for s in with_launch
+    ]
+    terms = {
+        "kind": "gpu_overheads",
+        "achievable_fraction": a,
+        "trainer_mfu": achievable * TRAINER_MFU,
+        "engine_mode": shape.engine_mode,
+        "op_latency_s": estimate_hardware(hw).op_latency_s,
+        "decode_steps": steps,
+        "sequences_in_flight": in_flight(arch, shape, parallel, hw),
+        "sources": dict(SOURCES),
+    }
     return out, terms
 
 
-def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape, hardware: Hardware | str, *,
-            gpu_hour_usd: float | None = None, kwh_usd: float = 0.0, achievable: float = 1.0,
-            floor: FrameworkFloor | None = None) -> Prediction:
+def predict(
+    arch: ModelArch | str,
+    shape: WorkloadShape,
+    parallel: ParallelShape,
+    hardware: Hardware | str,
+    *,
+    gpu_hour_usd: float | None = None,
+    kwh_usd: float = 0.0,
+    achievable: float = 1.0,
+    floor: FrameworkFloor | None = None,
+) -> Prediction:
     """Predict one steady-state RL step; see the module docstring for every definition.
 
     floor: a framework's measured per-step floor (floor.py), added to the stages that pay it."""
@@ -204,8 +267,9 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     depth = parallel.async_depth
     overlap = depth > 0 and parallel.placement == "disaggregated"
     if depth and not overlap:
-        notes.append(f"async_mode={parallel.async_mode!r} ignored for timing: colocated pools share the GPUs, "
-                     "so stages add")
+        notes.append(
+            f"async_mode={parallel.async_mode!r} ignored for timing: colocated pools share the GPUs, so stages add"
+        )
     estimated, terms = estimate_stages(arch, shape, parallel, hw, achievable, stages)
     step_estimate = _combine(_group(estimated, "time_s"), overlap)
     groups = _group(stages, "time_s")
@@ -217,8 +281,9 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     staleness, first = _asynchrony(groups, depth, overlap)
     model_flops = sum(s.model_flops for s in stages)
     actor = next(s for s in stages if s.name == "actor_update")
-    mfu_actor = _ratio(actor.model_flops, None if actor.time_s is None
-                       else parallel.trainer_gpus * hw.bf16_flops * actor.time_s)
+    mfu_actor = _ratio(
+        actor.model_flops, None if actor.time_s is None else parallel.trainer_gpus * hw.bf16_flops * actor.time_s
+    )
     memory = estimate_memory(arch, shape, parallel, hw)
     if memory.fits is False:
         notes.append(f"needs {memory.per_gpu_gb:.1f} GB per GPU, more than {hw.name}'s {hw.hbm_bytes / 1e9:.0f} GB")
@@ -228,17 +293,36 @@ def predict(arch: ModelArch | str, shape: WorkloadShape, parallel: ParallelShape
     if step is not None and price is not None and (kwh_usd == 0 or energy is not None):
         dollars = parallel.gpus * step / 3600 * price + (kwh_usd * energy / 3.6e6 if kwh_usd else 0.0)
         cost = dollars / (shape.tokens_per_step / 1e6)
-    return Prediction(arch=arch.name, hardware=hw.name, gpus=parallel.gpus, stages=tuple(stages),
-                      group_times_s=groups, step_time_s=step, brent_lower_s=lower, brent_upper_s=upper,
-                      tokens_per_step=shape.tokens_per_step, tokens_per_s=_ratio(shape.tokens_per_step, step),
-                      model_flops=model_flops,
-                      mfu=_ratio(model_flops, None if step is None else parallel.gpus * hw.bf16_flops * step),
-                      mfu_actor=mfu_actor, memory=memory, energy_j=energy, cost_per_mtok_usd=cost,
-                      achievable=float(achievable), notes=tuple(notes), peak_flops=hw.bf16_flops,
-                      estimate_stages=tuple(estimated), step_time_estimate_s=step_estimate,
-                      mfu_estimate=_ratio(model_flops, None if step_estimate is None
-                                          else parallel.gpus * hw.bf16_flops * step_estimate),
-                      estimate_terms=terms, async_depth=depth, staleness_steps=staleness, first_step_s=first)
+    return Prediction(
+        arch=arch.name,
+        hardware=hw.name,
+        gpus=parallel.gpus,
+        stages=tuple(stages),
+        group_times_s=groups,
+        step_time_s=step,
+        brent_lower_s=lower,
+        brent_upper_s=upper,
+        tokens_per_step=shape.tokens_per_step,
+        tokens_per_s=_ratio(shape.tokens_per_step, step),
+        model_flops=model_flops,
+        mfu=_ratio(model_flops, None if step is None else parallel.gpus * hw.bf16_flops * step),
+        mfu_actor=mfu_actor,
+        memory=memory,
+        energy_j=energy,
+        cost_per_mtok_usd=cost,
+        achievable=float(achievable),
+        notes=tuple(notes),
+        peak_flops=hw.bf16_flops,
+        estimate_stages=tuple(estimated),
+        step_time_estimate_s=step_estimate,
+        mfu_estimate=_ratio(
+            model_flops, None if step_estimate is None else parallel.gpus * hw.bf16_flops * step_estimate
+        ),
+        estimate_terms=terms,
+        async_depth=depth,
+        staleness_steps=staleness,
+        first_step_s=first,
+    )
 
 
 def _asynchrony(groups: dict[str, float | None], depth: int, overlap: bool) -> tuple[int, float | None]:

@@ -44,6 +44,7 @@ from rlbench.perfmodel.parallelism import experts_touched
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
+
 def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = 2) -> float:
     """A token's KV cache on one GPU of a tp-wide engine (KV heads replicate when tp > kv_heads)."""
     heads_per_gpu = math.ceil(arch.kv_heads / tp)
@@ -63,13 +64,17 @@ def kv_traffic_per_cached_token(kv_cache: str) -> float:
     return 1.0 if kv_cache == "paged" else 3.0
 
 
-def _tp_all_reduces(arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float,
-                    dtype_bytes: int = 2) -> list[Collective]:
+def _tp_all_reduces(
+    arch: ModelArch, hw: Hardware, tp: int, tokens: float, count: float, dtype_bytes: int = 2
+) -> list[Collective]:
     if tp == 1:
         return []
     size = all_reduce_bytes(tp, tokens * arch.hidden * dtype_bytes)
-    return [Collective(kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size,
-                       bandwidth=link_bandwidth(hw, tp, 1))]
+    return [
+        Collective(
+            kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size, bandwidth=link_bandwidth(hw, tp, 1)
+        )
+    ]
 
 
 def step_weight_bytes(arch: ModelArch, batch: float, dtype_bytes: int = 2) -> float:
@@ -82,14 +87,14 @@ def step_weight_bytes(arch: ModelArch, batch: float, dtype_bytes: int = 2) -> fl
     return weights - experts + experts * experts_touched(arch.moe_experts, arch.moe_top_k, batch) / arch.moe_experts
 
 
-def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                  achievable: float) -> StageCost:
+def prefill_stage(
+    arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float
+) -> StageCost:
     if shape.prompt_len == 0:
         return empty_stage("generation_prefill", note="no prompt tokens")
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
     # a replica prefills what it decodes; without prefix sharing every sequence is prefilled
-    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill \
-        else shape.sequences
+    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill else shape.sequences
     per_replica = math.ceil(prefills / replicas)
     width = shape.computed_prompt_len  # a left-padded batch prefills its pads too
     per_prompt = fl.prefill_flops(arch, width)
@@ -97,18 +102,28 @@ def prefill_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw:
     weights = arch.weight_bytes(shape.dtype_bytes)
     busy = min(replicas, prefills)  # replicas with work
     comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * width, 1, shape.dtype_bytes))
-    critical = Work(flops=per_replica * per_prompt / tp,
-                    bytes=(weights + per_replica * kv_write) / tp, comm=comm)
-    return build_stage("generation_prefill", hw=hw, achievable=achievable, gpus=pool,
-                       flops=prefills * per_prompt, bytes=busy * weights + prefills * kv_write,
-                       comm=comm, depth=pass_units(arch.layers), critical=critical,
-                       matmul_rows=per_replica * width, matmul_dim=arch.hidden,
-                       note="prompt KV shared by the group's samples" if shape.shared_prefill
-                       else "every sequence prefilled (no prefix sharing)")
+    critical = Work(flops=per_replica * per_prompt / tp, bytes=(weights + per_replica * kv_write) / tp, comm=comm)
+    return build_stage(
+        "generation_prefill",
+        hw=hw,
+        achievable=achievable,
+        gpus=pool,
+        flops=prefills * per_prompt,
+        bytes=busy * weights + prefills * kv_write,
+        comm=comm,
+        depth=pass_units(arch.layers),
+        critical=critical,
+        matmul_rows=per_replica * width,
+        matmul_dim=arch.hidden,
+        note="prompt KV shared by the group's samples"
+        if shape.shared_prefill
+        else "every sequence prefilled (no prefix sharing)",
+    )
 
 
-def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                 achievable: float) -> StageCost:
+def decode_stage(
+    arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float
+) -> StageCost:
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
     seqs, steps = shape.sequences, shape.response_len
     per_replica = math.ceil(seqs / replicas)
@@ -122,13 +137,28 @@ def decode_stage(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     weights = step_weight_bytes(arch, per_replica, shape.dtype_bytes)
     comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps, shape.dtype_bytes))
     replica_kv = per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb
-    critical = Work(flops=per_replica * per_seq_flops / tp, bytes=steps * weights / tp + replica_kv,
-                    serial_bytes=replica_kv, comm=comm)
+    critical = Work(
+        flops=per_replica * per_seq_flops / tp,
+        bytes=steps * weights / tp + replica_kv,
+        serial_bytes=replica_kv,
+        comm=comm,
+    )
     note = "memory-bound below ~peak/bandwidth sequences per engine"
     if not shape.fixed_length:
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
-    return build_stage("generation_decode", hw=hw, achievable=achievable, gpus=pool,
-                       flops=seqs * per_seq_flops, bytes=busy * steps * weights + seqs * per_seq_kv,
-                       comm=comm, depth=steps * pass_units(arch.layers), critical=critical, note=note,
-                       # one token per sequence per step; each step reads the engine's whole weight shard
-                       matmul_rows=per_replica, matmul_dim=arch.hidden, weight_bytes=weights / tp)
+    return build_stage(
+        "generation_decode",
+        hw=hw,
+        achievable=achievable,
+        gpus=pool,
+        flops=seqs * per_seq_flops,
+        bytes=busy * steps * weights + seqs * per_seq_kv,
+        comm=comm,
+        depth=steps * pass_units(arch.layers),
+        critical=critical,
+        note=note,
+        # one token per sequence per step; each step reads the engine's whole weight shard
+        matmul_rows=per_replica,
+        matmul_dim=arch.hidden,
+        weight_bytes=weights / tp,
+    )

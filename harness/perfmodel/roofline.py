@@ -98,13 +98,25 @@ class StageCost:
         return max(self.compute_time_s, self.memory_time_s, self.comm_time_s, self.busiest_time_s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "gpus": self.gpus, "flops": self.flops, "model_flops": self.model_flops,
-                "bytes": self.bytes, "comm_bytes": self.comm_bytes, "depth": self.depth,
-                "compute_time_s": self.compute_time_s, "memory_time_s": self.memory_time_s,
-                "comm_time_s": self.comm_time_s, "busiest_time_s": self.busiest_time_s,
-                "depth_time_s": self.depth_time_s, "time_s": self.time_s,
-                "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
-                "bound": self.bound, "note": self.note, "floor_s": self.floor_s}
+        return {
+            "name": self.name,
+            "gpus": self.gpus,
+            "flops": self.flops,
+            "model_flops": self.model_flops,
+            "bytes": self.bytes,
+            "comm_bytes": self.comm_bytes,
+            "depth": self.depth,
+            "compute_time_s": self.compute_time_s,
+            "memory_time_s": self.memory_time_s,
+            "comm_time_s": self.comm_time_s,
+            "busiest_time_s": self.busiest_time_s,
+            "depth_time_s": self.depth_time_s,
+            "time_s": self.time_s,
+            "brent": {"lower_s": self.brent_lower_s, "upper_s": self.brent_upper_s},
+            "bound": self.bound,
+            "note": self.note,
+            "floor_s": self.floor_s,
+        }
 
 
 def pass_units(layers: int) -> int:
@@ -116,8 +128,16 @@ def pass_units(layers: int) -> int:
     return layers + 2
 
 
-def _times(hw: Hardware, achievable: float, gpus: int, flops: float, nbytes: float,
-           comm: tuple[Collective, ...], rate: float, compute_fraction: float = 1.0) -> tuple[float, float, float | None]:
+def _times(
+    hw: Hardware,
+    achievable: float,
+    gpus: int,
+    flops: float,
+    nbytes: float,
+    comm: tuple[Collective, ...],
+    rate: float,
+    compute_fraction: float = 1.0,
+) -> tuple[float, float, float | None]:
     compute = flops / (gpus * rate * achievable * compute_fraction)
     memory = nbytes / (gpus * hw.hbm_bytes_per_s * achievable)
     link = comm_time_s(comm)
@@ -135,15 +155,29 @@ def brent(work_s: float, depth: float, hw: Hardware) -> tuple[float | None, floa
 
 def largest_term(compute: float, memory: float, comm: float | None, span: float | None, framework: float = 0.0) -> str:
     """A stage's `bound`: the name of its largest time term."""
-    terms = {"compute": compute, "memory": memory, "comm": comm or 0.0, "latency": span or 0.0,
-             "framework": framework}
+    terms = {"compute": compute, "memory": memory, "comm": comm or 0.0, "latency": span or 0.0, "framework": framework}
     return max(terms, key=terms.__getitem__)
 
 
-def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops: float, bytes: float,
-                comm: tuple[Collective, ...], depth: float, critical: Work, model_flops: float | None = None,
-                matmul_rows: float | None = None, matmul_dim: float | None = None, training: bool = False,
-                weight_bytes: float | None = None, note: str = "", compute_fraction: float = 1.0) -> StageCost:
+def build_stage(
+    name: str,
+    *,
+    hw: Hardware,
+    achievable: float,
+    gpus: int,
+    flops: float,
+    bytes: float,
+    comm: tuple[Collective, ...],
+    depth: float,
+    critical: Work,
+    model_flops: float | None = None,
+    matmul_rows: float | None = None,
+    matmul_dim: float | None = None,
+    training: bool = False,
+    weight_bytes: float | None = None,
+    note: str = "",
+    compute_fraction: float = 1.0,
+) -> StageCost:
     """Time a stage from its totals (W/p), its busiest device's work and its depth D.
 
     matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
@@ -156,8 +190,9 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
         return empty_stage(name, gpus=max(gpus, 0), note=note)
     rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training, weight_bytes)
     compute, memory, link = _times(hw, achievable, gpus, flops, bytes, comm, rate, compute_fraction)
-    d_compute, d_memory, d_link = _times(hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate,
-                                         compute_fraction)
+    d_compute, d_memory, d_link = _times(
+        hw, achievable, 1, critical.flops, critical.bytes, critical.comm, rate, compute_fraction
+    )
     busiest = span = lower = upper = time = None
     if link is not None and d_link is not None:
         d_serial = critical.serial_bytes / (hw.hbm_bytes_per_s * achievable)
@@ -165,14 +200,45 @@ def build_stage(name: str, *, hw: Hardware, achievable: float, gpus: int, flops:
         # never below the stage's averages: W/p is `busiest` whenever serial bytes exist.
         busiest = max(d_compute + critical.exposed_s, d_memory - d_serial, d_link) + d_serial
         span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
-    return StageCost(name=name, gpus=gpus, flops=flops, model_flops=flops if model_flops is None else model_flops,
-                     bytes=bytes, comm=comm, depth=depth, compute_time_s=compute, memory_time_s=memory,
-                     comm_time_s=link, busiest_time_s=busiest, depth_time_s=span, time_s=time,
-                     brent_lower_s=lower, brent_upper_s=upper, bound=largest_term(compute, memory, link, span), note=note)
+    return StageCost(
+        name=name,
+        gpus=gpus,
+        flops=flops,
+        model_flops=flops if model_flops is None else model_flops,
+        bytes=bytes,
+        comm=comm,
+        depth=depth,
+        compute_time_s=compute,
+        memory_time_s=memory,
+        comm_time_s=link,
+        busiest_time_s=busiest,
+        depth_time_s=span,
+        time_s=time,
+        brent_lower_s=lower,
+        brent_upper_s=upper,
+        bound=largest_term(compute, memory, link, span),
+        note=note,
+    )
 
 
 def empty_stage(name: str, *, gpus: int = 0, note: str = "") -> StageCost:
     """A stage this step does not run (or whose work is off the GPUs): zero cost."""
-    return StageCost(name=name, gpus=gpus, flops=0.0, model_flops=0.0, bytes=0.0, comm=(), depth=0,
-                     compute_time_s=0.0, memory_time_s=0.0, comm_time_s=0.0, busiest_time_s=0.0,
-                     depth_time_s=0.0, time_s=0.0, brent_lower_s=0.0, brent_upper_s=0.0, bound="none", note=note)
+    return StageCost(
+        name=name,
+        gpus=gpus,
+        flops=0.0,
+        model_flops=0.0,
+        bytes=0.0,
+        comm=(),
+        depth=0,
+        compute_time_s=0.0,
+        memory_time_s=0.0,
+        comm_time_s=0.0,
+        busiest_time_s=0.0,
+        depth_time_s=0.0,
+        time_s=0.0,
+        brent_lower_s=0.0,
+        brent_upper_s=0.0,
+        bound="none",
+        note=note,
+    )

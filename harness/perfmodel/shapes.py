@@ -121,28 +121,42 @@ class WorkloadShape:
         if self.engine_max_seqs is not None:
             _positive(own, "engine_max_seqs", self.engine_max_seqs)
         if self.engine_memory_fraction is not None and (
-                not isinstance(self.engine_memory_fraction, (int, float)) or isinstance(self.engine_memory_fraction, bool)
-                or not 0 < self.engine_memory_fraction <= 1):
+            not isinstance(self.engine_memory_fraction, (int, float))
+            or isinstance(self.engine_memory_fraction, bool)
+            or not 0 < self.engine_memory_fraction <= 1
+        ):
             raise ValueError(f"{own}.engine_memory_fraction={self.engine_memory_fraction!r}: must be in (0, 1]")
-        for field in ("use_kl_reference", "recompute_old_logprob", "reward_model",
-                      "gradient_checkpointing", "fixed_length", "shared_prefill"):
+        for field in (
+            "use_kl_reference",
+            "recompute_old_logprob",
+            "reward_model",
+            "gradient_checkpointing",
+            "fixed_length",
+            "shared_prefill",
+        ):
             _boolean(own, field, getattr(self, field))
         if self.micro_batch_tokens is not None:
             _positive(own, "micro_batch_tokens", self.micro_batch_tokens)
         if self.mini_batch_prompts is not None:
             _positive(own, "mini_batch_prompts", self.mini_batch_prompts)
             if self.prompts_per_step % self.mini_batch_prompts:
-                raise ValueError(f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
-                                 f"prompts_per_step={self.prompts_per_step}")
+                raise ValueError(
+                    f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
+                    f"prompts_per_step={self.prompts_per_step}"
+                )
         if self.padded_prompt_len is not None:
             _positive(own, "padded_prompt_len", self.padded_prompt_len, minimum=self.prompt_len)
         if self.mean_response_len is not None:
             if self.fixed_length:
                 raise ValueError(f"{own}.mean_response_len: only meaningful with fixed_length=False")
-            if not isinstance(self.mean_response_len, (int, float)) or \
-                    not 0 < self.mean_response_len <= self.response_len:
-                raise ValueError(f"{own}.mean_response_len={self.mean_response_len!r}: must be in "
-                                 f"(0, response_len={self.response_len}]")
+            if (
+                not isinstance(self.mean_response_len, (int, float))
+                or not 0 < self.mean_response_len <= self.response_len
+            ):
+                raise ValueError(
+                    f"{own}.mean_response_len={self.mean_response_len!r}: must be in "
+                    f"(0, response_len={self.response_len}]"
+                )
 
     @property
     def sequences(self) -> int:
@@ -240,11 +254,15 @@ class ParallelShape:
         self._check_new_knobs(own)
         _positive(own, "rollout_gpus", self.rollout_gpus, minimum=0)
         if self.placement == "colocated" and self.rollout_gpus not in (0, self.gpus):
-            raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: colocated rollout uses all "
-                             f"{self.gpus} GPUs; leave it 0 or use placement='disaggregated'")
+            raise ValueError(
+                f"{own}.rollout_gpus={self.rollout_gpus}: colocated rollout uses all "
+                f"{self.gpus} GPUs; leave it 0 or use placement='disaggregated'"
+            )
         if self.placement == "disaggregated" and not 1 <= self.rollout_gpus < self.gpus:
-            raise ValueError(f"{own}.rollout_gpus={self.rollout_gpus}: disaggregated needs 1..{self.gpus - 1} "
-                             f"rollout GPUs, leaving the rest of the {self.gpus} to train")
+            raise ValueError(
+                f"{own}.rollout_gpus={self.rollout_gpus}: disaggregated needs 1..{self.gpus - 1} "
+                f"rollout GPUs, leaving the rest of the {self.gpus} to train"
+            )
         model = self.tp * self.pp * self.sp * self.cp
         names = "tp*pp*sp" + ("*cp" if self.cp > 1 else "")
         if self.trainer_gpus % model:
@@ -252,37 +270,53 @@ class ParallelShape:
         if self.dp is not None:
             _positive(own, "dp", self.dp)
             if self.dp * model != self.trainer_gpus:
-                raise ValueError(f"{own}.dp={self.dp}: dp*{names} = {self.dp * model} must equal "
-                                 f"the trainer's {self.trainer_gpus} GPUs")
+                raise ValueError(
+                    f"{own}.dp={self.dp}: dp*{names} = {self.dp * model} must equal "
+                    f"the trainer's {self.trainer_gpus} GPUs"
+                )
         if self.rollout_pool_gpus % self.rollout_tp:
-            raise ValueError(f"{own}.rollout_tp={self.rollout_tp}: must divide the rollout pool's "
-                             f"{self.rollout_pool_gpus} GPUs")
+            raise ValueError(
+                f"{own}.rollout_tp={self.rollout_tp}: must divide the rollout pool's {self.rollout_pool_gpus} GPUs"
+            )
         if self.dp_group % self.ep:
-            raise ValueError(f"{own}.ep={self.ep}: must divide dp*sp*cp = {self.dp_group} (expert parallel "
-                             "ranks are data-parallel ranks that split the experts, as in Megatron-Core)")
+            raise ValueError(
+                f"{own}.ep={self.ep}: must divide dp*sp*cp = {self.dp_group} (expert parallel "
+                "ranks are data-parallel ranks that split the experts, as in Megatron-Core)"
+            )
 
     def _check_new_knobs(self, own: str) -> None:
         if self.pp_schedule == "1f1b" and self.pp_virtual != 1:
             raise ValueError(f"{own}.pp_virtual={self.pp_virtual}: virtual stages need pp_schedule='interleaved'")
         if self.pp_schedule == "interleaved" and (self.pp < 2 or self.pp_virtual < 2):
-            raise ValueError(f"{own}.pp_schedule='interleaved': needs pp >= 2 and pp_virtual >= 2 "
-                             f"(got pp={self.pp}, pp_virtual={self.pp_virtual})")
+            raise ValueError(
+                f"{own}.pp_schedule='interleaved': needs pp >= 2 and pp_virtual >= 2 "
+                f"(got pp={self.pp}, pp_virtual={self.pp_virtual})"
+            )
         if self.async_mode != "k-step" and self.async_staleness != 1:
             raise ValueError(f"{own}.async_staleness={self.async_staleness}: only with async_mode='k-step'")
         if self.ep_capacity_factor is not None and (
-                isinstance(self.ep_capacity_factor, bool) or not isinstance(self.ep_capacity_factor, (int, float))
-                or self.ep_capacity_factor <= 0):
-            raise ValueError(f"{own}.ep_capacity_factor={self.ep_capacity_factor!r}: must be a positive number "
-                             "or None (dropless)")
-        if not isinstance(self.fuse, tuple) or any(f not in FUSIONS for f in self.fuse) or \
-                len(set(self.fuse)) != len(self.fuse):
+            isinstance(self.ep_capacity_factor, bool)
+            or not isinstance(self.ep_capacity_factor, (int, float))
+            or self.ep_capacity_factor <= 0
+        ):
+            raise ValueError(
+                f"{own}.ep_capacity_factor={self.ep_capacity_factor!r}: must be a positive number or None (dropless)"
+            )
+        if (
+            not isinstance(self.fuse, tuple)
+            or any(f not in FUSIONS for f in self.fuse)
+            or len(set(self.fuse)) != len(self.fuse)
+        ):
             raise ValueError(f"{own}.fuse={self.fuse!r}: must be a tuple of distinct names from {', '.join(FUSIONS)}")
         if {"rollout_logprobs", "on_policy_old"} <= set(self.fuse):
-            raise ValueError(f"{own}.fuse: 'rollout_logprobs' and 'on_policy_old' both remove the old-log-prob "
-                             "pass; give one")
+            raise ValueError(
+                f"{own}.fuse: 'rollout_logprobs' and 'on_policy_old' both remove the old-log-prob pass; give one"
+            )
         if "ref_old" in self.fuse and set(self.fuse) & {"rollout_logprobs", "on_policy_old"}:
-            raise ValueError(f"{own}.fuse: 'ref_old' merges the old-log-prob pass that "
-                             f"{'/'.join(sorted(set(self.fuse) - {'ref_old'}))} removes; give one")
+            raise ValueError(
+                f"{own}.fuse: 'ref_old' merges the old-log-prob pass that "
+                f"{'/'.join(sorted(set(self.fuse) - {'ref_old'}))} removes; give one"
+            )
 
     @property
     def async_depth(self) -> int:

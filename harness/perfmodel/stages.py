@@ -18,7 +18,8 @@ Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x 
   for backward, and reduce-scatters gradients, per micro-batch: 3(n-1)/n x model bytes for
   training, (n-1)/n for a forward. A distributed optimizer (sharding="optimizer")
   reduce-scatters gradients and all-gathers parameters once per optimizer step, and plain
-  DDP all-reduces gradients once per step: 2(n-1)/n either way. TP: 2 all-reduces per layer forward, 2 backward (and 2 more
+  DDP all-reduces gradients once per step: 2(n-1)/n either way. TP: 2 all-reduces per layer forward,
+  2 backward (and 2 more
   for a recomputed forward). Ulysses SP: 4 all-to-alls per layer and pass. Ring CP: K/V round
   the ring, exposed only where it outlasts the attention it overlaps. EP: dispatch + combine
   all-to-alls per MoE layer and pass. PP: activations to the next stage forward, gradients
@@ -43,8 +44,8 @@ from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.comm import Collective, all_gather_bytes, link_bandwidth, merge
 from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.rollout import decode_stage, prefill_stage
+from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.trainer_comm import local_params, ring_exposure_s, trainer_comm
 
@@ -57,9 +58,20 @@ def critic_params(arch: ModelArch) -> int:
     return arch.param_count().total - head + arch.hidden + 1
 
 
-def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                 achievable: float, training: bool, value_head: bool, params: int | None = None,
-                 compute_fraction: float = 1.0, models: int = 1) -> StageCost:
+def trainer_pass(
+    name: str,
+    arch: ModelArch,
+    shape: WorkloadShape,
+    par: ParallelShape,
+    hw: Hardware,
+    *,
+    achievable: float,
+    training: bool,
+    value_head: bool,
+    params: int | None = None,
+    compute_fraction: float = 1.0,
+    models: int = 1,
+) -> StageCost:
     """A forward (log-probs, values, reward model) or a full update over the step's sequences.
 
     models: forwards of that many same-shaped models fused into one pass over the same micro-batches
@@ -81,28 +93,61 @@ def trainer_pass(name: str, arch: ModelArch, shape: WorkloadShape, par: Parallel
     mb_bytes = n_micro * (passes + (1 if training else 0)) * shard_bytes
     opt_bytes = 0.0
     if training:
-        opt_bytes = steps * ADAM_BYTES_PER_PARAM * (params / (tp * pp * par.optimizer_shards) if local is None
-                                                    else local / par.optimizer_shards)
+        opt_bytes = (
+            steps
+            * ADAM_BYTES_PER_PARAM
+            * (params / (tp * pp * par.optimizer_shards) if local is None else local / par.optimizer_shards)
+        )
     micro_tokens = per_rank * shape.computed_seq_len / micro
-    comm = trainer_comm(arch, shape, par, hw, params=params, micro_batches=n_micro, micro_tokens=micro_tokens,
-                        optimizer_steps=steps, training=training)
+    comm = trainer_comm(
+        arch,
+        shape,
+        par,
+        hw,
+        params=params,
+        micro_batches=n_micro,
+        micro_tokens=micro_tokens,
+        optimizer_steps=steps,
+        training=training,
+    )
     # 1F1B idles pp - 1 micro-batch slots per mini-batch, interleaved (pp - 1) / v (parallelism.py)
     slots = micro * models + par.pp_slots
     bubble = slots / (micro * models)
     critical_flops = epochs * minis * per_rank * passes * seq * models / (tp * pp * sp * cp) * bubble
-    exposed = ring_exposure_s(arch, shape, par, hw, comm, sequences=epochs * minis * per_rank * models,
-                              training=training, achievable=achievable, compute_fraction=compute_fraction)
+    exposed = ring_exposure_s(
+        arch,
+        shape,
+        par,
+        hw,
+        comm,
+        sequences=epochs * minis * per_rank * models,
+        training=training,
+        achievable=achievable,
+        compute_fraction=compute_fraction,
+    )
     critical = Work(flops=critical_flops, bytes=mb_bytes * bubble + opt_bytes, comm=comm, exposed_s=exposed)
     note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
     if par.pp_schedule == "interleaved":
         note += f" (interleaved, {par.pp_virtual} chunks per rank)"
     if models > 1:
         note += f", {models} models' forwards fused in one pass"
-    return build_stage(name, hw=hw, achievable=achievable, compute_fraction=compute_fraction, gpus=gpus,
-                       flops=flops, model_flops=model_flops,
-                       bytes=gpus * (mb_bytes + opt_bytes), comm=comm, critical=critical, note=note,
-                       matmul_rows=micro_tokens / (sp * cp), matmul_dim=arch.hidden / tp, training=training,
-                       depth=steps * slots * passes * pass_units(math.ceil(arch.layers / pp)))
+    return build_stage(
+        name,
+        hw=hw,
+        achievable=achievable,
+        compute_fraction=compute_fraction,
+        gpus=gpus,
+        flops=flops,
+        model_flops=model_flops,
+        bytes=gpus * (mb_bytes + opt_bytes),
+        comm=comm,
+        critical=critical,
+        note=note,
+        matmul_rows=micro_tokens / (sp * cp),
+        matmul_dim=arch.hidden / tp,
+        training=training,
+        depth=steps * slots * passes * pass_units(math.ceil(arch.layers / pp)),
+    )
 
 
 def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
@@ -114,10 +159,18 @@ def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, a
     tokens = shape.sequences * shape.mean_response
     per_flop, per_byte, depth = (5, 16, shape.response_len) if shape.has_critic else (2, 8, 1)
     gpus = par.trainer_gpus
-    return build_stage("advantage", hw=hw, achievable=achievable, gpus=gpus, flops=per_flop * tokens,
-                       bytes=per_byte * tokens, comm=(), depth=depth,
-                       critical=Work(flops=per_flop * tokens / gpus, bytes=per_byte * tokens / gpus),
-                       note="elementwise; verl computes it on the driver, negligible either way")
+    return build_stage(
+        "advantage",
+        hw=hw,
+        achievable=achievable,
+        gpus=gpus,
+        flops=per_flop * tokens,
+        bytes=per_byte * tokens,
+        comm=(),
+        depth=depth,
+        critical=Work(flops=per_flop * tokens / gpus, bytes=per_byte * tokens / gpus),
+        note="elementwise; verl computes it on the driver, negligible either way",
+    )
 
 
 def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
@@ -132,29 +185,62 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
     comm: list[Collective] = []
     experts = arch.expert_params() * 2 / (par.tp * par.pp) if par.ep > 1 else 0.0
     if par.param_shards > 1 and experts:  # dense part over dp x sp x cp, experts over their dp group / ep
-        groups = ((par.param_shards, shard_bytes - experts, par.tp),
-                  (par.param_shards // par.ep, experts / par.ep, par.tp * par.ep))
-        comm += [Collective(kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(n, size),
-                            bandwidth=link_bandwidth(hw, n, stride)) for n, size, stride in groups if n > 1]
+        groups = (
+            (par.param_shards, shard_bytes - experts, par.tp),
+            (par.param_shards // par.ep, experts / par.ep, par.tp * par.ep),
+        )
+        comm += [
+            Collective(
+                kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(n, size), bandwidth=link_bandwidth(hw, n, stride)
+            )
+            for n, size, stride in groups
+            if n > 1
+        ]
     elif par.param_shards > 1:
-        comm.append(Collective(kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(par.param_shards, shard_bytes),
-                               bandwidth=link_bandwidth(hw, par.param_shards, par.tp)))
+        comm.append(
+            Collective(
+                kind="fsdp_all_gather",
+                bytes_per_gpu=all_gather_bytes(par.param_shards, shard_bytes),
+                bandwidth=link_bandwidth(hw, par.param_shards, par.tp),
+            )
+        )
     if experts:  # the rollout holds every expert: gather them from the ep ranks that split them
-        comm.append(Collective(kind="ep_all_gather", bytes_per_gpu=all_gather_bytes(par.ep, experts),
-                               bandwidth=link_bandwidth(hw, par.ep, par.tp * par.sp * par.cp)))
+        comm.append(
+            Collective(
+                kind="ep_all_gather",
+                bytes_per_gpu=all_gather_bytes(par.ep, experts),
+                bandwidth=link_bandwidth(hw, par.ep, par.tp * par.sp * par.cp),
+            )
+        )
     received = weights / par.rollout_tp
     if par.placement == "disaggregated":
         link = hw.inter_node_bytes_per_s if par.gpus > hw.gpus_per_node else hw.intra_node_bytes_per_s
         comm.append(Collective(kind="weight_transfer", bytes_per_gpu=received, bandwidth=link))
     merged = merge(comm)
     nbytes = 2 * received * par.rollout_pool_gpus  # write into the engine, read from the source
-    return build_stage("weight_sync", hw=hw, achievable=achievable, gpus=par.gpus, flops=0.0, bytes=nbytes,
-                       comm=merged, depth=1, critical=Work(flops=0.0, bytes=2 * received, comm=merged),
-                       note="in-GPU reshard" if par.placement == "colocated" else "trainer -> rollout over links")
+    return build_stage(
+        "weight_sync",
+        hw=hw,
+        achievable=achievable,
+        gpus=par.gpus,
+        flops=0.0,
+        bytes=nbytes,
+        comm=merged,
+        depth=1,
+        critical=Work(flops=0.0, bytes=2 * received, comm=merged),
+        note="in-GPU reshard" if par.placement == "colocated" else "trainer -> rollout over links",
+    )
 
 
-def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *,
-                 achievable: float = 1.0, trainer_compute_fraction: float = 1.0) -> list[StageCost]:
+def build_stages(
+    arch: ModelArch,
+    shape: WorkloadShape,
+    par: ParallelShape,
+    hw: Hardware,
+    *,
+    achievable: float = 1.0,
+    trainer_compute_fraction: float = 1.0,
+) -> list[StageCost]:
     """All ten stages of one step, in execution order; stages a step skips cost zero.
 
     trainer_compute_fraction scales the trainer passes' compute rate alone (the estimate's trainer
@@ -163,18 +249,40 @@ def build_stages(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     critic = critic_params(arch)
 
     def forward(name: str, value_head: bool = False, params: int | None = None, models: int = 1) -> StageCost:
-        return trainer_pass(name, arch, shape, par, hw, training=False, value_head=value_head,
-                            params=params, compute_fraction=trainer_compute_fraction, models=models, **kw)
+        return trainer_pass(
+            name,
+            arch,
+            shape,
+            par,
+            hw,
+            training=False,
+            value_head=value_head,
+            params=params,
+            compute_fraction=trainer_compute_fraction,
+            models=models,
+            **kw,
+        )
 
     def update(name: str, value_head: bool, params: int | None = None) -> StageCost:
-        return trainer_pass(name, arch, shape, par, hw, training=True, value_head=value_head, params=params,
-                            compute_fraction=trainer_compute_fraction, **kw)
+        return trainer_pass(
+            name,
+            arch,
+            shape,
+            par,
+            hw,
+            training=True,
+            value_head=value_head,
+            params=params,
+            compute_fraction=trainer_compute_fraction,
+            **kw,
+        )
 
     ref, old = _logprob_passes(shape, par, forward)
     return [
         prefill_stage(arch, shape, par, hw, **kw),
         decode_stage(arch, shape, par, hw, **kw),
-        forward("reward", True, critic) if shape.reward_model
+        forward("reward", True, critic)
+        if shape.reward_model
         else empty_stage("reward", note="rule-based reward on CPU: not modelled"),
         ref,
         old,
@@ -197,15 +305,23 @@ def _logprob_passes(shape: WorkloadShape, par: ParallelShape, forward) -> tuple[
     if not shape.recompute_old_logprob:
         return ref, empty_stage("old_logprob", note="old log-probs taken from the rollout")
     if "rollout_logprobs" in fuse:
-        return ref, empty_stage("old_logprob", note="fused away: generation-time log-probs reused (fuse=rollout_logprobs)")
+        return ref, empty_stage(
+            "old_logprob", note="fused away: generation-time log-probs reused (fuse=rollout_logprobs)"
+        )
     if "on_policy_old" in fuse:
         if shape.optimizer_steps != 1:
-            raise ValueError(f"ParallelShape.fuse='on_policy_old': needs one optimizer step per batch (ppo_epochs=1, "
-                             f"one mini-batch), not {shape.optimizer_steps}; pi_old differs from the policy after "
-                             "the first step")
-        return ref, empty_stage("old_logprob", note="fused away: pi_old is the update's own forward (fuse=on_policy_old)")
+            raise ValueError(
+                f"ParallelShape.fuse='on_policy_old': needs one optimizer step per batch (ppo_epochs=1, "
+                f"one mini-batch), not {shape.optimizer_steps}; pi_old differs from the policy after "
+                "the first step"
+            )
+        return ref, empty_stage(
+            "old_logprob", note="fused away: pi_old is the update's own forward (fuse=on_policy_old)"
+        )
     if "ref_old" in fuse:
         if not shape.use_kl_reference:
             raise ValueError("ParallelShape.fuse='ref_old': the workload has no KL reference pass to fuse with")
-        return forward("ref_logprob", models=2), empty_stage("old_logprob", note="fused into ref_logprob (fuse=ref_old)")
+        return forward("ref_logprob", models=2), empty_stage(
+            "old_logprob", note="fused into ref_logprob (fuse=ref_old)"
+        )
     return ref, forward("old_logprob")

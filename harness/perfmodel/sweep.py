@@ -37,10 +37,16 @@ from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 FIELDS = tuple(f.name for f in dataclasses.fields(ParallelShape))
 
 
-def sweep(base_parallel: ParallelShape, grid: dict[str, list[Any]], *, arch: ModelArch | str,
-          shape: WorkloadShape, hardware: Hardware | str,
-          skipped: list[tuple[dict[str, Any], str]] | None = None,
-          **predict_kwargs: Any) -> list[tuple[ParallelShape, Prediction]]:
+def sweep(
+    base_parallel: ParallelShape,
+    grid: dict[str, list[Any]],
+    *,
+    arch: ModelArch | str,
+    shape: WorkloadShape,
+    hardware: Hardware | str,
+    skipped: list[tuple[dict[str, Any], str]] | None = None,
+    **predict_kwargs: Any,
+) -> list[tuple[ParallelShape, Prediction]]:
     """Predict every valid combination of `grid` applied to `base_parallel`; fastest first."""
     for key in grid:
         lookup({f: f for f in FIELDS}, key, "ParallelShape field")  # did-you-mean on a typo
@@ -61,8 +67,7 @@ def sweep(base_parallel: ParallelShape, grid: dict[str, list[Any]], *, arch: Mod
             continue
         results.append((layout, predict(arch, shape, layout, hardware, **predict_kwargs)))
     # Ties (a compute-bound roofline does not care how the same GPUs split) go to less memory.
-    results.sort(key=lambda pair: (pair[1].step_time_s is None, pair[1].step_time_s or 0.0,
-                                   pair[1].memory_per_gpu_gb))
+    results.sort(key=lambda pair: (pair[1].step_time_s is None, pair[1].step_time_s or 0.0, pair[1].memory_per_gpu_gb))
     return results
 
 
@@ -90,18 +95,44 @@ class LayoutSweep:
 
 
 # Columns of the ranked table, with units; lower is better for times and memory, higher for tokens/s and MFU.
-TABLE_COLUMNS = ("rank", "tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement", "async", "step_time_bound_s",
-                 "step_time_estimate_s", "tokens_per_s_bound", "mfu_bound", "memory_per_gpu_gb", "slowest_stage")
+TABLE_COLUMNS = (
+    "rank",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "sp",
+    "rollout_tp",
+    "placement",
+    "async",
+    "step_time_bound_s",
+    "step_time_estimate_s",
+    "tokens_per_s_bound",
+    "mfu_bound",
+    "memory_per_gpu_gb",
+    "slowest_stage",
+)
 
 
 def _row(rank: int, layout: ParallelShape, p: Prediction) -> dict[str, Any]:
     timed = [s for s in p.stages if s.time_s is not None]
-    return {"rank": rank, "tp": layout.tp, "pp": layout.pp if layout.pp_virtual == 1 else f"{layout.pp}x{layout.pp_virtual}",
-            "cp": layout.cp, "ep": layout.ep, "sp": layout.sp, "rollout_tp": layout.rollout_tp,
-            "placement": layout.placement, "async": layout.async_mode, "step_time_bound_s": p.step_time_bound_s,
-            "step_time_estimate_s": p.step_time_estimate_s, "tokens_per_s_bound": p.tokens_per_s,
-            "mfu_bound": p.mfu_bound, "memory_per_gpu_gb": p.memory_per_gpu_gb,
-            "slowest_stage": max(timed, key=lambda s: s.time_s).name if timed else None}
+    return {
+        "rank": rank,
+        "tp": layout.tp,
+        "pp": layout.pp if layout.pp_virtual == 1 else f"{layout.pp}x{layout.pp_virtual}",
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "sp": layout.sp,
+        "rollout_tp": layout.rollout_tp,
+        "placement": layout.placement,
+        "async": layout.async_mode,
+        "step_time_bound_s": p.step_time_bound_s,
+        "step_time_estimate_s": p.step_time_estimate_s,
+        "tokens_per_s_bound": p.tokens_per_s,
+        "mfu_bound": p.mfu_bound,
+        "memory_per_gpu_gb": p.memory_per_gpu_gb,
+        "slowest_stage": max(timed, key=lambda s: s.time_s).name if timed else None,
+    }
 
 
 def _refusal(arch: ModelArch, combo: dict[str, Any]) -> tuple[str, str] | None:
@@ -114,8 +145,10 @@ def _refusal(arch: ModelArch, combo: dict[str, Any]) -> tuple[str, str] | None:
     # Megatron splits query and KV heads evenly over TP ranks (num_query_groups % tp == 0).
     if arch.heads % tp or arch.kv_heads % tp:
         which = f"{arch.heads} attention heads" if arch.heads % tp else f"{arch.kv_heads} KV heads"
-        return "heads", (f"tp={tp} does not divide {arch.name}'s {which} (Megatron splits query and KV heads "
-                         "evenly over the trainer's TP ranks)")
+        return "heads", (
+            f"tp={tp} does not divide {arch.name}'s {which} (Megatron splits query and KV heads "
+            "evenly over the trainer's TP ranks)"
+        )
     # Ulysses scatters heads (KV heads repeated when fewer); the ring (cp) splits the sequence, not heads.
     if arch.heads % sp or (arch.kv_heads % sp and sp % arch.kv_heads):
         return "heads", f"sp={sp} cannot scatter {arch.name}'s {arch.heads} heads / {arch.kv_heads} KV heads"
@@ -128,13 +161,25 @@ def _refusal(arch: ModelArch, combo: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def sweep_layouts(arch: ModelArch | str, shape: WorkloadShape, hardware: Hardware | str, gpus: int, *,
-                  tp: Sequence[int] = (1, 2, 4, 8), pp: Sequence[int] = (1, 2, 4), cp: Sequence[int] = (1, 2, 4),
-                  ep: Sequence[int] = (1, 2, 4, 8), sp: Sequence[int] = (1,), rollout_tp: Sequence[int] = (1, 2, 4, 8),
-                  placements: Sequence[str] = ("colocated", "disaggregated"), rollout_fraction: float = 0.5,
-                  base: ParallelShape | None = None, keep_unfit: bool = False,
-                  shape_for: Callable[[ParallelShape], WorkloadShape] | None = None,
-                  **predict_kwargs: Any) -> LayoutSweep:
+def sweep_layouts(
+    arch: ModelArch | str,
+    shape: WorkloadShape,
+    hardware: Hardware | str,
+    gpus: int,
+    *,
+    tp: Sequence[int] = (1, 2, 4, 8),
+    pp: Sequence[int] = (1, 2, 4),
+    cp: Sequence[int] = (1, 2, 4),
+    ep: Sequence[int] = (1, 2, 4, 8),
+    sp: Sequence[int] = (1,),
+    rollout_tp: Sequence[int] = (1, 2, 4, 8),
+    placements: Sequence[str] = ("colocated", "disaggregated"),
+    rollout_fraction: float = 0.5,
+    base: ParallelShape | None = None,
+    keep_unfit: bool = False,
+    shape_for: Callable[[ParallelShape], WorkloadShape] | None = None,
+    **predict_kwargs: Any,
+) -> LayoutSweep:
     """Rank every layout of the grid on `gpus` GPUs for one model; say which were skipped and why.
 
     The grid is tp x pp x cp x ep x sp x rollout_tp x placement; `base` carries the other knobs
@@ -171,9 +216,16 @@ def sweep_layouts(arch: ModelArch | str, shape: WorkloadShape, hardware: Hardwar
             continue
         prediction = predict(model, shape_for(layout) if shape_for else shape, layout, hw, **predict_kwargs)
         if prediction.memory.fits is False and not keep_unfit:
-            skipped.append(SkippedLayout(layout=shown, check="memory", reason=(
-                f"needs {prediction.memory_per_gpu_gb:.1f} GB per GPU, more than {hw.name}'s "
-                f"{hw.hbm_bytes / 1e9:.0f} GB")))  # type: ignore[operator]
+            skipped.append(
+                SkippedLayout(
+                    layout=shown,
+                    check="memory",
+                    reason=(
+                        f"needs {prediction.memory_per_gpu_gb:.1f} GB per GPU, more than {hw.name}'s "
+                        f"{hw.hbm_bytes / 1e9:.0f} GB"
+                    ),
+                )
+            )  # type: ignore[operator]
             continue
         ranked.append((layout, prediction))
     ranked.sort(key=lambda pair: (pair[1].step_time_s is None, pair[1].step_time_s or 0.0, pair[1].memory_per_gpu_gb))

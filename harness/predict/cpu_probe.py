@@ -102,8 +102,13 @@ def _unit_step():
     import torch
 
     h, heads, kv, hd, ffn, cache = (UNIT[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn", "cache"))
-    args = (torch.randn(1, 1, h), torch.randn(1, 1, 1, hd), torch.randn(1, 1, 1, hd),
-            torch.randn(1, kv, cache, hd), torch.randn(1, kv, cache, hd))
+    args = (
+        torch.randn(1, 1, h),
+        torch.randn(1, 1, 1, hd),
+        torch.randn(1, 1, 1, hd),
+        torch.randn(1, kv, cache, hd),
+        torch.randn(1, kv, cache, hd),
+    )
     return _decoder_layer(h, heads, kv, hd, ffn).eval(), args
 
 
@@ -147,8 +152,13 @@ def train_layer_shape(dim: int) -> dict[str, int]:
     """The training probe's layer at hidden `dim`: the tiny workloads' shape (head_dim 64, half as
     many KV heads as query heads, Qwen2.5's ffn = 2.6875 x hidden)."""
     heads = max(dim // TRAIN_HEAD_DIM, 1)
-    return {"hidden": dim, "heads": heads, "kv_heads": max(heads // 2, 1), "head_dim": TRAIN_HEAD_DIM,
-            "ffn": round(2.6875 * dim)}
+    return {
+        "hidden": dim,
+        "heads": heads,
+        "kv_heads": max(heads // 2, 1),
+        "head_dim": TRAIN_HEAD_DIM,
+        "ffn": round(2.6875 * dim),
+    }
 
 
 def train_layer_flops(shape: dict[str, int], sequences: int, length: int) -> float:
@@ -158,8 +168,9 @@ def train_layer_flops(shape: dict[str, int], sequences: int, length: int) -> flo
     from rlbench.perfmodel.arch import ModelArch
     from rlbench.perfmodel.flops import head_params, sequence_forward_flops
 
-    arch = ModelArch(layers=1, vocab=1, qkv_bias=True, **{k: shape[k] for k in ("hidden", "heads", "kv_heads",
-                                                                               "head_dim", "ffn")})
+    arch = ModelArch(
+        layers=1, vocab=1, qkv_bias=True, **{k: shape[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn")}
+    )
     head = 2 * head_params(arch) * length  # the probe has no output head
     return 3 * sequences * (sequence_forward_flops(arch, length) - head)
 
@@ -249,11 +260,11 @@ def measure() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "torch": torch.__version__,
         "method": f"best of {REPEATS}: torch.mm fp32 {MATMUL_N}^3; copy of {COPY_BYTES // 2**20} MiB fp32; "
-                  f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
-                  f"nn.functional.linear [rows x dim] x [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
-                  f"decoder-layer forward + backward, rows {TRAIN_ROWS} (sequences of {TRAIN_SEQ_LEN}), dims {RATE_DIMS}; "
-                  f"nn.functional.linear over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
-                  "L2 from /sys/devices/system/cpu/cpu0/cache",
+        f"best of {LATENCY_REPEATS}: one decode step of a Qwen2-style layer ({unit}), batch 1; "
+        f"nn.functional.linear [rows x dim] x [dim x dim], rows {RATE_ROWS}, dims {RATE_DIMS}; "
+        f"decoder-layer forward + backward, rows {TRAIN_ROWS} (sequences of {TRAIN_SEQ_LEN}), dims {RATE_DIMS}; "
+        f"nn.functional.linear over a {STREAM_POOL_BYTES // 2**20} MiB weight pool, rows {STREAM_ROWS}; "
+        "L2 from /sys/devices/system/cpu/cpu0/cache",
     }
 
 
@@ -261,8 +272,12 @@ def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
     """Measured peaks of this CPU, from the cache when it matches this machine, torch and the probe."""
     import torch
 
-    key = {"cpu_model": cpu_model(), "threads": torch.get_num_threads(), "torch": package_version("torch"),
-           "probe_version": PROBE_VERSION}
+    key = {
+        "cpu_model": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "torch": package_version("torch"),
+        "probe_version": PROBE_VERSION,
+    }
     cache = _cache_file()
     if not refresh and cache.is_file():
         cached = json.loads(cache.read_text())
@@ -279,12 +294,16 @@ def cpu_row(peaks: dict[str, Any] | None = None):
     from rlbench.perfmodel import cpu_hardware
 
     peaks = peaks if peaks is not None else cpu_peaks()
-    return cpu_hardware(peaks["fp32_flops_per_s"], peaks["mem_bytes_per_s"], op_latency_s=peaks.get("op_latency_s"),
-                        matmul_rates=tuple(tuple(row) for row in peaks.get("matmul_rates", ())),
-                        train_matmul_rates=tuple(tuple(row) for row in peaks.get("train_matmul_rates", ())),
-                        streamed_matmul_rates=tuple(tuple(row) for row in peaks.get("streamed_matmul_rates", ())),
-                        cache_bytes=peaks.get("cache_bytes"),
-                        source=f"measured on {peaks['cpu_model']}: {peaks['method']}")
+    return cpu_hardware(
+        peaks["fp32_flops_per_s"],
+        peaks["mem_bytes_per_s"],
+        op_latency_s=peaks.get("op_latency_s"),
+        matmul_rates=tuple(tuple(row) for row in peaks.get("matmul_rates", ())),
+        train_matmul_rates=tuple(tuple(row) for row in peaks.get("train_matmul_rates", ())),
+        streamed_matmul_rates=tuple(tuple(row) for row in peaks.get("streamed_matmul_rates", ())),
+        cache_bytes=peaks.get("cache_bytes"),
+        source=f"measured on {peaks['cpu_model']}: {peaks['method']}",
+    )
 
 
 if __name__ == "__main__":

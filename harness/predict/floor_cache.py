@@ -36,8 +36,12 @@ def machine_key(framework: str) -> dict[str, Any]:
     from rlbench.run.environment import cpu_model, gpus, package_version
 
     found = gpus()[0]
-    key: dict[str, Any] = {"framework": framework, "framework_version": get_adapter(framework).version(),
-                           "floor_version": FLOOR_VERSION, "torch": package_version("torch")}
+    key: dict[str, Any] = {
+        "framework": framework,
+        "framework_version": get_adapter(framework).version(),
+        "floor_version": FLOOR_VERSION,
+        "torch": package_version("torch"),
+    }
     if found:
         return key | {"device": found[0]["name"]}
     import torch
@@ -50,8 +54,9 @@ def save_floor(framework: str, floor: FrameworkFloor, cells: list[dict[str, Any]
     """Write the floor and the calibration cells it came from, atomically (a crash leaves the old file)."""
     path = floor_file(framework)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes(path, json.dumps({**machine_key(framework), "floor": floor.to_dict(), "cells": cells},
-                                 indent=2).encode())
+    write_bytes(
+        path, json.dumps({**machine_key(framework), "floor": floor.to_dict(), "cells": cells}, indent=2).encode()
+    )
     return path
 
 

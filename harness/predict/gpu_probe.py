@@ -95,8 +95,14 @@ def kernel_launch(torch: Any, n: int = LAUNCH_KERNELS) -> dict[str, float]:
 def _forward_time(torch: Any, layers: int, repeats: int = UNIT_REPEATS) -> float:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(hidden_size=64, intermediate_size=256, num_hidden_layers=layers, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=1024)
+    config = Qwen2Config(
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1024,
+    )
     model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
     ids = torch.ones(1, 1, dtype=torch.long, device="cuda")
     with torch.no_grad():
@@ -113,16 +119,24 @@ def _forward_time(torch: Any, layers: int, repeats: int = UNIT_REPEATS) -> float
 def layer_unit(torch: Any) -> dict[str, float]:
     """Per-layer seconds of a one-token eager forward: the slope between 2 and 8 layers."""
     shallow, deep = _forward_time(torch, 2), _forward_time(torch, 8)
-    return {"forward_2_layers_s": shallow, "forward_8_layers_s": deep, "per_layer_s": (deep - shallow) / 6,
-            "n": UNIT_REPEATS}
+    return {
+        "forward_2_layers_s": shallow,
+        "forward_8_layers_s": deep,
+        "per_layer_s": (deep - shallow) / 6,
+        "n": UNIT_REPEATS,
+    }
 
 
 def square_matmul(torch: Any, n: int = SQUARE_N) -> dict[str, float]:
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     timing = time_device(torch, lambda: torch.mm(a, b))
-    return timing | {"shape": n, "flop": 2 * n**3, "best_flops_per_s": 2 * n**3 / timing["best_s"],
-                     "median_flops_per_s": 2 * n**3 / timing["median_s"]}
+    return timing | {
+        "shape": n,
+        "flop": 2 * n**3,
+        "best_flops_per_s": 2 * n**3 / timing["best_s"],
+        "median_flops_per_s": 2 * n**3 / timing["median_s"],
+    }
 
 
 def matmul_rates(torch: Any) -> tuple[list[list[float]], list[list[float]]]:
@@ -144,8 +158,11 @@ def copy_bandwidth(torch: Any, size: int = COPY_BYTES) -> dict[str, float]:
     dst = torch.empty_like(src)
     timing = time_device(torch, lambda: dst.copy_(src))
     # A copy reads and writes every byte: 2x the buffer crosses the memory bus.
-    return timing | {"bytes_moved": 2 * size, "best_bytes_per_s": 2 * size / timing["best_s"],
-                     "median_bytes_per_s": 2 * size / timing["median_s"]}
+    return timing | {
+        "bytes_moved": 2 * size,
+        "best_bytes_per_s": 2 * size / timing["best_s"],
+        "median_bytes_per_s": 2 * size / timing["median_s"],
+    }
 
 
 def decode_model(torch: Any):
@@ -155,10 +172,16 @@ def decode_model(torch: Any):
     from rlbench.perfmodel.arch import BUILTIN_ARCHS
 
     arch = BUILTIN_ARCHS[DECODE_MODEL]
-    config = Qwen2Config(vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.ffn,
-                         num_hidden_layers=arch.layers, num_attention_heads=arch.heads,
-                         num_key_value_heads=arch.kv_heads, tie_word_embeddings=arch.tied_embeddings,
-                         max_position_embeddings=4096)
+    config = Qwen2Config(
+        vocab_size=arch.vocab,
+        hidden_size=arch.hidden,
+        intermediate_size=arch.ffn,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        tie_word_embeddings=arch.tied_embeddings,
+        max_position_embeddings=4096,
+    )
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16).eval()
@@ -178,18 +201,35 @@ def decode_steps(torch: Any) -> dict[str, Any]:
             torch.cuda.synchronize()
             start = time.perf_counter()
             with torch.no_grad():
-                model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                               do_sample=True, temperature=1.0, top_p=1.0, pad_token_id=0, eos_token_id=None)
+                model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    max_new_tokens=new,
+                    min_new_tokens=new,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    pad_token_id=0,
+                    eos_token_id=None,
+                )
             torch.cuda.synchronize()
             return time.perf_counter() - start
 
         generate(DECODE_SHORT)  # warm-up: allocator, cuBLAS handles for this batch's shapes
-        per_step = [(generate(DECODE_LONG) - generate(DECODE_SHORT)) / (DECODE_LONG - DECODE_SHORT)
-                    for _ in range(DECODE_REPEATS)]
+        per_step = [
+            (generate(DECODE_LONG) - generate(DECODE_SHORT)) / (DECODE_LONG - DECODE_SHORT)
+            for _ in range(DECODE_REPEATS)
+        ]
         rows.append([batch, statistics.median(per_step), min(per_step), max(per_step), len(per_step)])
     params = sum(p.numel() for p in model.parameters())
-    return {"model": DECODE_MODEL, "parameters": params, "weight_bytes": 2 * params, "prompt_tokens": DECODE_PROMPT,
-            "columns": ["batch", "median_s", "min_s", "max_s", "n"], "rows": rows}
+    return {
+        "model": DECODE_MODEL,
+        "parameters": params,
+        "weight_bytes": 2 * params,
+        "prompt_tokens": DECODE_PROMPT,
+        "columns": ["batch", "median_s", "min_s", "max_s", "n"],
+        "rows": rows,
+    }
 
 
 def device_identity(torch: Any) -> dict[str, Any]:
@@ -198,9 +238,15 @@ def device_identity(torch: Any) -> dict[str, Any]:
 
     found, driver = gpus()
     props = torch.cuda.get_device_properties(0)
-    return {"gpu_name": found[0]["name"] if found else torch.cuda.get_device_name(0), "driver": driver,
-            "memory_bytes": props.total_memory, "multiprocessors": props.multi_processor_count,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": package_version("transformers")}
+    return {
+        "gpu_name": found[0]["name"] if found else torch.cuda.get_device_name(0),
+        "driver": driver,
+        "memory_bytes": props.total_memory,
+        "multiprocessors": props.multi_processor_count,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": package_version("transformers"),
+    }
 
 
 def measure(torch: Any) -> dict[str, Any]:
@@ -209,18 +255,23 @@ def measure(torch: Any) -> dict[str, Any]:
     unit = layer_unit(torch)
     return device_identity(torch) | {
         "probe_version": PROBE_VERSION,
-        "bf16_flops_per_s": square["best_flops_per_s"], "square_matmul": square,
-        "mem_bytes_per_s": copy["best_bytes_per_s"], "copy": copy,
-        "matmul_rates": best, "matmul_rates_median": median,
-        "kernel_launch": kernel_launch(torch), "layer_unit": unit, "op_latency_s": unit["per_layer_s"],
+        "bf16_flops_per_s": square["best_flops_per_s"],
+        "square_matmul": square,
+        "mem_bytes_per_s": copy["best_bytes_per_s"],
+        "copy": copy,
+        "matmul_rates": best,
+        "matmul_rates_median": median,
+        "kernel_launch": kernel_launch(torch),
+        "layer_unit": unit,
+        "op_latency_s": unit["per_layer_s"],
         "decode_step_s": decode_steps(torch),
         "method": f"CUDA events over {BATCHES} batches of >= {BATCH_MIN_S * 1e3:g} ms, best and median: "
-                  f"torch.mm bf16 {SQUARE_N}^3 on randn; copy_ of {COPY_BYTES // 2**20} MiB bf16 (bytes read + "
-                  f"written); nn.functional.linear bf16 rows {RATE_ROWS} x dims {RATE_DIMS}; "
-                  f"{LAUNCH_KERNELS} x add_ on 1 element (perf_counter); one-token forward of a Qwen2 at hidden 64, "
-                  f"2 and 8 layers, {UNIT_REPEATS} repeats; generate on a random bf16 {DECODE_MODEL}, prompt "
-                  f"{DECODE_PROMPT}, ({DECODE_LONG} - {DECODE_SHORT}) new tokens, batches {DECODE_BATCHES}, "
-                  f"{DECODE_REPEATS} repeats",
+        f"torch.mm bf16 {SQUARE_N}^3 on randn; copy_ of {COPY_BYTES // 2**20} MiB bf16 (bytes read + "
+        f"written); nn.functional.linear bf16 rows {RATE_ROWS} x dims {RATE_DIMS}; "
+        f"{LAUNCH_KERNELS} x add_ on 1 element (perf_counter); one-token forward of a Qwen2 at hidden 64, "
+        f"2 and 8 layers, {UNIT_REPEATS} repeats; generate on a random bf16 {DECODE_MODEL}, prompt "
+        f"{DECODE_PROMPT}, ({DECODE_LONG} - {DECODE_SHORT}) new tokens, batches {DECODE_BATCHES}, "
+        f"{DECODE_REPEATS} repeats",
     }
 
 
@@ -231,8 +282,10 @@ def cuda_torch() -> tuple[Any, str | None]:
     except ImportError:
         return None, "torch is not installed; install a CUDA build of torch to probe a GPU"
     if not torch.cuda.is_available():
-        return None, ("no CUDA device here (torch.cuda.is_available() is False); run the GPU probe on a machine "
-                      "with an NVIDIA GPU and a CUDA build of torch")
+        return None, (
+            "no CUDA device here (torch.cuda.is_available() is False); run the GPU probe on a machine "
+            "with an NVIDIA GPU and a CUDA build of torch"
+        )
     return torch, None
 
 

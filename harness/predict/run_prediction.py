@@ -19,11 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
+from rlbench.perfmodel import (
+    FrameworkFloor,
+    Hardware,
+    ModelArch,
+    ParallelShape,
+    Prediction,
+    WorkloadShape,
+    find_hardware,
+    get_arch,
+    load_hf_config,
+    predict,
+)
+from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.predict.floor_cache import load_floor
 from rlbench.run.parallel import Parallelism
-from rlbench.perfmodel import (FrameworkFloor, Hardware, ModelArch, ParallelShape, Prediction, WorkloadShape,
-                               find_hardware, get_arch, load_hf_config, predict)
-from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.workloads.spec import ModelSpec, Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
@@ -40,8 +50,9 @@ STAGE_MAP: dict[str, tuple[str, ...]] = {
 }
 
 
-def workload_shape(workload: Workload, *, prompt_len: float | None = None, recompute_old_logprob: bool = True
-                   ) -> WorkloadShape:
+def workload_shape(
+    workload: Workload, *, prompt_len: float | None = None, recompute_old_logprob: bool = True
+) -> WorkloadShape:
     """The model's view of a workload; prompt_len defaults to the workload's maximum."""
     return WorkloadShape(
         prompts_per_step=workload.prompts_per_step,
@@ -65,11 +76,15 @@ def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) ->
     colocated GPU, 0.9 of a rollout GPU of its own) where the placement is known."""
     from rlbench.run.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
 
-    fields: dict[str, Any] = {"micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len),
-                              "engine_mode": "cuda_graphs", "engine_max_seqs": MAX_NUM_SEQS}
+    fields: dict[str, Any] = {
+        "micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len),
+        "engine_mode": "cuda_graphs",
+        "engine_max_seqs": MAX_NUM_SEQS,
+    }
     if parallel is not None:
-        fields["engine_memory_fraction"] = (GPU_MEMORY_COLOCATED if parallel.placement == "colocated"
-                                            else GPU_MEMORY_DEDICATED)
+        fields["engine_memory_fraction"] = (
+            GPU_MEMORY_COLOCATED if parallel.placement == "colocated" else GPU_MEMORY_DEDICATED
+        )
     return fields
 
 
@@ -80,8 +95,9 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism) 
     from rlbench.adapters.registry import get_adapter
     from rlbench.run.spec import RunSpec
 
-    fields = dict(get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
-                                                             parallel=parallel)))
+    fields = dict(
+        get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload, parallel=parallel))
+    )
     return {**fields, **engine_fields(workload, parallel, fields)}
 
 
@@ -103,8 +119,11 @@ def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, A
     engine = contract(workload, parallel).engine
     if fields.get("kv_cache") == "concat":  # Hugging Face generate: eager, the whole batch at once
         return {"engine_mode": "eager"}
-    return {"engine_mode": engine_mode(workload, parallel, fields), "engine_max_seqs": engine.max_num_seqs,
-            "engine_memory_fraction": engine.gpu_memory_utilization}
+    return {
+        "engine_mode": engine_mode(workload, parallel, fields),
+        "engine_max_seqs": engine.max_num_seqs,
+        "engine_memory_fraction": engine.gpu_memory_utilization,
+    }
 
 
 def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
@@ -126,13 +145,24 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
     """
     total = gpus or parallel.world_size
     rollout_gpus = total // 2 if parallel.placement == "disaggregated" else 0
-    return ParallelShape(gpus=total, dp=None if gpus else parallel.dp, tp=parallel.tp, pp=parallel.pp,
-                         pp_schedule="interleaved" if parallel.pp_virtual > 1 else "1f1b",
-                         pp_virtual=parallel.pp_virtual, cp=parallel.cp, ep=parallel.ep, sp=parallel.sp,
-                         rollout_tp=parallel.rollout_tp, placement=parallel.placement, rollout_gpus=rollout_gpus,
-                         sharding="optimizer" if megatron_layout(parallel) else "full", fuse=parallel.fuse,
-                         async_mode=parallel.async_mode,
-                         async_staleness=parallel.async_depth if parallel.async_mode == "k-step" else 1)
+    return ParallelShape(
+        gpus=total,
+        dp=None if gpus else parallel.dp,
+        tp=parallel.tp,
+        pp=parallel.pp,
+        pp_schedule="interleaved" if parallel.pp_virtual > 1 else "1f1b",
+        pp_virtual=parallel.pp_virtual,
+        cp=parallel.cp,
+        ep=parallel.ep,
+        sp=parallel.sp,
+        rollout_tp=parallel.rollout_tp,
+        placement=parallel.placement,
+        rollout_gpus=rollout_gpus,
+        sharding="optimizer" if megatron_layout(parallel) else "full",
+        fuse=parallel.fuse,
+        async_mode=parallel.async_mode,
+        async_staleness=parallel.async_depth if parallel.async_mode == "k-step" else 1,
+    )
 
 
 def megatron_layout(parallel: Parallelism) -> bool:
@@ -140,9 +170,15 @@ def megatron_layout(parallel: Parallelism) -> bool:
     return max(parallel.tp, parallel.pp, parallel.cp, parallel.ep) > 1
 
 
-def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...] | list[str], gpus: int,
-                   hardware: Hardware, gpu_hour_usd: float | None = None,
-                   floor: FrameworkFloor | None = None) -> dict[str, Any]:
+def predict_layout(
+    arch: ModelArch,
+    shape: WorkloadShape,
+    pairs: tuple[str, ...] | list[str],
+    gpus: int,
+    hardware: Hardware,
+    gpu_hour_usd: float | None = None,
+    floor: FrameworkFloor | None = None,
+) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
     from rlbench.run.parallel import check_heads, check_model_split, parse_parallel
 
@@ -160,9 +196,18 @@ def predict_layout(arch: ModelArch, shape: WorkloadShape, pairs: tuple[str, ...]
 LAYOUT_AXES = ("tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement")
 
 
-def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | None, pairs: tuple[str, ...] | list[str],
-                       grid: dict[str, list[str]], sweep_all: bool, gpus: int, hardware: Hardware,
-                       gpu_hour_usd: float | None = None, floor: FrameworkFloor | None = None) -> dict[str, Any]:
+def sweep_layout_table(
+    arch: ModelArch,
+    workload: Workload,
+    framework: str | None,
+    pairs: tuple[str, ...] | list[str],
+    grid: dict[str, list[str]],
+    sweep_all: bool,
+    gpus: int,
+    hardware: Hardware,
+    gpu_hour_usd: float | None = None,
+    floor: FrameworkFloor | None = None,
+) -> dict[str, Any]:
     """Rank layouts on `gpus` GPUs with `rlbench.perfmodel.sweep_layouts`: {"ranked", "skipped", "notes"}.
 
     Each axis of LAYOUT_AXES takes the values `grid` gives it, else sweep_layouts' default range when
@@ -175,8 +220,10 @@ def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | Non
 
     for key in grid:
         if key not in LAYOUT_AXES:
-            raise RLBenchError(f"--sweep {key}=: predict ranks layouts over {', '.join(LAYOUT_AXES)}; fix {key} with "
-                               f"--parallel {key}=VALUE instead")
+            raise RLBenchError(
+                f"--sweep {key}=: predict ranks layouts over {', '.join(LAYOUT_AXES)}; fix {key} with "
+                f"--parallel {key}=VALUE instead"
+            )
     given = list(pairs)
     if ("pp" in grid or sweep_all) and not any(p.partition("=")[0].strip() == "pp" for p in given):
         given.append("pp=2")  # a stand-in, so that a fixed pp_virtual parses; each layout sets its own pp
@@ -187,10 +234,16 @@ def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | Non
     if "placement" in axes:
         axes["placements"] = axes.pop("placement")
     virtual = fixed.pp_virtual  # an interleaved base needs a pipeline: sweep_layouts applies it where pp > 1
-    base = ParallelShape(gpus=gpus, pp=2 if virtual > 1 else 1, pp_virtual=virtual, sharding="optimizer",
-                         pp_schedule="interleaved" if virtual > 1 else "1f1b", fuse=fixed.fuse,
-                         async_mode=fixed.async_mode,
-                         async_staleness=fixed.async_depth if fixed.async_mode == "k-step" else 1)
+    base = ParallelShape(
+        gpus=gpus,
+        pp=2 if virtual > 1 else 1,
+        pp_virtual=virtual,
+        sharding="optimizer",
+        pp_schedule="interleaved" if virtual > 1 else "1f1b",
+        fuse=fixed.fuse,
+        async_mode=fixed.async_mode,
+        async_staleness=fixed.async_depth if fixed.async_mode == "k-step" else 1,
+    )
     shapes: dict[tuple[str, ...], WorkloadShape] = {}
 
     def shape_for(layout: ParallelShape) -> WorkloadShape:
@@ -200,29 +253,46 @@ def sweep_layout_table(arch: ModelArch, workload: Workload, framework: str | Non
         return shapes[key]
 
     try:
-        result = sweep_layouts(arch, workload_shape(workload), hardware, gpus, base=base, shape_for=shape_for,
-                               gpu_hour_usd=gpu_hour_usd, floor=floor, **axes)
+        result = sweep_layouts(
+            arch,
+            workload_shape(workload),
+            hardware,
+            gpus,
+            base=base,
+            shape_for=shape_for,
+            gpu_hour_usd=gpu_hour_usd,
+            floor=floor,
+            **axes,
+        )
     except ValueError as exc:
         raise RLBenchError(str(exc)) from None
     # The framework's refusal comes first: it holds whatever the model or the memory would allow.
     skipped = []
     for item in result.skipped:
-        refusal = _framework_refusal(framework, workload, knob_pairs({**fixed.non_default(), "pp_virtual": 1,
-                                                                      **item.layout}))
-        skipped.append({"layout": item.layout, "check": "framework" if refusal else item.check,
-                        "reason": refusal or item.reason})
+        refusal = _framework_refusal(
+            framework, workload, knob_pairs({**fixed.non_default(), "pp_virtual": 1, **item.layout})
+        )
+        skipped.append(
+            {"layout": item.layout, "check": "framework" if refusal else item.check, "reason": refusal or item.reason}
+        )
     ranked = []
     for row, (layout, prediction) in zip(result.rows(), result.ranked):
         shown = {k: getattr(layout, k) for k in LAYOUT_AXES} | (
-            {"pp_virtual": layout.pp_virtual} if layout.pp_virtual > 1 else {})  # row["pp"] reads "2x3" then
+            {"pp_virtual": layout.pp_virtual} if layout.pp_virtual > 1 else {}
+        )  # row["pp"] reads "2x3" then
         refusal = _framework_refusal(framework, workload, _layout_pairs(layout, fixed))
         if refusal:
             skipped.append({"layout": shown, "check": "framework", "reason": refusal})
         else:
             ranked.append({**prediction.to_dict(), **row, "rank": len(ranked) + 1, "layout": shown})
-    return {"ranked": ranked, "skipped": skipped,
-            "notes": ["trainer sharding: Megatron's distributed optimizer (the backend trainer tp, pp, cp and ep "
-                      "select); disaggregated layouts give the rollout half of the GPUs"]}
+    return {
+        "ranked": ranked,
+        "skipped": skipped,
+        "notes": [
+            "trainer sharding: Megatron's distributed optimizer (the backend trainer tp, pp, cp and ep "
+            "select); disaggregated layouts give the rollout half of the GPUs"
+        ],
+    }
 
 
 def _axis_value(axis: str, raw: str) -> int | str:
@@ -246,9 +316,18 @@ def _layout_pairs(layout: ParallelShape, fixed: Parallelism) -> list[str]:
     """The --parallel pairs of one swept layout: its axes and dp, the fixed knobs as given."""
     from rlbench.run.parallel import knob_pairs
 
-    knobs = {**fixed.non_default(), "dp": layout.data_parallel, "tp": layout.tp, "rollout_tp": layout.rollout_tp,
-             "pp": layout.pp, "pp_virtual": layout.pp_virtual, "cp": layout.cp, "ep": layout.ep, "sp": layout.sp,
-             "placement": layout.placement}
+    knobs = {
+        **fixed.non_default(),
+        "dp": layout.data_parallel,
+        "tp": layout.tp,
+        "rollout_tp": layout.rollout_tp,
+        "pp": layout.pp,
+        "pp_virtual": layout.pp_virtual,
+        "cp": layout.cp,
+        "ep": layout.ep,
+        "sp": layout.sp,
+        "placement": layout.placement,
+    }
     return knob_pairs(knobs)
 
 
@@ -269,10 +348,8 @@ def refuse_for_framework(framework: str, workload: Workload, pairs: tuple[str, .
     from rlbench.run.parallel import parse_parallel
     from rlbench.run.spec import RunSpec
 
-    adapter = get_adapter(framework)
-    refuse = getattr(adapter, "refuse_knobs", None)
-    if refuse is not None:
-        refuse(RunSpec(framework=framework, workload=workload, parallel=parse_parallel(pairs)))
+    spec = RunSpec(framework=framework, workload=workload, parallel=parse_parallel(pairs))
+    get_adapter(framework).refuse_knobs(spec)
 
 
 def arch_for(model: str) -> ModelArch:
@@ -282,8 +359,9 @@ def arch_for(model: str) -> ModelArch:
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return load_hf_config(path)
     if path.suffix == ".json":  # a file name, not an architecture name: say it is missing
-        raise RLBenchError(f"model config {model}: no such file; pass an existing config.json, a model folder "
-                           "or a built-in name")
+        raise RLBenchError(
+            f"model config {model}: no such file; pass an existing config.json, a model folder or a built-in name"
+        )
     if path.is_dir():
         raise RLBenchError(f"model folder {model} has no config.json; pass the folder of a Hugging Face model")
     cached = _hub_cached_config(model)
@@ -303,9 +381,18 @@ def workload_arch(model: ModelSpec) -> ModelArch | None:
     table (values from each model's published config.json)."""
     if model.tiny is not None:
         t = model.tiny
-        return ModelArch(name="tiny", layers=t.num_layers, hidden=t.hidden_size, heads=t.num_heads,
-                         kv_heads=t.num_kv_heads, ffn=t.intermediate_size, vocab=t.vocab_size,
-                         tied_embeddings=True, **_tiny_moe_fields(model), source="workload model.tiny")
+        return ModelArch(
+            name="tiny",
+            layers=t.num_layers,
+            hidden=t.hidden_size,
+            heads=t.num_heads,
+            kv_heads=t.num_kv_heads,
+            ffn=t.intermediate_size,
+            vocab=t.vocab_size,
+            tied_embeddings=True,
+            **_tiny_moe_fields(model),
+            source="workload model.tiny",
+        )
     try:
         return arch_for(model.name)
     except (RLBenchError, ValueError):
@@ -320,10 +407,14 @@ def _tiny_moe_fields(model: ModelSpec) -> dict[str, Any]:
     assert tiny is not None, "a tiny model's fields"
     if not tiny.is_moe:
         return {"qkv_bias": True}
-    return {"qkv_bias": bool(tiny.shared_expert_intermediate_size), "moe_experts": tiny.num_experts,
-            "moe_top_k": tiny.experts_per_token, "moe_ffn": tiny.expert_intermediate_size,
-            "moe_shared_ffn": tiny.shared_expert_intermediate_size,
-            "moe_shared_gate": bool(tiny.shared_expert_intermediate_size)}
+    return {
+        "qkv_bias": bool(tiny.shared_expert_intermediate_size),
+        "moe_experts": tiny.num_experts,
+        "moe_top_k": tiny.experts_per_token,
+        "moe_ffn": tiny.expert_intermediate_size,
+        "moe_shared_ffn": tiny.shared_expert_intermediate_size,
+        "moe_shared_gate": bool(tiny.shared_expert_intermediate_size),
+    }
 
 
 def _hub_cached_config(repo: str) -> Path | None:
@@ -350,9 +441,18 @@ def hardware_for(environment: dict[str, Any]) -> Hardware | None:
     return cpu_row()  # peaks and per-op latency measured on this machine, cached
 
 
-def predict_run(workload: Workload, parallel: Parallelism, model: str, environment: dict[str, Any], *,
-                prompt_len: float | None, recompute_old_logprob: bool, shape_fields: dict[str, Any] | None = None,
-                framework: str | None = None, padded_prompt_len: float | None = None) -> dict[str, Any]:
+def predict_run(
+    workload: Workload,
+    parallel: Parallelism,
+    model: str,
+    environment: dict[str, Any],
+    *,
+    prompt_len: float | None,
+    recompute_old_logprob: bool,
+    shape_fields: dict[str, Any] | None = None,
+    framework: str | None = None,
+    padded_prompt_len: float | None = None,
+) -> dict[str, Any]:
     """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
 
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
@@ -385,11 +485,20 @@ def predict_run(workload: Workload, parallel: Parallelism, model: str, environme
     else:
         floor, why_not = load_floor(framework)
     result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
-    return {"available": True, "hardware": hardware.name, "hardware_source": hardware.source,
-            "inputs": {"prompt_len": shape.prompt_len, "padded_prompt_len": shape.padded_prompt_len,
-                       "response_len": shape.response_len, "gpus": gpus,
-                       **(shape_fields or {})},
-            "floor": floor.to_dict() if floor else {"reason": why_not}, **result.to_dict()}
+    return {
+        "available": True,
+        "hardware": hardware.name,
+        "hardware_source": hardware.source,
+        "inputs": {
+            "prompt_len": shape.prompt_len,
+            "padded_prompt_len": shape.padded_prompt_len,
+            "response_len": shape.response_len,
+            "gpus": gpus,
+            **(shape_fields or {}),
+        },
+        "floor": floor.to_dict() if floor else {"reason": why_not},
+        **result.to_dict(),
+    }
 
 
 def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:
@@ -407,16 +516,21 @@ def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -
         times = [stages[n]["time_s"] for n in names if n in stages]
         predicted = sum(times) if times and None not in times else None
         if measured is not None and predicted:
-            out["stages"][column] = {"measured_s": measured, "predicted_s": predicted,
-                                     "floor_s": sum(stages[n].get("floor_s", 0.0) for n in names if n in stages),
-                                     "measured_over_predicted": measured / predicted,
-                                     **_over_estimate(measured, [stages[n].get("estimate_s") for n in names
-                                                                 if n in stages])}
+            out["stages"][column] = {
+                "measured_s": measured,
+                "predicted_s": predicted,
+                "floor_s": sum(stages[n].get("floor_s", 0.0) for n in names if n in stages),
+                "measured_over_predicted": measured / predicted,
+                **_over_estimate(measured, [stages[n].get("estimate_s") for n in names if n in stages]),
+            }
     step = summary.get("step_time_s", {}).get("median")
     if step and prediction.get("step_time_s"):
-        out["step"] = {"measured_s": step, "predicted_s": prediction["step_time_s"],
-                       "measured_over_predicted": step / prediction["step_time_s"],
-                       **_over_estimate(step, [prediction.get("step_time_estimate_s")])}
+        out["step"] = {
+            "measured_s": step,
+            "predicted_s": prediction["step_time_s"],
+            "measured_over_predicted": step / prediction["step_time_s"],
+            **_over_estimate(step, [prediction.get("step_time_estimate_s")]),
+        }
         work = sum((s["time_s"] or 0.0) * s["gpus"] for s in prediction["stages"])
         out["bubble"] = 1 - work / (prediction["gpus"] * step)
     return out

@@ -12,17 +12,23 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 3) -> str:
 
 
 def stage_table(prediction: dict[str, Any]) -> str:
-    lines = [f"{'stage':<20} {'GFLOP':>10} {'GB moved':>9} {'comm GB':>8} {'time s':>9} {'bound':>8} {'estimate s':>10}"]
+    lines = [
+        f"{'stage':<20} {'GFLOP':>10} {'GB moved':>9} {'comm GB':>8} {'time s':>9} {'bound':>8} {'estimate s':>10}"
+    ]
     for stage in prediction["stages"]:
         comm = sum(stage["comm_bytes"].values()) if stage["comm_bytes"] else 0.0
-        lines.append(f"{stage['name']:<20} {_fmt(stage['flops'], 1e9):>10} {_fmt(stage['bytes'], 1e9):>9} "
-                     f"{_fmt(comm, 1e9):>8} {_fmt(stage['time_s']):>9} {stage['bound']:>8} "
-                     f"{_fmt(stage.get('estimate_s')):>10}")
+        lines.append(
+            f"{stage['name']:<20} {_fmt(stage['flops'], 1e9):>10} {_fmt(stage['bytes'], 1e9):>9} "
+            f"{_fmt(comm, 1e9):>8} {_fmt(stage['time_s']):>9} {stage['bound']:>8} "
+            f"{_fmt(stage.get('estimate_s')):>10}"
+        )
     brent = prediction["brent"]
     lines += [
         "",
-        f"step time      {_fmt(prediction['step_time_s'])} s   (Brent: {_fmt(brent['lower_s'])} .. {_fmt(brent['upper_s'])} s)",
-        f"  bound        {_fmt(prediction.get('step_time_bound_s'))} s   (what the hardware allows: roofline at 100% of peak)",
+        f"step time      {_fmt(prediction['step_time_s'])} s   "
+        f"(Brent: {_fmt(brent['lower_s'])} .. {_fmt(brent['upper_s'])} s)",
+        f"  bound        {_fmt(prediction.get('step_time_bound_s'))} s   "
+        "(what the hardware allows: roofline at 100% of peak)",
         f"  estimate     {_fmt(prediction.get('step_time_estimate_s'))} s   (bound plus overhead terms: achievable "
         "fraction of peak, kernel launches, engine per-step floor)",
         f"tokens/s       {_fmt(prediction['tokens_per_s'], digits=4)}   (estimate "
@@ -39,11 +45,22 @@ def stage_table(prediction: dict[str, Any]) -> str:
 
 
 # Ranked-table columns: (header, key in a ranked row, width). A roofline bound is labelled a bound.
-_SWEEP_COLUMNS = (("rank", "rank", 4), ("tp", "tp", 3), ("pp", "pp", 4), ("cp", "cp", 3), ("ep", "ep", 3),
-                  ("sp", "sp", 3), ("rollout_tp", "rollout_tp", 10), ("placement", "placement", 13),
-                  ("bound s", "step_time_bound_s", 9), ("estimate s", "step_time_estimate_s", 10),
-                  ("tokens/s bound", "tokens_per_s_bound", 14), ("MFU bound", "mfu_bound", 9),
-                  ("GB/GPU", "memory_per_gpu_gb", 7), ("slowest stage", "slowest_stage", 20))
+_SWEEP_COLUMNS = (
+    ("rank", "rank", 4),
+    ("tp", "tp", 3),
+    ("pp", "pp", 4),
+    ("cp", "cp", 3),
+    ("ep", "ep", 3),
+    ("sp", "sp", 3),
+    ("rollout_tp", "rollout_tp", 10),
+    ("placement", "placement", 13),
+    ("bound s", "step_time_bound_s", 9),
+    ("estimate s", "step_time_estimate_s", 10),
+    ("tokens/s bound", "tokens_per_s_bound", 14),
+    ("MFU bound", "mfu_bound", 9),
+    ("GB/GPU", "memory_per_gpu_gb", 7),
+    ("slowest stage", "slowest_stage", 20),
+)
 
 
 def _cell(value: Any) -> str:
@@ -52,8 +69,9 @@ def _cell(value: Any) -> str:
     return "n/a" if value is None else str(value)
 
 
-def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], notes: tuple[str, ...] | list[str] = (),
-                shown: int = 3) -> str:
+def sweep_table(
+    ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], notes: tuple[str, ...] | list[str] = (), shown: int = 3
+) -> str:
     """The ranked layouts, then the skipped ones: a count per check and the first `shown` of each."""
     lines = [" ".join(f"{head:>{width}}" for head, _, width in _SWEEP_COLUMNS)]
     for row in ranked:
@@ -71,7 +89,10 @@ def sweep_table(ranked: list[dict[str, Any]], skipped: list[dict[str, Any]], not
             lines.append(f"  skipped ({check}) {knob_label(item['layout'], empty='')}: {item['reason']}")
         if len(items) > shown:
             lines.append(f"  ... {len(items) - shown} more for {check} (--json lists every one)")
-    lines += ["", "bound s: the roofline bound at 100% of peak (what the hardware allows, not a measurement); "
-              "estimate s: the bound plus overhead terms; MFU bound: the roofline's upper bound on MFU, not an "
-              "estimate of a run's MFU"]
+    lines += [
+        "",
+        "bound s: the roofline bound at 100% of peak (what the hardware allows, not a measurement); "
+        "estimate s: the bound plus overhead terms; MFU bound: the roofline's upper bound on MFU, not an "
+        "estimate of a run's MFU",
+    ]
     return "\n".join(lines + [f"note: {note}" for note in notes])

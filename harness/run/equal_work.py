@@ -15,7 +15,8 @@ differences under `equal_work`.
 
 Values: verl 0.9.1's own rollout defaults (`verl/trainer/config/rollout/rollout.yaml`: 256 sequences,
 8192 batched tokens, prefix caching on, 0.5 of a GPU shared with training, CUDA graphs, asleep
-while training when colocated) and its 16384-token actor budget; a rollout GPU of its own gives vLLM 0.9 of its memory (vLLM's own default
+while training when colocated) and its 16384-token actor budget; a rollout GPU of its own gives vLLM 0.9 of its
+memory (vLLM's own default
 for an engine that owns its GPU). The critic and the log-prob passes get the actor's budget, the one
 budget OpenRLHF 0.11 has for training (`--train.max_tokens_per_gpu`, actor and critic alike).
 """
@@ -75,8 +76,11 @@ class Contract:
     def to_dict(self) -> dict[str, Any]:
         """Flat `engine.<field>` / `budget.<role>` / `train.<field>` names: the keys adapters map and records
         state."""
-        terms = {f"{part}.{f.name}": getattr(getattr(self, part), f.name)
-                 for part in ("engine", "budget", "train") for f in dataclasses.fields(getattr(self, part))}
+        terms = {
+            f"{part}.{f.name}": getattr(getattr(self, part), f.name)
+            for part in ("engine", "budget", "train")
+            for f in dataclasses.fields(getattr(self, part))
+        }
         return {term: value for term, value in terms.items() if value is not None}
 
 
@@ -87,16 +91,26 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
     budget = max(TOKEN_BUDGET_PER_GPU, sequence)
     memory = GPU_MEMORY_COLOCATED if parallel.placement == "colocated" else GPU_MEMORY_DEDICATED
     return Contract(
-        engine=EngineSettings(max_num_seqs=MAX_NUM_SEQS, max_num_batched_tokens=max(MAX_NUM_BATCHED_TOKENS, sequence),
-                              enable_prefix_caching=True, gpu_memory_utilization=memory, enforce_eager=False,
-                              sleep_mode=parallel.placement == "colocated"),
+        engine=EngineSettings(
+            max_num_seqs=MAX_NUM_SEQS,
+            max_num_batched_tokens=max(MAX_NUM_BATCHED_TOKENS, sequence),
+            enable_prefix_caching=True,
+            gpu_memory_utilization=memory,
+            enforce_eager=False,
+            sleep_mode=parallel.placement == "colocated",
+        ),
         budget=TokenBudgets(actor=budget, log_prob=budget, critic=budget if workload.algorithm.name == "ppo" else None),
         train=TrainSettings(packing=True, gradient_checkpointing=workload.gradient_checkpointing),
     )
 
 
-def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], named: dict[str, str],
-             resolved: tuple[dict[str, Any], str] | None = None) -> dict[str, Any]:
+def manifest(
+    terms: Contract,
+    launched: dict[str, Any],
+    keys: dict[str, str],
+    named: dict[str, str],
+    resolved: tuple[dict[str, Any], str] | None = None,
+) -> dict[str, Any]:
     """run.json's `equal_work`: the contract, how the launch set each term, and the named differences.
 
     launched: the framework's settings as launched (after any CPU-lane change); keys: contract term
@@ -123,8 +137,9 @@ def manifest(terms: Contract, launched: dict[str, Any], keys: dict[str, str], na
         out["resolved"] = {"source": source, "values": {term: values.get(keys[term]) for term in applied}}
         for term, value in out["resolved"]["values"].items():
             if value != terms.to_dict()[term]:
-                differences[term] = UNEXPLAINED + f" (the framework resolved {keys[term]}={value}; launched " \
-                                                  f"{applied.pop(term)})"
+                differences[term] = (
+                    UNEXPLAINED + f" (the framework resolved {keys[term]}={value}; launched {applied.pop(term)})"
+                )
     return out
 
 

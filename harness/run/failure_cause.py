@@ -25,8 +25,14 @@ import psutil
 LOG_FILE = "framework.log"
 TAIL_LINES = 30
 SCAN_LINES = 3000  # how far back the error line is looked for (frameworks log a lot after dying: Ray, atexit)
-OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError", "MemoryError", "std::bad_alloc", "Cannot allocate memory",
-            "out of memory")
+OOM_TEXT = (
+    "CUDA out of memory",
+    "OutOfMemoryError",
+    "MemoryError",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+    "out of memory",
+)
 AT_LIMIT = 0.9  # memory within 10% of the limit counts as "at the limit" (10 Hz samples miss the last climb)
 _EXCEPTION = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Exit|Interrupt)\b(:|$)")
 _ERRORISH = re.compile(r"Traceback|\bERROR\b|\berror\b|Error\b|FAILED|Killed|Segmentation fault|core dumped|Aborted")
@@ -56,7 +62,7 @@ def error_excerpt(lines: list[str]) -> tuple[str | None, list[str]]:
     traceback_start = next((i for i in range(index, max(-1, index - 80), -1) if lines[i].startswith("Traceback")), None)
     if traceback_start is not None:
         start = min(start, traceback_start)
-    return lines[index].strip(), lines[start:index + 6]
+    return lines[index].strip(), lines[start : index + 6]
 
 
 def _read_int(path: Path, key: str) -> int | None:
@@ -131,8 +137,9 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def classify(returncode: int, run_dir: Path, oom_kills_before: int | None,
-             telemetry: Path | None = None) -> dict[str, Any]:
+def classify(
+    returncode: int, run_dir: Path, oom_kills_before: int | None, telemetry: Path | None = None
+) -> dict[str, Any]:
     """run.json's error entry {kind, message, log_tail, evidence} for a framework that exited non-zero."""
     lines = read_log(run_dir)
     error_line, tail = error_excerpt(lines)
@@ -147,16 +154,30 @@ def classify(returncode: int, run_dir: Path, oom_kills_before: int | None,
         if signum == signal.SIGKILL:
             after = oom_kill_count()
             if oom_kills_before is not None and after is not None and after > oom_kills_before:
-                return _entry("oom", f"the framework was killed by {name}: the kernel OOM-killed "
-                              f"{after - oom_kills_before} process(es) during the run", lines[-TAIL_LINES:],
-                              "kernel OOM-kill counter rose")
+                return _entry(
+                    "oom",
+                    f"the framework was killed by {name}: the kernel OOM-killed "
+                    f"{after - oom_kills_before} process(es) during the run",
+                    lines[-TAIL_LINES:],
+                    "kernel OOM-kill counter rose",
+                )
             share = _peak_memory_share(telemetry)
             if share is not None and share >= AT_LIMIT:
-                return _entry("oom", f"the framework was killed by {name} with memory at {share:.0%} of its limit",
-                              lines[-TAIL_LINES:], "SIGKILL at the memory limit")
-        return _entry("signal", f"the framework was killed by signal {signum} ({name})", lines[-TAIL_LINES:],
-                      "no out-of-memory evidence" if signum == signal.SIGKILL else None)
-    message = error_line or (f"the framework exited with code {returncode}" + ("; its log is empty" if not lines else ""))
+                return _entry(
+                    "oom",
+                    f"the framework was killed by {name} with memory at {share:.0%} of its limit",
+                    lines[-TAIL_LINES:],
+                    "SIGKILL at the memory limit",
+                )
+        return _entry(
+            "signal",
+            f"the framework was killed by signal {signum} ({name})",
+            lines[-TAIL_LINES:],
+            "no out-of-memory evidence" if signum == signal.SIGKILL else None,
+        )
+    message = error_line or (
+        f"the framework exited with code {returncode}" + ("; its log is empty" if not lines else "")
+    )
     return _entry("framework_error", message, tail, None)
 
 

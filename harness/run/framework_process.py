@@ -93,15 +93,28 @@ def _guarded(on_poll: Callable[[], None]) -> None:
         pass
 
 
-def launch(plan: LaunchPlan, run_dir: Path, timeout_s: float, on_poll: Callable[[], None], stops: StopSignals,
-           on_start: Callable[[int], None] = lambda pid: None) -> Outcome:
+def launch(
+    plan: LaunchPlan,
+    run_dir: Path,
+    timeout_s: float,
+    on_poll: Callable[[], None],
+    stops: StopSignals,
+    on_start: Callable[[int], None] = lambda pid: None,
+) -> Outcome:
     env = {**os.environ, **plan.env}
     start = time.perf_counter()
     with (run_dir / LOG_FILE).open("wb") as log:
         try:
             with stops.deferred():  # a signal inside fork/exec would lose the child's handle: raise it after
-                process = subprocess.Popen(plan.argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=run_dir,
-                                           start_new_session=True, stdin=subprocess.DEVNULL)
+                process = subprocess.Popen(
+                    plan.argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=run_dir,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                )
         except OSError as exc:
             log.write(f"launch failed: {exc}\n".encode())
             return Outcome(None, "launch_error", 0.0)

@@ -28,14 +28,17 @@ def _load_tokenizer(model: str):
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise RLBenchError("transformers is not installed; install a framework extra, "
-                           "e.g. pip install 'rlbench[trl]'") from None
+        raise RLBenchError(
+            "transformers is not installed; install a framework extra, e.g. pip install 'rlbench[trl]'"
+        ) from None
     try:
         return AutoTokenizer.from_pretrained(model)
     except OSError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RLBenchError(f"cannot load the tokenizer of model '{model}' ({first}); download it first "
-                           "or point model.name in the workload file at a local folder") from None
+        raise RLBenchError(
+            f"cannot load the tokenizer of model '{model}' ({first}); download it first "
+            "or point model.name in the workload file at a local folder"
+        ) from None
 
 
 def prepare_inputs(workload: Workload, seed: int) -> RunInputs:

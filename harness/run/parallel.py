@@ -68,8 +68,10 @@ class Parallelism:
         object.__setattr__(self, "fuse", _fusions(self.fuse))
         object.__setattr__(self, "async_", _async_value(self.async_))
         if self.pp_virtual > 1 and self.pp == 1:
-            raise RLBenchError(f"--parallel pp_virtual={self.pp_virtual}: interleaving needs a pipeline; "
-                               "add --parallel pp=2 or more, or drop pp_virtual")
+            raise RLBenchError(
+                f"--parallel pp_virtual={self.pp_virtual}: interleaving needs a pipeline; "
+                "add --parallel pp=2 or more, or drop pp_virtual"
+            )
         # ep against dp*sp*cp: check_expert_ranks for a run; predict derives dp from --gpus (ParallelShape checks).
 
     @property
@@ -116,12 +118,15 @@ def _fusions(value: Any) -> tuple[str, ...]:
         if name not in FUSIONS:
             close = difflib.get_close_matches(name, FUSIONS, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise RLBenchError(f"--parallel fuse={name!r}: unknown fusion; {hint}fusions: {', '.join(FUSIONS)}, "
-                               "or none")
+            raise RLBenchError(
+                f"--parallel fuse={name!r}: unknown fusion; {hint}fusions: {', '.join(FUSIONS)}, or none"
+            )
     fused = tuple(f for f in FUSIONS if f in names)
     if len(set(fused) & {"rollout_logprobs", "on_policy_old"}) == 2 or "ref_old" in fused and len(fused) > 1:
-        raise RLBenchError(f"--parallel fuse={'+'.join(fused)}: each of these removes or merges the old-log-prob "
-                           "pass, so at most one applies; keep one")
+        raise RLBenchError(
+            f"--parallel fuse={'+'.join(fused)}: each of these removes or merges the old-log-prob "
+            "pass, so at most one applies; keep one"
+        )
     return fused
 
 
@@ -135,8 +140,10 @@ def _async_value(value: Any) -> str:
     except ValueError:
         depth = -1
     if depth < 0 or isinstance(value, bool) or isinstance(value, float):
-        raise RLBenchError(f"--parallel async={value!r}: must be one of off, one-step, or a whole number of steps "
-                           "K >= 2 that generation may run ahead of training (async=2)")
+        raise RLBenchError(
+            f"--parallel async={value!r}: must be one of off, one-step, or a whole number of steps "
+            "K >= 2 that generation may run ahead of training (async=2)"
+        )
     return {0: "off", 1: "one-step"}.get(depth, str(depth))
 
 
@@ -158,7 +165,9 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
             raise RLBenchError(f"--parallel {pair!r}: unknown knob '{key}'; {hint}knobs: {', '.join(KNOBS)}")
         raw = raw.strip()
         if key in seen:  # taking the last one silently would run a layout the user did not read back
-            raise RLBenchError(f"--parallel {key}= is given twice ({seen[key]} and {pair.strip()}); give each knob once")
+            raise RLBenchError(
+                f"--parallel {key}= is given twice ({seen[key]} and {pair.strip()}); give each knob once"
+            )
         seen[key] = pair.strip()
         if key in INTEGER_KNOBS:
             try:
@@ -196,9 +205,11 @@ def splits_heads_evenly(n: int, heads: int, kv_heads: int) -> bool:
 
 
 # knob -> (rule, who splits the heads that way)
-_HEAD_RULES = {"tp": (splits_heads_evenly, "Megatron cannot split it over the trainer's TP ranks"),
-               "rollout_tp": (splits_heads, "vLLM cannot shard it"),
-               "sp": (splits_heads, "Ulysses cannot scatter its heads")}
+_HEAD_RULES = {
+    "tp": (splits_heads_evenly, "Megatron cannot split it over the trainer's TP ranks"),
+    "rollout_tp": (splits_heads, "vLLM cannot shard it"),
+    "sp": (splits_heads, "Ulysses cannot scatter its heads"),
+}
 
 
 def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> None:
@@ -219,9 +230,11 @@ def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> No
         return
     if arch is None:
         knobs = " ".join(f"{name}={n}" for name, n in splits.items())
-        raise RLBenchError(f"--parallel {knobs}: cannot check it against the attention heads of model '{model}': "
-                           "its config.json is not here (no local folder, not in the Hugging Face cache, not in "
-                           f"rlbench's built-in table); fetch it first: huggingface-cli download {model} config.json")
+        raise RLBenchError(
+            f"--parallel {knobs}: cannot check it against the attention heads of model '{model}': "
+            "its config.json is not here (no local folder, not in the Hugging Face cache, not in "
+            f"rlbench's built-in table); fetch it first: huggingface-cli download {model} config.json"
+        )
     for name, n in splits.items():
         rule, who = _HEAD_RULES[name]
         if rule(n, arch.heads, arch.kv_heads):
@@ -233,8 +246,10 @@ def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> No
             why = f"{n} does not divide its {arch.kv_heads} KV heads"
         else:
             why = f"{n} neither divides its {arch.kv_heads} KV heads nor is a multiple of them"
-        raise RLBenchError(f"--parallel {name}={n}: model {arch.name} ({arch.source or 'config'}): {why}, so "
-                           f"{who}; use {name} in {', '.join(map(str, fits))}")
+        raise RLBenchError(
+            f"--parallel {name}={n}: model {arch.name} ({arch.source or 'config'}): {why}, so "
+            f"{who}; use {name} in {', '.join(map(str, fits))}"
+        )
 
 
 def check_model_split(parallel: Parallelism, arch: ModelArch | None, model: str) -> None:
@@ -245,25 +260,36 @@ def check_model_split(parallel: Parallelism, arch: ModelArch | None, model: str)
         return
     if arch is None:
         knobs = " ".join(f"{name}={n}" for name, n in asked.items())
-        raise RLBenchError(f"--parallel {knobs}: cannot check it against the experts and layers of model '{model}': "
-                           f"its config.json is not here; fetch it first: huggingface-cli download {model} config.json")
+        raise RLBenchError(
+            f"--parallel {knobs}: cannot check it against the experts and layers of model '{model}': "
+            f"its config.json is not here; fetch it first: huggingface-cli download {model} config.json"
+        )
     ep, chunks = parallel.ep, parallel.pp * parallel.pp_virtual
     if ep > 1 and not arch.is_moe:
         raise RLBenchError(f"--parallel ep={ep}: model {arch.name} is dense, it has no experts to split; use ep=1")
     if ep > 1 and arch.moe_experts % ep:
         fits = [k for k in range(1, arch.moe_experts + 1) if arch.moe_experts % k == 0]
-        raise RLBenchError(f"--parallel ep={ep}: does not divide the {arch.moe_experts} experts of model {arch.name}; "
-                           f"use ep in {', '.join(map(str, fits))}")
+        raise RLBenchError(
+            f"--parallel ep={ep}: does not divide the {arch.moe_experts} experts of model {arch.name}; "
+            f"use ep in {', '.join(map(str, fits))}"
+        )
     if arch.layers % chunks:
-        what = f"pp={parallel.pp} x pp_virtual={parallel.pp_virtual} = {chunks}" if parallel.pp_virtual > 1 \
+        what = (
+            f"pp={parallel.pp} x pp_virtual={parallel.pp_virtual} = {chunks}"
+            if parallel.pp_virtual > 1
             else f"pp={parallel.pp}"
-        raise RLBenchError(f"--parallel {what}: does not divide the {arch.layers} layers of model {arch.name}; "
-                           "pick a pipeline whose stages hold whole layers")
+        )
+        raise RLBenchError(
+            f"--parallel {what}: does not divide the {arch.layers} layers of model {arch.name}; "
+            "pick a pipeline whose stages hold whole layers"
+        )
 
 
 def check_expert_ranks(parallel: Parallelism) -> None:
     """Refuse an ep that does not divide dp x sp x cp: Megatron carves expert ranks out of the data-parallel ones."""
     expert_ranks = parallel.dp * parallel.sp * parallel.cp
     if expert_ranks % parallel.ep:
-        raise RLBenchError(f"--parallel ep={parallel.ep}: must divide dp*sp*cp = {expert_ranks} (expert ranks are "
-                           "carved out of the data-parallel ones); raise dp or lower ep")
+        raise RLBenchError(
+            f"--parallel ep={parallel.ep}: must divide dp*sp*cp = {expert_ranks} (expert ranks are "
+            "carved out of the data-parallel ones); raise dp or lower ep"
+        )

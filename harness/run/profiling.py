@@ -22,15 +22,27 @@ import pandas as pd
 from rlbench import settings
 from rlbench.atomic import replacing
 from rlbench.settings import sample_hz
-from rlbench.telemetry import (cost_per_mtok_usd, energy_per_mtok_j, nccl_env, per_step_telemetry,
-                               read_nccl_logs, start_sampler, summarize_collectives)
+from rlbench.telemetry import (
+    cost_per_mtok_usd,
+    energy_per_mtok_j,
+    nccl_env,
+    per_step_telemetry,
+    read_nccl_logs,
+    start_sampler,
+    summarize_collectives,
+)
 from rlbench.telemetry.sampler import SamplerHandle
 
 TELEMETRY_FILE, COMM_FILE, NCCL_PREFIX = "telemetry.parquet", "comm.parquet", "nccl"
 # per_step_telemetry column -> steps.parquet column
-STEP_COLUMNS = {"energy_j": "energy_j", "power_mean_w": "power_mean_w", "gpu_util_mean_pct": "gpu_util_mean_pct",
-                "cpu_util_mean_pct": "cpu_util_mean_pct", "proc_cpu_util_mean_pct": "proc_cpu_util_mean_pct",
-                "proc_rss_peak_gb": "proc_rss_peak_gb"}
+STEP_COLUMNS = {
+    "energy_j": "energy_j",
+    "power_mean_w": "power_mean_w",
+    "gpu_util_mean_pct": "gpu_util_mean_pct",
+    "cpu_util_mean_pct": "cpu_util_mean_pct",
+    "proc_cpu_util_mean_pct": "proc_cpu_util_mean_pct",
+    "proc_rss_peak_gb": "proc_rss_peak_gb",
+}
 
 
 def nccl_logging_enabled() -> bool:
@@ -87,12 +99,17 @@ def costs(summary: dict[str, Any], steps: pd.DataFrame, gpus: int, hardware_usd:
     step_s = summary.get("step_time_s", {}).get("mean")
     energy = summary.get("energy_j", {}).get("mean")
     price, kwh_usd = settings.gpu_hour_usd(hardware_usd), settings.kwh_usd()
-    out: dict[str, Any] = {"gpu_hour_usd": price, "kwh_usd": kwh_usd,
-                           "energy_per_mtok_j": None, "cost_per_mtok_usd": None}
+    out: dict[str, Any] = {
+        "gpu_hour_usd": price,
+        "kwh_usd": kwh_usd,
+        "energy_per_mtok_j": None,
+        "cost_per_mtok_usd": None,
+    }
     if tokens and energy is not None and math.isfinite(energy):
         out["energy_per_mtok_j"] = energy_per_mtok_j(energy, tokens)
     if tokens and step_s and gpus and price is not None:
         energy_j = energy if energy is not None and math.isfinite(energy) else 0.0
-        out["cost_per_mtok_usd"] = cost_per_mtok_usd(gpus * step_s / 3600, price, energy_j,
-                                                     kwh_usd if energy_j else 0.0, tokens)
+        out["cost_per_mtok_usd"] = cost_per_mtok_usd(
+            gpus * step_s / 3600, price, energy_j, kwh_usd if energy_j else 0.0, tokens
+        )
     return out

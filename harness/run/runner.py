@@ -21,23 +21,35 @@ from typing import Any
 import pandas as pd
 import psutil
 
-from rlbench.run import profiling
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
+from rlbench.errors import RLBenchError
+from rlbench.predict.run_prediction import measured_vs_predicted, predict_run
+from rlbench.record.schema import Status
+from rlbench.record.store import (
+    HEARTBEAT_S,
+    PREDICTION_FILE,
+    STEPS_FILE,
+    heartbeat,
+    new_run_dir,
+    runner_identity,
+    summarize,
+    utc_now,
+    write_json,
+    write_run_json,
+    write_run_json_in_place,
+    write_steps,
+)
+from rlbench.run import profiling
 from rlbench.run.derive import derive_step_metrics, model_flops_utilisation
 from rlbench.run.environment import collect_environment, rlbench_identity
-from rlbench.errors import RLBenchError
 from rlbench.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
 from rlbench.run.framework_process import Outcome, launch
 from rlbench.run.inputs import prepare_inputs
-from rlbench.predict.run_prediction import measured_vs_predicted, predict_run
-from rlbench.record.store import (HEARTBEAT_S, PREDICTION_FILE, STEPS_FILE, heartbeat, new_run_dir, runner_identity, summarize,
-                            utc_now, write_json, write_run_json, write_run_json_in_place, write_steps)
 from rlbench.run.spec import RunSpec
 from rlbench.run.step_stamps import apply_stamps, note_seen
 from rlbench.run.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
-from rlbench.record.schema import Status
 
 
 class RunFailed(RLBenchError):
@@ -71,10 +83,12 @@ class ProgressPrinter:
             return
         self.size = size
         steps = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)
-        note_seen(self.run_dir, steps["step"].iloc[self.shown:].tolist() if not steps.empty else [])
-        for row in steps.iloc[self.shown:].itertuples():
-            self.echo(f"step {int(row.step)}/{self.total}  {row.step_time_s:7.2f} s  "
-                      f"{row.tokens_per_s:9.1f} tokens/s  reward {row.reward_mean:.3f}")
+        note_seen(self.run_dir, steps["step"].iloc[self.shown :].tolist() if not steps.empty else [])
+        for row in steps.iloc[self.shown :].itertuples():
+            self.echo(
+                f"step {int(row.step)}/{self.total}  {row.step_time_s:7.2f} s  "
+                f"{row.tokens_per_s:9.1f} tokens/s  reward {row.reward_mean:.3f}"
+            )
         self.shown = len(steps)
 
 
@@ -85,16 +99,26 @@ def _error(outcome: Outcome, run_dir: Path, oom_kills_before: int | None) -> dic
     tail = log_tail(run_dir)
     if outcome.kind == "interrupted":
         signum = outcome.signum or signal.SIGINT
-        return {"kind": "interrupted", "message": f"interrupted by {describe(signum)}",
-                "signal": signal.Signals(signum).name, "log_tail": tail}
+        return {
+            "kind": "interrupted",
+            "message": f"interrupted by {describe(signum)}",
+            "signal": signal.Signals(signum).name,
+            "log_tail": tail,
+        }
     if outcome.kind == "timeout":
         return {"kind": "timeout", "message": "the framework ran past its timeout and was stopped", "log_tail": tail}
     if outcome.kind == "launch_error":
-        return {"kind": "launch_error", "message": (tail or ["the framework could not be started"])[-1],
-                "log_tail": tail}
+        return {
+            "kind": "launch_error",
+            "message": (tail or ["the framework could not be started"])[-1],
+            "log_tail": tail,
+        }
     # exited 0 without logging every step: not a complete benchmark
-    return {"kind": "framework_error", "message": "the framework exited 0 but logged fewer steps than asked",
-            "log_tail": tail}
+    return {
+        "kind": "framework_error",
+        "message": "the framework exited 0 but logged fewer steps than asked",
+        "log_tail": tail,
+    }
 
 
 def dry_run(spec: RunSpec) -> str:
@@ -107,11 +131,13 @@ def dry_run(spec: RunSpec) -> str:
 
 def _quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
     """Progress lines that never fail the run: after SIGHUP the terminal is gone and writes raise EIO."""
+
     def say(line: str) -> None:
         try:
             echo(line)
         except OSError:
             pass
+
     return say
 
 
@@ -133,46 +159,77 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         inputs = prepare_inputs(spec.workload, spec.seed)
         environment = collect_environment((adapter.distribution,))
         if not adapter.version_is_tested():
-            echo(f"warning: {adapter.name} {adapter.version()} is not a version rlbench was tested with "
-                 f"({adapter.tested_versions}); check the record's metrics before trusting them")
+            echo(
+                f"warning: {adapter.name} {adapter.version()} is not a version rlbench was tested with "
+                f"({adapter.tested_versions}); check the record's metrics before trusting them"
+            )
         run_dir = _new_run_dir(spec)
         plan = adapter.plan(spec, inputs, run_dir)
         plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
         record: dict[str, Any] = {
-            "run_id": run_dir.name, "status": Status.RUNNING, "error": None,
+            "run_id": run_dir.name,
+            "status": Status.RUNNING,
+            "error": None,
             "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
             **{k: v for k, v in spec.to_dict().items() if k != "framework"},
-            "model_path": inputs.model, "cpu_lane": adapter.lane(spec), "equal_work": adapter.equal_work(spec),
+            "model_path": inputs.model,
+            "cpu_lane": adapter.lane(spec),
+            "equal_work": adapter.equal_work(spec),
             "command": plan.argv,
-            "rlbench": rlbench_identity(), "runner": runner_identity(),
-            "environment": environment, "started_at": utc_now(), "ended_at": None,
+            "rlbench": rlbench_identity(),
+            "runner": runner_identity(),
+            "environment": environment,
+            "started_at": utc_now(),
+            "ended_at": None,
         }
         _start_record(run_dir, record, inputs, plan)
         recorded = True
         setup_s = time.perf_counter() - setup_start
-        echo(f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
-             f"{spec.workload.steps} steps (log: {run_dir / LOG_FILE})")
+        echo(
+            f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
+            f"{spec.workload.steps} steps (log: {run_dir / LOG_FILE})"
+        )
 
         parent = psutil.Process()
         cpu_before = sum(parent.cpu_times()[:2])
-        progress = _with_heartbeat(ProgressPrinter(adapter, run_dir, spec.workload.steps,
-                                                   environment["gpu_count"], echo), run_dir)
+        progress = _with_heartbeat(
+            ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo), run_dir
+        )
         sampler: list = []
         oom_kills_before = oom_kill_count()
-        outcome = launch(plan, run_dir, spec.timeout_s, progress, stops,
-                         on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo)))
+        outcome = launch(
+            plan,
+            run_dir,
+            spec.timeout_s,
+            progress,
+            stops,
+            on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo)),
+        )
     except RunStop as stop:
         if not recorded:
             if run_dir is not None:
                 shutil.rmtree(run_dir, ignore_errors=True)  # half-made folder without a run.json: no record
-            raise RunInterrupted(f"interrupted by {describe(stop.signum)} before the framework started; "
-                                 "nothing was recorded", stop.signum) from None
+            raise RunInterrupted(
+                f"interrupted by {describe(stop.signum)} before the framework started; nothing was recorded",
+                stop.signum,
+            ) from None
         outcome, sampler, oom_kills_before = Outcome(None, "interrupted", 0.0, stop.signum), [], None
         parent, cpu_before, setup_s = psutil.Process(), 0.0, time.perf_counter() - setup_start
     stops.hold()  # from here every signal is only noted: the record is written whatever comes
     parent_cpu_s = sum(parent.cpu_times()[:2]) - cpu_before
-    return _finish(spec, adapter, inputs.model, environment, run_dir, record, outcome,
-                   [h for h in sampler if h is not None], oom_kills_before, setup_s, parent_cpu_s)
+    return _finish(
+        spec,
+        adapter,
+        inputs.model,
+        environment,
+        run_dir,
+        record,
+        outcome,
+        [h for h in sampler if h is not None],
+        oom_kills_before,
+        setup_s,
+        parent_cpu_s,
+    )
 
 
 def _start_sampler(run_dir: Path, pid: int, echo: Callable[[str], None]) -> Any:
@@ -189,8 +246,9 @@ def _new_run_dir(spec: RunSpec) -> Path:
     try:
         return new_run_dir(spec.out, spec.framework, spec.workload.name)
     except OSError as exc:
-        raise RLBenchError(f"--out {spec.out}: cannot create a run folder there ({exc.strerror or exc}); "
-                           "choose a writable folder") from None
+        raise RLBenchError(
+            f"--out {spec.out}: cannot create a run folder there ({exc.strerror or exc}); choose a writable folder"
+        ) from None
 
 
 def _start_record(run_dir: Path, record: dict[str, Any], inputs: Any, plan: LaunchPlan) -> None:
@@ -202,8 +260,10 @@ def _start_record(run_dir: Path, record: dict[str, Any], inputs: Any, plan: Laun
             (run_dir / name).write_text(content)
     except OSError as exc:
         shutil.rmtree(run_dir, ignore_errors=True)
-        raise RLBenchError(f"cannot write the run record in {run_dir.parent} ({exc.strerror or exc}); "
-                           "free some space or choose another --out") from None
+        raise RLBenchError(
+            f"cannot write the run record in {run_dir.parent} ({exc.strerror or exc}); "
+            "free some space or choose another --out"
+        ) from None
 
 
 def _with_heartbeat(progress: Callable[[], None], run_dir: Path) -> Callable[[], None]:
@@ -214,12 +274,23 @@ def _with_heartbeat(progress: Callable[[], None], run_dir: Path) -> Callable[[],
             heartbeat(run_dir)
             last[0] = time.monotonic()
         progress()
+
     return poll
 
 
-def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any], run_dir: Path,
-            record: dict[str, Any], outcome: Outcome, sampler: list, oom_kills_before: int | None,
-            setup_s: float, parent_cpu_s: float) -> Path:
+def _finish(
+    spec: RunSpec,
+    adapter: Adapter,
+    model: str,
+    environment: dict[str, Any],
+    run_dir: Path,
+    record: dict[str, Any],
+    outcome: Outcome,
+    sampler: list,
+    oom_kills_before: int | None,
+    setup_s: float,
+    parent_cpu_s: float,
+) -> Path:
     """Read what the framework logged, write the record's files, end run.json in a terminal status."""
     record_start = time.perf_counter()
     notes: list[str] = []
@@ -245,9 +316,13 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
     if not steps.empty:
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework
-    record.update(returncode=outcome.returncode, ended_at=utc_now(), duration_s=outcome.wall_s,
-                  steps_recorded=len(steps),
-                  summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {})
+    record.update(
+        returncode=outcome.returncode,
+        ended_at=utc_now(),
+        duration_s=outcome.wall_s,
+        steps_recorded=len(steps),
+        summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {},
+    )
     if notes:
         record["notes"] = notes
     if not steps.empty:
@@ -261,20 +336,28 @@ def _finish(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, 
         record["record_errors"] = write_errors
         if error is None:
             error = {"kind": "record_error", "message": f"could not write {'; '.join(write_errors)}", "log_tail": []}
-    status = Status.SUCCEEDED if error is None else (Status.INTERRUPTED if outcome.kind == "interrupted" else Status.FAILED)
+    status = (
+        Status.SUCCEEDED if error is None else (Status.INTERRUPTED if outcome.kind == "interrupted" else Status.FAILED)
+    )
     record.update(status=status, error=error, files=_files(run_dir))
     record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
     _end_record(run_dir, record)
     kept = f"{len(steps)} step(s) recorded in {run_dir}"
     if outcome.kind == "interrupted":
-        raise RunInterrupted(f"interrupted by {describe(outcome.signum or signal.SIGINT)}; the framework was "
-                             f"stopped and the partial record is kept: {kept}", outcome.signum or signal.SIGINT)
+        raise RunInterrupted(
+            f"interrupted by {describe(outcome.signum or signal.SIGINT)}; the framework was "
+            f"stopped and the partial record is kept: {kept}",
+            outcome.signum or signal.SIGINT,
+        )
     if write_errors:
-        raise RLBenchError(f"the run ended but its record is incomplete: could not write {write_errors[0]}; "
-                           f"run.json says {status} ({error['kind']}); free some space and run again")
+        raise RLBenchError(
+            f"the run ended but its record is incomplete: could not write {write_errors[0]}; "
+            f"run.json says {status} ({error['kind']}); free some space and run again"
+        )
     if error is not None:
-        raise RunFailed(f"run failed ({error['kind']}): {error['message'][:300]}; "
-                        f"record: {run_dir}, full log: {run_dir / LOG_FILE}")
+        raise RunFailed(
+            f"run failed ({error['kind']}): {error['message'][:300]}; record: {run_dir}, full log: {run_dir / LOG_FILE}"
+        )
     return run_dir
 
 
@@ -305,14 +388,22 @@ def _end_record(run_dir: Path, record: dict[str, Any]) -> None:
     except OSError as exc:
         first = exc
     slim = {k: v for k, v in record.items() if k not in _LARGE_FIELDS}
-    slim.update(status=Status.FAILED if record["status"] == Status.SUCCEEDED else record["status"],
-                error=record["error"] or {"kind": "record_error", "log_tail": [],
-                                          "message": f"run.json: {first.strerror or first}; summary left out"})
+    slim.update(
+        status=Status.FAILED if record["status"] == Status.SUCCEEDED else record["status"],
+        error=record["error"]
+        or {
+            "kind": "record_error",
+            "log_tail": [],
+            "message": f"run.json: {first.strerror or first}; summary left out",
+        },
+    )
     try:
         write_run_json_in_place(run_dir, slim)
     except OSError:
-        raise RLBenchError(f"the run ended ({record['status']}) but its record could not be written in {run_dir} "
-                           f"({first.strerror or first}); run.json still says running") from None
+        raise RLBenchError(
+            f"the run ended ({record['status']}) but its record could not be written in {run_dir} "
+            f"({first.strerror or first}); run.json still says running"
+        ) from None
 
 
 def _gpu_price(environment: dict[str, Any]) -> float | None:
@@ -323,25 +414,36 @@ def _gpu_price(environment: dict[str, Any]) -> float | None:
     return row.usd_per_gpu_hour if row is not None else None
 
 
-def _prediction(spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any],
-                steps: pd.DataFrame) -> dict[str, Any]:
+def _prediction(
+    spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any], steps: pd.DataFrame
+) -> dict[str, Any]:
     """The model's prediction for this run's exact work: its measured mean prompt length (and the
     padded width where the framework pads), and the old-log-prob pass only where the framework
     ran one (TRL skips it when updates align with generation)."""
     prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
-    padded = (steps["padded_prompt_tokens"] / steps["num_responses"]).median() if "padded_prompt_tokens" in steps \
-        else None
+    padded = (
+        (steps["padded_prompt_tokens"] / steps["num_responses"]).median() if "padded_prompt_tokens" in steps else None
+    )
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
-        return predict_run(spec.workload, spec.parallel, model, environment, prompt_len=prompt_len,
-                           recompute_old_logprob=recompute, shape_fields=adapter.model_shape(spec),
-                           framework=spec.framework, padded_prompt_len=None if padded is None else float(padded))
+        return predict_run(
+            spec.workload,
+            spec.parallel,
+            model,
+            environment,
+            prompt_len=prompt_len,
+            recompute_old_logprob=recompute,
+            shape_fields=adapter.model_shape(spec),
+            framework=spec.framework,
+            padded_prompt_len=None if padded is None else float(padded),
+        )
     except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 
 
-def _overhead(setup_s: float, parent_cpu_s: float, steps: pd.DataFrame, outcome: Outcome,
-              record_s: float) -> dict[str, float | None]:
+def _overhead(
+    setup_s: float, parent_cpu_s: float, steps: pd.DataFrame, outcome: Outcome, record_s: float
+) -> dict[str, float | None]:
     """rlbench's own cost around the framework, per step where it recurs."""
     n = max(len(steps), 1)
     in_steps = float(steps["step_time_s"].sum()) if not steps.empty else 0.0

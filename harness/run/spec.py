@@ -30,13 +30,20 @@ class RunSpec:
         }
 
 
-def build_run_spec(framework: str, workload: str, parallel: tuple[str, ...] | list[str], *, steps: int | None,
-                   seed: int, out: Path) -> RunSpec:
+def build_run_spec(
+    framework: str, workload: str, parallel: tuple[str, ...] | list[str], *, steps: int | None, seed: int, out: Path
+) -> RunSpec:
     """The spec of `rlbench run` (and of each nightly benchmark): workload by name or path, --steps applied."""
     from rlbench.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     loaded = load_workload(workload)
     check_environment()  # a bad RLBENCH_* setting is refused before anything is built or launched
-    return RunSpec(framework=framework, workload=loaded.with_steps(steps) if steps else loaded,
-                   parallel=parse_parallel(parallel), seed=seed, out=out, timeout_s=run_timeout_s())
+    return RunSpec(
+        framework=framework,
+        workload=loaded.with_steps(steps) if steps else loaded,
+        parallel=parse_parallel(parallel),
+        seed=seed,
+        out=out,
+        timeout_s=run_timeout_s(),
+    )

@@ -62,5 +62,7 @@ def apply_stamps(steps: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, str 
         return steps, None
     steps["step_end_unix_s"] = steps["step_seen_unix_s"]
     steps["step_start_unix_s"] = steps["step_seen_unix_s"] - steps["step_time_s"]
-    return steps, ("the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "
-                   "in for them (end = when the line appeared, start = end - its step time)")
+    return steps, (
+        "the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "
+        "in for them (end = when the line appeared, start = end - its step time)"
+    )

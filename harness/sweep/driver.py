@@ -7,7 +7,8 @@ into the sweep index (`rlbench.sweep.index`) and the sweep goes on. Repeats are 
 outer loop (every configuration once, then again), so slow drift of the machine
 spreads over configurations instead of biasing one.
 
-    rlbench sweep --framework verl,trl --workload gsm8k-grpo --grid tp=1,2,4 --grid placement=colocated,disaggregated --repeats 3
+    rlbench sweep --framework verl,trl --workload gsm8k-grpo --grid rollout_tp=1,2,4 \\
+        --grid placement=colocated,disaggregated --repeats 3
     rlbench sweep --resume results/<sweep-id>
 """
 
@@ -23,16 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.sweep.executors import Executor, RunResult, Terminated, failure
-from rlbench.run.parallel import KNOBS, parse_parallel
+from rlbench.record.schema import Status
 from rlbench.record.store import utc_now
+from rlbench.run.parallel import KNOBS, knob_pairs, parse_parallel
 from rlbench.run.runner import RunInterrupted
 from rlbench.run.spec import RunSpec
-from rlbench.sweep.index import (INDEX_FILE, INTERRUPTED, PENDING, REFUSED, RUNNING, SUCCEEDED, TO_RUN,
-                                 create_sweep_dir, load_index, locked, save_index)
+from rlbench.sweep.executors import Executor, RunResult, Terminated, failure
+from rlbench.sweep.index import (
+    INDEX_FILE,
+    INTERRUPTED,
+    PENDING,
+    REFUSED,
+    RUNNING,
+    SUCCEEDED,
+    TO_RUN,
+    create_sweep_dir,
+    load_index,
+    locked,
+    save_index,
+)
 from rlbench.sweep.spread import cell_label, group_spread
-from rlbench.run.parallel import knob_pairs
-from rlbench.record.schema import Status
 
 
 class SweepInterrupted(RunInterrupted):
@@ -66,8 +77,14 @@ class SweepRequest:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> SweepRequest:
-        return cls(**{**values, "frameworks": tuple(values["frameworks"]), "workloads": tuple(values["workloads"]),
-                      "parallel": tuple(values["parallel"])})
+        return cls(
+            **{
+                **values,
+                "frameworks": tuple(values["frameworks"]),
+                "workloads": tuple(values["workloads"]),
+                "parallel": tuple(values["parallel"]),
+            }
+        )
 
 
 def parse_list(text: str) -> tuple[str, ...]:
@@ -97,11 +114,25 @@ def expand(request: SweepRequest) -> list[dict[str, Any]]:
     combos = [dict(zip(request.grid, values)) for values in itertools.product(*request.grid.values())]
     cells = []
     for repeat, framework, workload, combo in itertools.product(
-            range(1, request.repeats + 1), request.frameworks, request.workloads, combos):
-        cells.append({"id": f"c{len(cells):03d}", "framework": framework, "workload": workload,
-                      "parallel": {**fixed, **combo}, "repeat": repeat, "status": PENDING, "reason": None,
-                      "error": None, "record": None, "previous_records": [], "executor": None,
-                      "started_at": None, "ended_at": None})
+        range(1, request.repeats + 1), request.frameworks, request.workloads, combos
+    ):
+        cells.append(
+            {
+                "id": f"c{len(cells):03d}",
+                "framework": framework,
+                "workload": workload,
+                "parallel": {**fixed, **combo},
+                "repeat": repeat,
+                "status": PENDING,
+                "reason": None,
+                "error": None,
+                "record": None,
+                "previous_records": [],
+                "executor": None,
+                "started_at": None,
+                "ended_at": None,
+            }
+        )
     return cells
 
 
@@ -120,9 +151,14 @@ def build_spec(request: SweepRequest, cell: dict[str, Any], out: Path, workloads
     if cell["workload"] not in workloads:
         loaded = load_workload(cell["workload"])
         workloads[cell["workload"]] = loaded.with_steps(request.steps) if request.steps else loaded
-    return RunSpec(framework=cell["framework"], workload=workloads[cell["workload"]],
-                   parallel=parse_parallel(knob_pairs(cell["parallel"])),
-                   seed=request.seed, out=out, timeout_s=request.timeout_s)
+    return RunSpec(
+        framework=cell["framework"],
+        workload=workloads[cell["workload"]],
+        parallel=parse_parallel(knob_pairs(cell["parallel"])),
+        seed=request.seed,
+        out=out,
+        timeout_s=request.timeout_s,
+    )
 
 
 def plan(request: SweepRequest, executor: Executor, out: Path) -> dict[str, Any]:
@@ -143,8 +179,14 @@ def plan(request: SweepRequest, executor: Executor, out: Path) -> dict[str, Any]
                 refusals[key] = str(exc)
         if refusals[key] is not None:
             cell.update(status=REFUSED, reason=refusals[key])
-    return {"sweep_id": None, "status": PENDING, "request": request.to_dict(), "created_at": utc_now(),
-            "cells": cells, "groups": []}
+    return {
+        "sweep_id": None,
+        "status": PENDING,
+        "request": request.to_dict(),
+        "created_at": utc_now(),
+        "cells": cells,
+        "groups": [],
+    }
 
 
 def start(request: SweepRequest, executor: Executor, out: Path) -> Path:
@@ -161,8 +203,10 @@ def stored_request(sweep_dir: Path, index: dict[str, Any]) -> SweepRequest:
     try:
         return SweepRequest.from_dict(index["request"])
     except (KeyError, TypeError, ValueError) as exc:  # a field missing, of the wrong type, or unknown
-        raise RLBenchError(f"{sweep_dir / INDEX_FILE}: damaged sweep index: its request is malformed "
-                           f"({type(exc).__name__}: {exc}); restore it from a copy, or start a new sweep") from None
+        raise RLBenchError(
+            f"{sweep_dir / INDEX_FILE}: damaged sweep index: its request is malformed "
+            f"({type(exc).__name__}: {exc}); restore it from a copy, or start a new sweep"
+        ) from None
 
 
 def check_resume(sweep_dir: Path, request: SweepRequest | None) -> SweepRequest:
@@ -171,16 +215,23 @@ def check_resume(sweep_dir: Path, request: SweepRequest | None) -> SweepRequest:
     if request is not None and request != stored:
         given, own = request.to_dict(), stored.to_dict()
         differ = ", ".join(f"{name} {given[name]!r} (sweep: {own[name]!r})" for name in own if given[name] != own[name])
-        raise RLBenchError(f"--resume {sweep_dir}: the options differ from the sweep's own: {differ}; "
-                           "drop them to resume as it was, or start a new sweep without --resume")
+        raise RLBenchError(
+            f"--resume {sweep_dir}: the options differ from the sweep's own: {differ}; "
+            "drop them to resume as it was, or start a new sweep without --resume"
+        )
     return stored
 
 
 def _finish_cell(cell: dict[str, Any], result: RunResult) -> None:
     error = result.error
-    cell.update(status=result.status, error=error, executor=result.executor, ended_at=utc_now(),
-                record=result.record.name if result.record is not None else None,
-                reason=None if error is None else _reason(error))
+    cell.update(
+        status=result.status,
+        error=error,
+        executor=result.executor,
+        ended_at=utc_now(),
+        record=result.record.name if result.record is not None else None,
+        reason=None if error is None else _reason(error),
+    )
 
 
 def _reason(error: dict[str, Any]) -> str:
@@ -221,11 +272,13 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
         except KeyboardInterrupt as exc:
             if current is not None and current["status"] == RUNNING:
                 how = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"  # never call a `kill` a Ctrl-C
-                current.update(status=INTERRUPTED, reason=f"interrupted: {how} before the run started",
-                               ended_at=utc_now())
+                current.update(
+                    status=INTERRUPTED, reason=f"interrupted: {how} before the run started", ended_at=utc_now()
+                )
             index["status"] = Status.INTERRUPTED
-            raise SweepInterrupted(f"sweep interrupted; finished records are kept; continue with: "
-                                   f"rlbench sweep --resume {sweep_dir}") from None
+            raise SweepInterrupted(
+                f"sweep interrupted; finished records are kept; continue with: rlbench sweep --resume {sweep_dir}"
+            ) from None
         finally:
             index["groups"] = group_spread(index["cells"], _summaries(sweep_dir, index["cells"]))
             save_index(sweep_dir, index)
@@ -251,17 +304,23 @@ def record_dirs(sweep_dir: Path, index: dict[str, Any]) -> list[Path]:
 
 
 def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], None]) -> Path | None:
-    """`DIR/report.html`: the comparison report (`rlbench.reports.html`) of the sweep's records; never fails the sweep."""
+    """`DIR/report.html`: the comparison report (`rlbench.reports.html`) of the sweep's records; never fails
+    the sweep."""
     # The one place a sweep renders its comparison report (`rlbench report` over the sweep's records).
     records = record_dirs(sweep_dir, index)
     if not records:
         return None
     from rlbench.reports.html import render_report
 
-    not_run = [{"label": " ".join([cell["framework"], cell["workload"],
-                                   *knob_pairs(cell.get("parallel") or {})]),
-                "status": cell["status"], "reason": cell.get("reason") or ""}
-               for cell in index["cells"] if not cell.get("record") and cell.get("status") == Status.REFUSED]
+    not_run = [
+        {
+            "label": " ".join([cell["framework"], cell["workload"], *knob_pairs(cell.get("parallel") or {})]),
+            "status": cell["status"],
+            "reason": cell.get("reason") or "",
+        }
+        for cell in index["cells"]
+        if not cell.get("record") and cell.get("status") == Status.REFUSED
+    ]
     try:
         return render_report(records, sweep_dir / "report.html", not_run=not_run)
     except Exception as exc:  # the records and the index are the results; a report bug must not lose them

@@ -23,15 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
-from rlbench.record.store import new_unique_dir, utc_now, write_json
 from rlbench.record.schema import Status
+from rlbench.record.store import new_unique_dir, utc_now, write_json
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
 SWEEP_SCHEMA_VERSION = 1
 
 # Cell states. `failed` and `refused` are finished results: resume keeps them.
 PENDING, RUNNING, SUCCEEDED, FAILED, REFUSED, INTERRUPTED = (
-    Status.PENDING, Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.REFUSED, Status.INTERRUPTED)
+    Status.PENDING,
+    Status.RUNNING,
+    Status.SUCCEEDED,
+    Status.FAILED,
+    Status.REFUSED,
+    Status.INTERRUPTED,
+)
 TO_RUN = (PENDING, RUNNING, INTERRUPTED)  # `running` in a loaded index: its sweep process died
 
 # Fields of sweep.json, with what each holds. Kept here so there is one place to read.
@@ -39,24 +45,28 @@ INDEX_FIELDS: dict[str, str] = {
     "schema_version": "integer, SWEEP_SCHEMA_VERSION when written",
     "sweep_id": "folder name of the sweep: <UTC time>-sweep-<random>",
     "status": "running | finished | interrupted",
-    "request": "{frameworks, workloads, grid {knob: [values]}, parallel [fixed KEY=VALUE], steps, seed, repeats, timeout_s}",
-    "created_at": "ISO-8601 UTC", "updated_at": "ISO-8601 UTC of the last write",
+    "request": "{frameworks, workloads, grid {knob: [values]}, parallel [fixed KEY=VALUE], steps, seed, repeats, "
+    "timeout_s}",
+    "created_at": "ISO-8601 UTC",
+    "updated_at": "ISO-8601 UTC of the last write",
     "cells": "list of cells, in run order (see CELL_FIELDS)",
     "groups": "spread over the repeats of each configuration (rlbench.sweep.spread.group_spread)",
 }
 CELL_FIELDS: dict[str, str] = {
     "id": "c<index>, stable across resumes",
-    "framework": "adapter name", "workload": "workload name or path, as given",
+    "framework": "adapter name",
+    "workload": "workload name or path, as given",
     "parallel": "{knob: value} of this cell (fixed --parallel knobs and this cell's grid values)",
     "repeat": "1-based repeat number of this configuration",
     "status": "pending | running | succeeded | failed | refused | interrupted",
     "reason": "why the cell was refused, failed or interrupted (one line), else null",
     "error": "null, or {kind, message, log_tail}; kind: timeout | oom | framework_error | launch_error | "
-             "interrupted | stopped (a Ray job stopped from outside the sweep)",
+    "interrupted | stopped (a Ray job stopped from outside the sweep)",
     "record": "the run's record folder, relative to the sweep folder, or null when nothing was recorded",
     "previous_records": "record folders of earlier, interrupted attempts (kept, never deleted)",
     "executor": "{kind: local} or {kind: ray, address, job_id}",
-    "started_at": "ISO-8601 UTC or null", "ended_at": "ISO-8601 UTC or null",
+    "started_at": "ISO-8601 UTC or null",
+    "ended_at": "ISO-8601 UTC or null",
 }
 
 
@@ -71,13 +81,22 @@ def save_index(sweep_dir: Path, index: dict[str, Any]) -> None:
 
 
 # What every cell must hold for the sweep to run it again; the other CELL_FIELDS are rewritten as it runs.
-_CELL_TYPES = {"id": str, "framework": str, "workload": str, "parallel": dict, "repeat": int, "status": str,
-               "previous_records": list}
+_CELL_TYPES = {
+    "id": str,
+    "framework": str,
+    "workload": str,
+    "parallel": dict,
+    "repeat": int,
+    "status": str,
+    "previous_records": list,
+}
 
 
 def _damaged(path: Path, problem: str) -> RLBenchError:
-    return RLBenchError(f"{path}: damaged sweep index: {problem}; restore it from a copy, or start a new sweep "
-                        "(the run records beside it are intact)")
+    return RLBenchError(
+        f"{path}: damaged sweep index: {problem}; restore it from a copy, or start a new sweep "
+        "(the run records beside it are intact)"
+    )
 
 
 def _shape_problem(index: Any) -> str | None:
@@ -101,18 +120,24 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
     try:
         index = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise RLBenchError(f"{sweep_dir} is not a sweep folder (no {INDEX_FILE}); pass the folder that "
-                           "`rlbench sweep` printed") from None
+        raise RLBenchError(
+            f"{sweep_dir} is not a sweep folder (no {INDEX_FILE}); pass the folder that `rlbench sweep` printed"
+        ) from None
     except json.JSONDecodeError as exc:
         raise _damaged(path, f"not valid JSON ({exc.msg}, line {exc.lineno}; truncated?)") from None
     except UnicodeDecodeError:
         raise _damaged(path, "not UTF-8 text") from None
     version = index.get("schema_version") if isinstance(index, dict) else None
     if isinstance(version, int) and version > SWEEP_SCHEMA_VERSION:
-        raise RLBenchError(f"{path}: sweep schema_version {version!r} is newer than this rlbench reads "
-                           f"(<= {SWEEP_SCHEMA_VERSION}); upgrade rlbench")
-    problem = ("no integer schema_version" if isinstance(index, dict) and not isinstance(version, int)
-               else _shape_problem(index))
+        raise RLBenchError(
+            f"{path}: sweep schema_version {version!r} is newer than this rlbench reads "
+            f"(<= {SWEEP_SCHEMA_VERSION}); upgrade rlbench"
+        )
+    problem = (
+        "no integer schema_version"
+        if isinstance(index, dict) and not isinstance(version, int)
+        else _shape_problem(index)
+    )
     if problem:
         raise _damaged(path, problem)
     return index
@@ -131,8 +156,9 @@ def locked(sweep_dir: Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "?"
-            raise RLBenchError(f"sweep {sweep_dir.name} is being run by another process (pid {holder}); "
-                               "wait for it to end, or stop it") from None
+            raise RLBenchError(
+                f"sweep {sweep_dir.name} is being run by another process (pid {holder}); wait for it to end, or stop it"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))

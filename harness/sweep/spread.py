@@ -15,10 +15,8 @@ import json
 import statistics
 from typing import Any
 
-from rlbench.record.schema import STEP_METRICS
+from rlbench.record.schema import STEP_METRICS, Status, headline
 from rlbench.run.parallel import knob_label
-from rlbench.record.schema import Status
-from rlbench.record.schema import headline
 
 METRICS = headline("sweep")
 
@@ -29,8 +27,14 @@ def spread(values: list[float]) -> dict[str, float | int | None]:
         return {"n": 0, "mean": None, "std": None, "min": None, "max": None, "cv": None}
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else 0.0
-    return {"n": n, "mean": mean, "std": std, "min": min(values), "max": max(values),
-            "cv": std / mean if mean else None}
+    return {
+        "n": n,
+        "mean": mean,
+        "std": std,
+        "min": min(values),
+        "max": max(values),
+        "cv": std / mean if mean else None,
+    }
 
 
 def config_key(cell: dict[str, Any]) -> str:
@@ -41,9 +45,17 @@ def group_spread(cells: list[dict[str, Any]], summaries: dict[str, dict[str, Any
     """One entry per configuration (first-seen order); `summaries` maps a succeeded cell's id to its record summary."""
     groups: dict[str, dict[str, Any]] = {}
     for cell in cells:
-        group = groups.setdefault(config_key(cell), {
-            "framework": cell["framework"], "workload": cell["workload"], "parallel": cell["parallel"],
-            "cells": [], "statuses": {}, "metrics": {}})
+        group = groups.setdefault(
+            config_key(cell),
+            {
+                "framework": cell["framework"],
+                "workload": cell["workload"],
+                "parallel": cell["parallel"],
+                "cells": [],
+                "statuses": {},
+                "metrics": {},
+            },
+        )
         group["cells"].append(cell["id"])
         group["statuses"][cell["status"]] = group["statuses"].get(cell["status"], 0) + 1
     for group in groups.values():
@@ -51,8 +63,12 @@ def group_spread(cells: list[dict[str, Any]], summaries: dict[str, dict[str, Any
             per_run = [summaries[c][name]["median"] for c in group["cells"] if name in summaries.get(c, {})]
             if per_run:
                 first = next(summaries[c][name] for c in group["cells"] if name in summaries.get(c, {}))
-                group["metrics"][name] = {"unit": first["unit"], "direction": first["direction"],
-                                          "per_run": per_run, **spread(per_run)}
+                group["metrics"][name] = {
+                    "unit": first["unit"],
+                    "direction": first["direction"],
+                    "per_run": per_run,
+                    **spread(per_run),
+                }
     return list(groups.values())
 
 
@@ -82,8 +98,10 @@ def format_summary(index: dict[str, Any]) -> str:
     counts: dict[str, int] = {}
     for cell in index["cells"]:
         counts[cell["status"]] = counts.get(cell["status"], 0) + 1
-    lines = [f"sweep {index['sweep_id']}: {len(index['cells'])} cells: "
-             + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))]
+    lines = [
+        f"sweep {index['sweep_id']}: {len(index['cells'])} cells: "
+        + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    ]
     header = ", ".join(f"{m} ({STEP_METRICS[m].direction} is better)" for m in METRICS)
     lines.append(f"  configuration: runs ok/tried: {header}")
     for group in index.get("groups", []):
@@ -97,6 +115,8 @@ def format_summary(index: dict[str, Any]) -> str:
         if cell["status"] in (Status.FAILED, Status.INTERRUPTED):
             kind = (cell.get("error") or {}).get("kind", "?")
             where = f" (record: {cell['record']})" if cell.get("record") else ""
-            lines.append(f"  {cell['status']}: {cell['id']} {cell_label(cell)} repeat {cell['repeat']}: "
-                         f"{kind}: {cell['reason']}{where}")
+            lines.append(
+                f"  {cell['status']}: {cell['id']} {cell_label(cell)} repeat {cell['repeat']}: "
+                f"{kind}: {cell['reason']}{where}"
+            )
     return "\n".join(lines)

@@ -19,10 +19,15 @@ from typing import Any
 # Lazy, so that the sampler process (`python -m rlbench.telemetry.sample_loop`) does not
 # pay for importing pandas: it needs only psutil, nvidia-ml-py and, at the end, pyarrow.
 _EXPORTS = {
-    "SamplerHandle": "sampler", "start_sampler": "sampler",
-    "energy_from_power": "align", "per_step_telemetry": "align",
-    "cost_per_mtok_usd": "costs", "energy_per_mtok_j": "costs",
-    "nccl_env": "nccl", "parse_nccl_log": "nccl", "summarize_collectives": "nccl",
+    "SamplerHandle": "sampler",
+    "start_sampler": "sampler",
+    "energy_from_power": "align",
+    "per_step_telemetry": "align",
+    "cost_per_mtok_usd": "costs",
+    "energy_per_mtok_j": "costs",
+    "nccl_env": "nccl",
+    "parse_nccl_log": "nccl",
+    "summarize_collectives": "nccl",
     "read_nccl_logs": "nccl_logs",
 }
 __all__ = sorted(_EXPORTS)

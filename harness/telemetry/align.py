@@ -25,8 +25,18 @@ from rlbench.telemetry.windows import assign_steps, check_steps
 
 REQUIRED_COLUMNS = ("time_unix_s", "host", "source", "device")
 
-OUTPUT_COLUMNS = ("step", "samples", "energy_j", "energy_method", "power_mean_w", "gpu_util_mean_pct",
-                  "gpu_mem_peak_gb", "cpu_util_mean_pct", "proc_cpu_util_mean_pct", "proc_rss_peak_gb")
+OUTPUT_COLUMNS = (
+    "step",
+    "samples",
+    "energy_j",
+    "energy_method",
+    "power_mean_w",
+    "gpu_util_mean_pct",
+    "gpu_mem_peak_gb",
+    "cpu_util_mean_pct",
+    "proc_cpu_util_mean_pct",
+    "proc_rss_peak_gb",
+)
 
 
 def energy_from_power(times: np.ndarray, power: np.ndarray) -> float:
@@ -113,16 +123,20 @@ def per_step_telemetry(telemetry: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
     energy, method = _energy(telemetry[telemetry["source"] == "gpu"], ordered)
     by_device = gpu.groupby(["_step", "host", "device"])["power_w"].mean()
     by_host = host.groupby(["_step", "host"])
-    table = pd.DataFrame({
-        "step": ordered["step"].to_numpy(),
-        "samples": inside.groupby("_step").size().reindex(index, fill_value=0).to_numpy(int),
-        "energy_j": energy,
-        "energy_method": method,
-        "power_mean_w": per_step(by_device.groupby(level="_step").sum(min_count=1)),
-        "gpu_util_mean_pct": per_step(gpu.groupby("_step")["gpu_util_pct"].mean()),
-        "gpu_mem_peak_gb": per_step(gpu.groupby("_step")["mem_used_gb"].max()),
-        "cpu_util_mean_pct": per_step(by_host["cpu_util_pct"].mean().groupby(level="_step").mean()),
-        "proc_cpu_util_mean_pct": per_step(by_host["proc_cpu_util_pct"].mean().groupby(level="_step").sum(min_count=1)),
-        "proc_rss_peak_gb": per_step(by_host["proc_rss_gb"].max().groupby(level="_step").max()),
-    })
+    table = pd.DataFrame(
+        {
+            "step": ordered["step"].to_numpy(),
+            "samples": inside.groupby("_step").size().reindex(index, fill_value=0).to_numpy(int),
+            "energy_j": energy,
+            "energy_method": method,
+            "power_mean_w": per_step(by_device.groupby(level="_step").sum(min_count=1)),
+            "gpu_util_mean_pct": per_step(gpu.groupby("_step")["gpu_util_pct"].mean()),
+            "gpu_mem_peak_gb": per_step(gpu.groupby("_step")["mem_used_gb"].max()),
+            "cpu_util_mean_pct": per_step(by_host["cpu_util_pct"].mean().groupby(level="_step").mean()),
+            "proc_cpu_util_mean_pct": per_step(
+                by_host["proc_cpu_util_pct"].mean().groupby(level="_step").sum(min_count=1)
+            ),
+            "proc_rss_peak_gb": per_step(by_host["proc_rss_gb"].max().groupby(level="_step").max()),
+        }
+    )
     return table.loc[:, list(OUTPUT_COLUMNS)]

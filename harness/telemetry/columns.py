@@ -26,8 +26,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("device", "int", "", "NVML GPU index (not the CUDA_VISIBLE_DEVICES ordinal); -1 for host rows"),
     # host rows
     Column("cpu_util_pct", "float", "%", "system-wide CPU utilisation, 0-100 over all cores"),
-    Column("proc_cpu_util_pct", "float", "% of one core",
-           "CPU time of the framework's process tree per wall second x 100 (800 = 8 busy cores)"),
+    Column(
+        "proc_cpu_util_pct",
+        "float",
+        "% of one core",
+        "CPU time of the framework's process tree per wall second x 100 (800 = 8 busy cores)",
+    ),
     Column("proc_rss_gb", "float", "GB (1e9 B)", "sum of RSS over the process tree (shared pages counted per process)"),
     Column("proc_count", "int", "", "processes in the tree at this tick"),
     Column("host_mem_used_gb", "float", "GB (1e9 B)", "host memory in use (psutil total - available)"),

@@ -31,8 +31,7 @@ def energy_per_mtok_j(energy_j: float, tokens: float) -> float:
     return energy_j / tokens * 1e6
 
 
-def cost_per_mtok_usd(gpu_hours: float, gpu_hour_usd: float, energy_j: float, kwh_usd: float,
-                      tokens: float) -> float:
+def cost_per_mtok_usd(gpu_hours: float, gpu_hour_usd: float, energy_j: float, kwh_usd: float, tokens: float) -> float:
     """US dollars per million tokens (lower is better).
 
     gpu_hours: wall-clock hours x GPUs used. gpu_hour_usd: rental price, $/GPU-hour.

@@ -51,14 +51,16 @@ def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, li
 
 def nvidia_driver_present(dev: Path = Path("/dev")) -> bool:
     """Whether the NVIDIA driver exposes a GPU here (its /dev/nvidiaN nodes), without NVML."""
-    return any(node.name[len("nvidia"):].isdigit() for node in dev.glob("nvidia*"))
+    return any(node.name[len("nvidia") :].isdigit() for node in dev.glob("nvidia*"))
 
 
 def _unsupported(nvml: ModuleType, error: Exception) -> bool:
     if isinstance(error, AttributeError):  # an older nvidia-ml-py without this call
         return True
-    codes = {getattr(nvml, name, None) for name in
-             ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NO_PERMISSION")}
+    codes = {
+        getattr(nvml, name, None)
+        for name in ("NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_FUNCTION_NOT_FOUND", "NVML_ERROR_NO_PERMISSION")
+    }
     return getattr(error, "value", None) in codes - {None}
 
 
@@ -78,9 +80,14 @@ class GpuProbe:
         self._nvlink_links = {index: self._nvlink_link_count(handle) for index, handle in self.handles.items()}
         self._nvlink_last: dict[int, tuple[float, float, float]] = {}  # index -> (time, tx KiB, rx KiB)
         self._readers: tuple[tuple[str, Callable[[Any], dict[str, Any]]], ...] = (
-            ("utilization", self._utilization), ("memory", self._memory), ("power", self._power),
-            ("energy", self._energy), ("clocks", self._clocks), ("temperature", self._temperature),
-            ("throttle_reasons", self._throttle))
+            ("utilization", self._utilization),
+            ("memory", self._memory),
+            ("power", self._power),
+            ("energy", self._energy),
+            ("clocks", self._clocks),
+            ("temperature", self._temperature),
+            ("throttle_reasons", self._throttle),
+        )
 
     def names(self) -> dict[int, str]:
         names = {}
@@ -136,16 +143,20 @@ class GpuProbe:
 
     def _clocks(self, handle: Any) -> dict[str, Any]:
         nvml = self.nvml
-        return {"sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                "mem_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM))}
+        return {
+            "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+        }
 
     def _temperature(self, handle: Any) -> dict[str, Any]:
         return {"temperature_c": float(self.nvml.nvmlDeviceGetTemperature(handle, self.nvml.NVML_TEMPERATURE_GPU))}
 
     def _throttle(self, handle: Any) -> dict[str, Any]:
         # "clocks event reasons" is the newer name of the same bitmask (the throttle call is deprecated)
-        read = getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        read = (
+            getattr(self.nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or self.nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
         return {"throttle_reasons": int(read(handle))}
 
     def _pcie(self, handle: Any) -> dict[str, Any]:
@@ -165,8 +176,9 @@ class GpuProbe:
         """MB/s from the cumulative per-link KiB counters; empty on the first tick (no delta yet)."""
         nvml = self.nvml
         links = range(self._nvlink_links[index])
-        ids = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link) for link in links] + \
-              [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link) for link in links]
+        ids = [(nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link) for link in links] + [
+            (nvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link) for link in links
+        ]
         fields = nvml.nvmlDeviceGetFieldValues(handle, ids)
         failed = [field.nvmlReturn for field in fields if field.nvmlReturn != 0]
         if failed:
@@ -179,5 +191,7 @@ class GpuProbe:
         if previous is None or now <= previous[0]:
             return {}
         seconds = now - previous[0]
-        return {"nvlink_tx_mb_s": (tx - previous[1]) * 1024 / 1e6 / seconds,
-                "nvlink_rx_mb_s": (rx - previous[2]) * 1024 / 1e6 / seconds}
+        return {
+            "nvlink_tx_mb_s": (tx - previous[1]) * 1024 / 1e6 / seconds,
+            "nvlink_rx_mb_s": (rx - previous[2]) * 1024 / 1e6 / seconds,
+        }

@@ -38,23 +38,55 @@ from rlbench.telemetry.windows import assign_steps, check_steps
 
 # ncclDataType_t (src/nccl.h.in): id -> (name, bytes per element)
 DATATYPES: dict[int, tuple[str, int]] = {
-    0: ("int8", 1), 1: ("uint8", 1), 2: ("int32", 4), 3: ("uint32", 4), 4: ("int64", 8), 5: ("uint64", 8),
-    6: ("float16", 2), 7: ("float32", 4), 8: ("float64", 8), 9: ("bfloat16", 2), 10: ("float8e4m3", 1),
+    0: ("int8", 1),
+    1: ("uint8", 1),
+    2: ("int32", 4),
+    3: ("uint32", 4),
+    4: ("int64", 8),
+    5: ("uint64", 8),
+    6: ("float16", 2),
+    7: ("float32", 4),
+    8: ("float64", 8),
+    9: ("bfloat16", 2),
+    10: ("float8e4m3", 1),
     11: ("float8e5m2", 1),
 }
 REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}  # ncclRedOp_t; higher ids are PreMulSum ops
 REDUCING = frozenset({"AllReduce", "ReduceScatter", "Reduce"})
 PER_RANK_COUNT = frozenset({"AllGather", "ReduceScatter", "AlltoAll", "Gather", "Scatter"})
 
-COLLECTIVE_COLUMNS = ("time_unix_s", "host", "pid", "tid", "cuda_dev", "nccl_version", "comm", "rank", "nranks",
-                      "op", "opcount", "count", "datatype", "dtype_bytes", "bytes", "total_bytes", "bus_bytes",
-                      "redop", "root", "stream")
+COLLECTIVE_COLUMNS = (
+    "time_unix_s",
+    "host",
+    "pid",
+    "tid",
+    "cuda_dev",
+    "nccl_version",
+    "comm",
+    "rank",
+    "nranks",
+    "op",
+    "opcount",
+    "count",
+    "datatype",
+    "dtype_bytes",
+    "bytes",
+    "total_bytes",
+    "bus_bytes",
+    "redop",
+    "root",
+    "stream",
+)
 
-_PREFIX = re.compile(r"(?:\[(?P<ts>[^\]]+)\]\s*)?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
-                     r"\[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)")
-_COLL = re.compile(r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff (?P<sendbuff>\S+) "
-                   r"recvbuff (?P<recvbuff>\S+) count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<redop>\d+) "
-                   r"root (?P<root>-?\d+) comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\] stream (?P<stream>\S+)")
+_PREFIX = re.compile(
+    r"(?:\[(?P<ts>[^\]]+)\]\s*)?(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"\[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)"
+)
+_COLL = re.compile(
+    r"(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) sendbuff (?P<sendbuff>\S+) "
+    r"recvbuff (?P<recvbuff>\S+) count (?P<count>\d+) datatype (?P<datatype>\d+) op (?P<redop>\d+) "
+    r"root (?P<root>-?\d+) comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\] stream (?P<stream>\S+)"
+)
 _INIT = re.compile(r"comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev \d+")
 _VERSION = re.compile(r"NCCL version (?P<version>\S+)")
 _DATETIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?")
@@ -69,8 +101,12 @@ def nccl_env(enabled: bool, log_path: Path | str | None = None) -> dict[str, str
     """
     if not enabled:
         return {}
-    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,COLL",
-           "NCCL_DEBUG_TIMESTAMP_LEVELS": "WARN,INFO", "NCCL_DEBUG_TIMESTAMP_FORMAT": "[%s.%6f] "}
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,COLL",
+        "NCCL_DEBUG_TIMESTAMP_LEVELS": "WARN,INFO",
+        "NCCL_DEBUG_TIMESTAMP_FORMAT": "[%s.%6f] ",
+    }
     if log_path is not None:
         env["NCCL_DEBUG_FILE"] = f"{log_path}.%h.%p"
     return env
@@ -93,8 +129,9 @@ def _timestamp(text: str | None, utc_offset_s: float | None) -> float:
 def _sizes(op: str, count: int, dtype_bytes: float, nranks: int) -> tuple[float, float, float]:
     size = count * dtype_bytes
     total = size * nranks if op in PER_RANK_COUNT else size
-    factor = {"AllReduce": 2 * (nranks - 1) / nranks, "Broadcast": 1.0, "Reduce": 1.0, "Send": 1.0,
-              "Recv": 1.0}.get(op, (nranks - 1) / nranks if op in PER_RANK_COUNT else float("nan"))
+    factor = {"AllReduce": 2 * (nranks - 1) / nranks, "Broadcast": 1.0, "Reduce": 1.0, "Send": 1.0, "Recv": 1.0}.get(
+        op, (nranks - 1) / nranks if op in PER_RANK_COUNT else float("nan")
+    )
     return size, total, total * factor
 
 
@@ -125,20 +162,37 @@ def parse_nccl_log(lines: Iterable[str], utc_offset_s: float | None = None) -> p
         name, dtype_bytes = DATATYPES.get(dtype, (f"unknown({dtype})", float("nan")))
         size, total, bus = _sizes(op, count, dtype_bytes, nranks)
         redop = int(coll["redop"])
-        rows.append({
-            "time_unix_s": _timestamp(prefix["ts"], utc_offset_s), "host": host, "pid": pid,
-            "tid": int(prefix["tid"]), "cuda_dev": int(prefix["dev"]), "nccl_version": versions.get((host, pid)),
-            "comm": coll["comm"], "rank": ranks.get((host, pid, coll["comm"])), "nranks": nranks, "op": op,
-            "opcount": int(coll["opcount"], 16), "count": count, "datatype": name, "dtype_bytes": dtype_bytes,
-            "bytes": size, "total_bytes": total, "bus_bytes": bus,
-            "redop": REDOPS.get(redop, f"premulsum({redop})") if op in REDUCING else "",
-            "root": int(coll["root"]), "stream": coll["stream"]})
+        rows.append(
+            {
+                "time_unix_s": _timestamp(prefix["ts"], utc_offset_s),
+                "host": host,
+                "pid": pid,
+                "tid": int(prefix["tid"]),
+                "cuda_dev": int(prefix["dev"]),
+                "nccl_version": versions.get((host, pid)),
+                "comm": coll["comm"],
+                "rank": ranks.get((host, pid, coll["comm"])),
+                "nranks": nranks,
+                "op": op,
+                "opcount": int(coll["opcount"], 16),
+                "count": count,
+                "datatype": name,
+                "dtype_bytes": dtype_bytes,
+                "bytes": size,
+                "total_bytes": total,
+                "bus_bytes": bus,
+                "redop": REDOPS.get(redop, f"premulsum({redop})") if op in REDUCING else "",
+                "root": int(coll["root"]),
+                "stream": coll["stream"],
+            }
+        )
     table = pd.DataFrame(rows, columns=list(COLLECTIVE_COLUMNS))
     return table.astype({"rank": "Int64", "pid": "int64", "count": "int64", "opcount": "int64"})
 
 
-def summarize_collectives(table: pd.DataFrame, step_boundaries: pd.DataFrame | None = None,
-                          by: Sequence[str] = ("op",)) -> pd.DataFrame:
+def summarize_collectives(
+    table: pd.DataFrame, step_boundaries: pd.DataFrame | None = None, by: Sequence[str] = ("op",)
+) -> pd.DataFrame:
     """Calls and bytes per `by` group (per step first, when step windows are given).
 
     Every rank logs its own call, so one AllReduce over 8 ranks is 8 calls;
@@ -150,15 +204,25 @@ def summarize_collectives(table: pd.DataFrame, step_boundaries: pd.DataFrame | N
     table = table.assign(_process=table["host"].astype(str) + ":" + table["pid"].astype(str))
     if step_boundaries is not None:
         if len(table) and table["time_unix_s"].isna().all():
-            raise ValueError("the NCCL lines have no timestamps, so they cannot be put into steps: set "
-                             "NCCL_DEBUG_TIMESTAMP_LEVELS=INFO (NCCL >= 2.26) as nccl_env() does")
+            raise ValueError(
+                "the NCCL lines have no timestamps, so they cannot be put into steps: set "
+                "NCCL_DEBUG_TIMESTAMP_LEVELS=INFO (NCCL >= 2.26) as nccl_env() does"
+            )
         ordered = check_steps(step_boundaries)
         where = assign_steps(table["time_unix_s"].to_numpy(float), ordered)
         step_ids = ordered["step"].to_numpy()
         table = table.assign(step=pd.array([step_ids[i] if i >= 0 else pd.NA for i in where], dtype="Int64"))
         keys = ["step", *keys]
-    summary = table.groupby(keys, dropna=False, sort=True).agg(
-        calls=("op", "size"), processes=("_process", "nunique"), bytes=("bytes", "sum"),
-        total_bytes=("total_bytes", "sum"), bus_bytes=("bus_bytes", "sum")).reset_index()
+    summary = (
+        table.groupby(keys, dropna=False, sort=True)
+        .agg(
+            calls=("op", "size"),
+            processes=("_process", "nunique"),
+            bytes=("bytes", "sum"),
+            total_bytes=("total_bytes", "sum"),
+            bus_bytes=("bus_bytes", "sum"),
+        )
+        .reset_index()
+    )
     summary.insert(len(keys) + 2, "calls_per_process", summary["calls"] / summary["processes"])
     return summary

@@ -22,10 +22,12 @@ from typing import Any
 from rlbench.telemetry.sampler import start_sampler
 
 _CHILD = "import sys\nt = 0\nfor i in range(int(sys.argv[1])):\n    t += i * i\n"
-_ROOT = ("import subprocess, sys\n"
-         "n, workers, child = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
-         "procs = [subprocess.Popen([sys.executable, '-c', child, n]) for _ in range(workers)]\n"
-         "sys.exit(max(p.wait() for p in procs))\n")
+_ROOT = (
+    "import subprocess, sys\n"
+    "n, workers, child = sys.argv[1], int(sys.argv[2]), sys.argv[3]\n"
+    "procs = [subprocess.Popen([sys.executable, '-c', child, n]) for _ in range(workers)]\n"
+    "sys.exit(max(p.wait() for p in procs))\n"
+)
 
 
 def _run(iterations: int, workers: int, rate_hz: float | None, out_dir: Path) -> tuple[float, float]:
@@ -57,9 +59,14 @@ def measure_overhead(seconds: float = 3.0, repeats: int = 3, rate_hz: float = 10
             elapsed, cpu = _run(iterations, workers, rate_hz, Path(tmp))
             with_sampler.append(elapsed)
             sampler_cpu.append(cpu)
-    return {"rate_hz": rate_hz, "workers": workers, "without_s": without, "with_s": with_sampler,
-            "ratio_median": statistics.median(with_sampler) / statistics.median(without),
-            "sampler_cpu_s": sampler_cpu}
+    return {
+        "rate_hz": rate_hz,
+        "workers": workers,
+        "without_s": without,
+        "with_s": with_sampler,
+        "ratio_median": statistics.median(with_sampler) / statistics.median(without),
+        "sampler_cpu_s": sampler_cpu,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,8 +62,15 @@ def _stop_orphaned_group(root_pid: int) -> None:
         pass
 
 
-def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None = None,
-        flush_every_s: float = 60.0, parent_pid: int | None = None, stop_orphan: bool = False) -> dict[str, Any]:
+def run(
+    root_pid: int,
+    out_file: Path,
+    rate_hz: float,
+    devices: list[int] | None = None,
+    flush_every_s: float = 60.0,
+    parent_pid: int | None = None,
+    stop_orphan: bool = False,
+) -> dict[str, Any]:
     """Sample until stopped; returns the notes that were also written next to `out_file`."""
     requested: list[str] = []
 
@@ -81,14 +88,24 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
     gpus, notes = open_gpus(devices)
     for note in notes:
         print(f"rlbench telemetry: {note}", file=sys.stderr, flush=True)  # said once, at start
-    meta: dict[str, Any] = {"host": host, "root_pid": root_pid, "sampler_pid": os.getpid(), "rate_hz": rate_hz,
-                            "nvml": gpus is not None, "gpus": gpus.names() if gpus else {},
-                            "started_unix_s": time.time(), "notes": notes}
+    meta: dict[str, Any] = {
+        "host": host,
+        "root_pid": root_pid,
+        "sampler_pid": os.getpid(),
+        "rate_hz": rate_hz,
+        "nvml": gpus is not None,
+        "gpus": gpus.names() if gpus else {},
+        "started_unix_s": time.time(),
+        "notes": notes,
+    }
     try:
         write_json(meta, notes_file(out_file))
     except OSError as error:
-        print(f"rlbench telemetry: cannot write in {out_file.parent}: {error.strerror or error}", file=sys.stderr,
-              flush=True)
+        print(
+            f"rlbench telemetry: cannot write in {out_file.parent}: {error.strerror or error}",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(1) from None
     rows: list[dict[str, Any]] = []
     ticks = overruns = 0
@@ -134,11 +151,23 @@ def run(root_pid: int, out_file: Path, rate_hz: float, devices: list[int] | None
             combine_parts(out_file, rows)
         except OSError as error:  # a full disk or read-only folder: one line, and the runner goes on without it
             notes = notes + [f"telemetry not written: {error.strerror or error}"]
-            print(f"rlbench telemetry: could not write {out_file.name}: {error.strerror or error}", file=sys.stderr,
-                  flush=True)
+            print(
+                f"rlbench telemetry: could not write {out_file.name}: {error.strerror or error}",
+                file=sys.stderr,
+                flush=True,
+            )
         own = os.times()
-        meta.update({"stopped_unix_s": time.time(), "stop_reason": reason, "ticks": ticks, "missed_ticks": overruns,
-                     "notes": notes, "sampler_cpu_s": own.user + own.system, "loop_cpu_s": loop_cpu})
+        meta.update(
+            {
+                "stopped_unix_s": time.time(),
+                "stop_reason": reason,
+                "ticks": ticks,
+                "missed_ticks": overruns,
+                "notes": notes,
+                "sampler_cpu_s": own.user + own.system,
+                "loop_cpu_s": loop_cpu,
+            }
+        )
         try:
             write_json(meta, notes_file(out_file))
         except OSError:
@@ -154,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", default=None, help="NVML GPU indices, comma separated (default: all)")
     parser.add_argument("--flush-every-s", type=float, default=60.0, help="append to the crash journal this often")
     parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits (default: parent)")
-    parser.add_argument("--stop-orphan", action="store_true",
-                        help="if the parent dies first, stop the process group that --pid leads")
+    parser.add_argument(
+        "--stop-orphan", action="store_true", help="if the parent dies first, stop the process group that --pid leads"
+    )
     args = parser.parse_args(argv)
     devices = [int(d) for d in args.devices.split(",") if d.strip()] if args.devices else None
     run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid, args.stop_orphan)

@@ -61,8 +61,9 @@ class SamplerHandle:
         try:
             self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            warnings.warn(f"telemetry sampler (pid {self.process.pid}) did not stop in {timeout_s} s; killed it",
-                          stacklevel=2)
+            warnings.warn(
+                f"telemetry sampler (pid {self.process.pid}) did not stop in {timeout_s} s; killed it", stacklevel=2
+            )
             self.process.kill()
             self.process.wait()
         if self.out_file.exists():
@@ -85,9 +86,17 @@ def _clear_stale(out_file: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devices: Sequence[int] | None = None,
-                  flush_every_s: float = 60.0, env: Mapping[str, str] | None = None,
-                  ready_timeout_s: float = 20.0, stop_orphan: bool = False) -> SamplerHandle:
+def start_sampler(
+    out_file: Path,
+    root_pid: int,
+    rate_hz: float = 10.0,
+    *,
+    devices: Sequence[int] | None = None,
+    flush_every_s: float = 60.0,
+    env: Mapping[str, str] | None = None,
+    ready_timeout_s: float = 20.0,
+    stop_orphan: bool = False,
+) -> SamplerHandle:
     """Start the sampler process and wait until it has begun sampling.
 
     devices: NVML GPU indices to read (default all GPUs NVML sees; NVML ignores
@@ -101,9 +110,21 @@ def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devic
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     _clear_stale(out_file)
-    command = [sys.executable, "-m", "rlbench.telemetry.sample_loop", "--pid", str(root_pid), "--out", str(out_file),
-               "--rate-hz", repr(float(rate_hz)), "--flush-every-s", repr(float(flush_every_s)),
-               "--parent-pid", str(os.getpid())]
+    command = [
+        sys.executable,
+        "-m",
+        "rlbench.telemetry.sample_loop",
+        "--pid",
+        str(root_pid),
+        "--out",
+        str(out_file),
+        "--rate-hz",
+        repr(float(rate_hz)),
+        "--flush-every-s",
+        repr(float(flush_every_s)),
+        "--parent-pid",
+        str(os.getpid()),
+    ]
     if devices is not None:
         command += ["--devices", ",".join(str(d) for d in devices)]
     if stop_orphan:
@@ -111,16 +132,20 @@ def start_sampler(out_file: Path, root_pid: int, rate_hz: float = 10.0, *, devic
     # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) must not hit it while it
     # imports (a KeyboardInterrupt traceback); the runner stops it with SIGTERM, and it stops by itself
     # when its parent exits.
-    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + ready_timeout_s
     while not notes_file(out_file).exists():
         if process.poll() is not None:
-            raise RLBenchError(f"the telemetry sampler exited with code {process.returncode} before it started "
-                               f"(its error is printed above); run without telemetry or fix the error")
+            raise RLBenchError(
+                f"the telemetry sampler exited with code {process.returncode} before it started "
+                f"(its error is printed above); run without telemetry or fix the error"
+            )
         if time.monotonic() > deadline:
-            warnings.warn(f"telemetry sampler not ready after {ready_timeout_s} s; continuing without waiting",
-                          stacklevel=2)
+            warnings.warn(
+                f"telemetry sampler not ready after {ready_timeout_s} s; continuing without waiting", stacklevel=2
+            )
             break
         time.sleep(0.02)
     return SamplerHandle(process, out_file)

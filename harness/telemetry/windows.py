@@ -28,12 +28,15 @@ def check_steps(steps: pd.DataFrame) -> pd.DataFrame:
     end = ordered["step_end_unix_s"].to_numpy(float)
     bad = ~np.isfinite(start) | ~np.isfinite(end) | (end < start)
     if bad.any():
-        raise ValueError(f"step {ordered['step'][bad.argmax()]}: "
-                         f"step_end_unix_s must be finite and >= step_start_unix_s")
+        raise ValueError(
+            f"step {ordered['step'][bad.argmax()]}: step_end_unix_s must be finite and >= step_start_unix_s"
+        )
     overlap = start[1:] < end[:-1] - _OVERLAP_TOLERANCE_S
     if overlap.any():
-        raise ValueError(f"step {ordered['step'][overlap.argmax() + 1]} starts before the previous step ends; "
-                         f"per-step telemetry needs non-overlapping step windows")
+        raise ValueError(
+            f"step {ordered['step'][overlap.argmax() + 1]} starts before the previous step ends; "
+            f"per-step telemetry needs non-overlapping step windows"
+        )
     return ordered
 
 

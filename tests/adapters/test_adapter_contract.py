@@ -26,10 +26,19 @@ from rlbench.workloads.catalog import load_workload
 FRAMEWORKS = sorted(ADAPTERS)
 KNOBS = set(Parallelism().to_dict())
 # A value away from the default for each knob, to ask an adapter about a knob it does not map.
-SET_KNOB = {"dp": {"dp": 2}, "tp": {"tp": 2}, "rollout_tp": {"rollout_tp": 2}, "pp": {"pp": 2},
-            "pp_virtual": {"pp": 2, "pp_virtual": 2}, "cp": {"cp": 2}, "ep": {"dp": 2, "ep": 2}, "sp": {"sp": 2},
-            "fuse": {"fuse": ("ref_old",)}, "placement": {"placement": "disaggregated"},
-            "async": {"async_": "one-step"}}
+SET_KNOB = {
+    "dp": {"dp": 2},
+    "tp": {"tp": 2},
+    "rollout_tp": {"rollout_tp": 2},
+    "pp": {"pp": 2},
+    "pp_virtual": {"pp": 2, "pp_virtual": 2},
+    "cp": {"cp": 2},
+    "ep": {"dp": 2, "ep": 2},
+    "sp": {"sp": 2},
+    "fuse": {"fuse": ("ref_old",)},
+    "placement": {"placement": "disaggregated"},
+    "async": {"async_": "one-step"},
+}
 
 
 def _spec(framework: str, **parallel) -> RunSpec:
@@ -69,8 +78,11 @@ def test_a_knob_the_adapter_does_not_map_is_refused_with_one_line(framework):
 def test_a_framework_that_is_not_installed_is_refused_with_the_install_command(framework, monkeypatch):
     adapter = get_adapter(framework)
     monkeypatch.setattr(type(adapter), "version", lambda self: None)
-    with pytest.raises(RLBenchError, match=rf"framework '{framework}' is not installed; install it with "
-                                           rf"pip install 'rlbench\[{framework}\]'"):
+    with pytest.raises(
+        RLBenchError,
+        match=rf"framework '{framework}' is not installed; install it with "
+        rf"pip install 'rlbench\[{framework}\]'",
+    ):
         adapter.check(_spec(framework))
 
 

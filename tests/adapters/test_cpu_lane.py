@@ -62,8 +62,9 @@ def test_every_lane_lists_its_shims_with_the_upstream_code():
 def _in_lane(code: str, framework: str = "verl") -> subprocess.CompletedProcess:
     """Run `code` in a fresh Python started the way the lane starts each framework process."""
     env = {**os.environ, **cpu_lane.lane_env(framework), "VERL_PLATFORM": "cpu"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_the_start_up_hook_applies_the_lane_in_a_fresh_process():
@@ -77,7 +78,7 @@ def test_the_start_up_hook_applies_the_lane_in_a_fresh_process():
 
 def test_verl_shims_register_a_cpu_platform_and_a_gloo_group_that_torch_accepts(tmp_path):
     pytest.importorskip("verl")
-    done = _in_lane(f"""
+    done = _in_lane("""
         import os
         import torch
         import torch.distributed as dist

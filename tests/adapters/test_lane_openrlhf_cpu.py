@@ -23,8 +23,10 @@ from tests.conftest import run_cli, run_lane
 pytest.importorskip("openrlhf")
 from rlbench.adapters.openrlhf.adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not on_cpu_lane(), reason="OpenRLHF's CPU lane is not installed (nox -s openrlhf_cpu)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not on_cpu_lane(), reason="OpenRLHF's CPU lane is not installed (nox -s openrlhf_cpu)"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +73,7 @@ def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
     assert len(scored) == 2 * 16
     assert [s["score"] for s in scored] == [score(s["dataset"], s["response"], s["ground_truth"]) for s in scored]
     steps = load_record(openrlhf_run)["steps"]
-    per_step = [sum(s["score"] for s in scored[i * 16:(i + 1) * 16]) / 16 for i in range(2)]
+    per_step = [sum(s["score"] for s in scored[i * 16 : (i + 1) * 16]) / 16 for i in range(2)]
     assert steps["reward_mean"].tolist() == pytest.approx(per_step)
 
 

@@ -25,8 +25,10 @@ pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
 from rlbench.adapters.verl.adapter import on_cpu_lane  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not on_cpu_lane(), reason="verl's CPU lane is not installed (nox -s verl_cpu)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not on_cpu_lane(), reason="verl's CPU lane is not installed (nox -s verl_cpu)"),
+]
 
 
 @pytest.fixture(scope="module")

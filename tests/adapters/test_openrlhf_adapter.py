@@ -90,30 +90,54 @@ def run_train_ppo_ray(flags: list[str], monkeypatch) -> SimpleNamespace:
         return MagicMock()
 
     def actor_group(num_nodes, num_gpus_per_node, actor_cls, pg=None, num_gpus_per_actor=1, duplicate_actors=1):
-        seen.groups.append(SimpleNamespace(role=actor_cls, gpus=num_nodes * num_gpus_per_node, pg=pg,
-                                           duplicate=duplicate_actors))
+        seen.groups.append(
+            SimpleNamespace(role=actor_cls, gpus=num_nodes * num_gpus_per_node, pg=pg, duplicate=duplicate_actors)
+        )
         return MagicMock()
 
-    def create_vllm_engines(num_engines, tp, pretrain, seed, full_determinism, prefix_caching, enforce_eager,
-                            max_len, shared_pg=None, gpu_memory_utilization=None, enable_sleep=False, *rest, **kw):
-        seen.engines = SimpleNamespace(count=num_engines, tp=tp, pg=shared_pg, memory=gpu_memory_utilization,
-                                       sleep=enable_sleep, max_len=max_len, **kw)
+    def create_vllm_engines(
+        num_engines,
+        tp,
+        pretrain,
+        seed,
+        full_determinism,
+        prefix_caching,
+        enforce_eager,
+        max_len,
+        shared_pg=None,
+        gpu_memory_utilization=None,
+        enable_sleep=False,
+        *rest,
+        **kw,
+    ):
+        seen.engines = SimpleNamespace(
+            count=num_engines,
+            tp=tp,
+            pg=shared_pg,
+            memory=gpu_memory_utilization,
+            sleep=enable_sleep,
+            max_len=max_len,
+            **kw,
+        )
         return [MagicMock()] * num_engines
 
     def trainer(kind):
         def remote(*args, **kwargs):
             seen.trainer = SimpleNamespace(kind=kind, kwargs=kwargs)
             return MagicMock()
+
         return types.SimpleNamespace(remote=remote)
 
     ray = MagicMock()
     ray.is_initialized.return_value = True
     stubs = {
-        "ray": ray, "ray.util": MagicMock(),
+        "ray": ray,
+        "ray.util": MagicMock(),
         "ray.util.placement_group": SimpleNamespace(placement_group=_PlacementGroup),
         "openrlhf.trainer.ray": SimpleNamespace(create_vllm_engines=create_vllm_engines),
-        "openrlhf.trainer.ray.launcher": SimpleNamespace(RayActorGroup=actor_group, ReferenceModelActor="ref",
-                                                         RewardModelActor="reward"),
+        "openrlhf.trainer.ray.launcher": SimpleNamespace(
+            RayActorGroup=actor_group, ReferenceModelActor="ref", RewardModelActor="reward"
+        ),
         "openrlhf.trainer.ray.ppo_actor": SimpleNamespace(PolicyModelActor="actor"),
         "openrlhf.trainer.ray.ppo_critic": SimpleNamespace(CriticModelActor="critic"),
         "openrlhf.trainer.ppo_trainer": SimpleNamespace(PPOTrainer=trainer("sync")),
@@ -177,7 +201,8 @@ def _assert_parallel_lands(seen: SimpleNamespace, spec: RunSpec) -> None:
     trainer, critic, rollout = get_adapter("openrlhf").gpu_layout(spec)
     roles = {g.role: g for g in seen.groups}
     assert set(roles) == {"actor"} | ({"ref"} if spec.workload.algorithm.kl_coef > 0 else set()) | (
-        {"critic"} if spec.workload.algorithm.name == "ppo" else set())  # no reward model: a rule reward
+        {"critic"} if spec.workload.algorithm.name == "ppo" else set()
+    )  # no reward model: a rule reward
     # DeepSpeed's data-parallel ranks: OpenRLHF duplicates each actor over its ring (cp) and TP groups.
     assert all(g.gpus == p.dp * p.tp * p.cp and g.duplicate == p.cp * p.tp for g in seen.groups)
     assert (args.ds.ring_attn_size, args.ds.tensor_parallel_size) == (p.cp, p.tp)
@@ -196,9 +221,16 @@ def _assert_parallel_lands(seen: SimpleNamespace, spec: RunSpec) -> None:
 
 
 @pytest.mark.parametrize("workload", FULL_SIZE)
-@pytest.mark.parametrize("mode", [{}, {"dp": 2, "rollout_tp": 2, **DISAGG}, {"dp": 2, **DISAGG, "async_": "one-step"},
-                                  {"dp": 2, "tp": 2, "cp": 2, **DISAGG, "async_": "3"}],
-                         ids=["colocated", "disaggregated", "async", "tp-cp-3-step"])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        {},
+        {"dp": 2, "rollout_tp": 2, **DISAGG},
+        {"dp": 2, **DISAGG, "async_": "one-step"},
+        {"dp": 2, "tp": 2, "cp": 2, **DISAGG, "async_": "3"},
+    ],
+    ids=["colocated", "disaggregated", "async", "tp-cp-3-step"],
+)
 def test_every_workload_parses_and_places_with_openrlhfs_own_cli(workload, mode, monkeypatch):
     spec = _spec(workload, **mode)
     get_adapter("openrlhf").check(spec)
@@ -215,8 +247,9 @@ def test_every_workload_parses_and_places_with_openrlhfs_own_cli(workload, mode,
 def test_parallelism_grid_parses_or_is_refused(dp, rollout_tp, tp, cp, placement, monkeypatch):
     spec = _spec("gsm8k-ppo", dp=dp, rollout_tp=rollout_tp, tp=tp, cp=cp, placement=placement)
     if rollout_tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
-        with pytest.raises(RLBenchError, match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 "
-                                               "attention"):
+        with pytest.raises(
+            RLBenchError, match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 attention"
+        ):
             get_adapter("openrlhf").check(spec)
         return
     if placement == "colocated" and (dp * tp * cp) % rollout_tp:
@@ -249,8 +282,10 @@ def tiny_tokenizer(model_cache):
 
 
 def _records() -> list[PromptRecord]:
-    return [PromptRecord(uid=f"gsm8k-{i}", dataset="gsm8k", prompt=f"What is {i} + {i}?", ground_truth=str(2 * i))
-            for i in range(3)]
+    return [
+        PromptRecord(uid=f"gsm8k-{i}", dataset="gsm8k", prompt=f"What is {i} + {i}?", ground_truth=str(2 * i))
+        for i in range(3)
+    ]
 
 
 CHAT_TEMPLATE = "{% for m in messages %}<|user|>{{ m.content }}{% endfor %}<|assistant|>"
@@ -297,15 +332,18 @@ class _Engine:
         return SimpleNamespace(outputs=[output])
 
 
-CASES = [("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
-         ("gsm8k", "She has 12 eggs. #### 12", "13", 0.0),
-         ("math", "So the answer is \\boxed{42}.", "42", 1.0)]
+CASES = [
+    ("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
+    ("gsm8k", "She has 12 eggs. #### 12", "13", 0.0),
+    ("math", "So the answer is \\boxed{42}.", "42", 1.0),
+]
 
 
 @pytest.mark.parametrize("dataset,response,truth,expected", CASES)
 @pytest.mark.parametrize("fixed_length", [False, True])
-def test_openrlhfs_executor_scores_through_the_rlbench_hook(dataset, response, truth, expected, fixed_length,
-                                                           tiny_tokenizer, monkeypatch):
+def test_openrlhfs_executor_scores_through_the_rlbench_hook(
+    dataset, response, truth, expected, fixed_length, tiny_tokenizer, monkeypatch
+):
     from rlbench.adapters.openrlhf.reward import label
 
     agent = _agent_module(monkeypatch)
@@ -327,8 +365,9 @@ def test_openrlhfs_executor_scores_through_the_rlbench_hook(dataset, response, t
 def test_reward_func_strips_the_prompt_and_special_tokens():
     prompt = "Give the answer after ####. Q: 2+2?"  # the instruction's own '####' must not be scored
     labels = [json.dumps({"dataset": "gsm8k", "ground_truth": "4"})] * 2
-    result = reward_func([prompt + " #### 4<|im_end|><|endoftext|>", prompt + " 5 apples #### 5</s>"],
-                         [prompt, prompt], labels)
+    result = reward_func(
+        [prompt + " #### 4<|im_end|><|endoftext|>", prompt + " 5 apples #### 5</s>"], [prompt, prompt], labels
+    )
     assert result["rewards"].tolist() == [1.0, 0.0] and result["scores"].tolist() == [1.0, 0.0]
 
 
@@ -342,27 +381,46 @@ def _status(step: int) -> dict:
     `_compute_rollout_stats` (rollout/*, lines 424-430); trainer/ray/ppo_actor.py `training_step`
     (policy_loss, actor_lr, actor_grad_norm, experience info such as ppo_kl, and the episode fields
     response_length and total_length, lines 368-400)."""
-    timing = {"timing/make_experience": 0.5, "timing/ppo_train": 1.5 * step, "timing/broadcast": 0.25,
-              "timing/generation": 2.0 * step}
-    return {**timing, "timing/step_total": sum(timing.values()),
-            "rollout/reward_mean": 0.25 * step, "rollout/reward_std": 0.1, "rollout/response_length_mean": 12.5,
-            "rollout/truncated_rate": 0.0, "rollout/num_samples": 8.0,
-            "policy_loss": 0.1, "actor_lr": 1e-6, "actor_grad_norm": 0.3, "ppo_kl": 0.01, "kl": 0.002,
-            "response_length": 12.5, "total_length": 12.5 + 30.0, "reward": 0.25 * step,
-            "generated_samples": ["Q: ... #### 13", 1.0]}
+    timing = {
+        "timing/make_experience": 0.5,
+        "timing/ppo_train": 1.5 * step,
+        "timing/broadcast": 0.25,
+        "timing/generation": 2.0 * step,
+    }
+    return {
+        **timing,
+        "timing/step_total": sum(timing.values()),
+        "rollout/reward_mean": 0.25 * step,
+        "rollout/reward_std": 0.1,
+        "rollout/response_length_mean": 12.5,
+        "rollout/truncated_rate": 0.0,
+        "rollout/num_samples": 8.0,
+        "policy_loss": 0.1,
+        "actor_lr": 1e-6,
+        "actor_grad_norm": 0.3,
+        "ppo_kl": 0.01,
+        "kl": 0.002,
+        "response_length": 12.5,
+        "total_length": 12.5 + 30.0,
+        "reward": 0.25 * step,
+        "generated_samples": ["Q: ... #### 13", 1.0],
+    }
 
 
 def test_read_steps_maps_events_written_by_openrlhfs_tensorboard_logger(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
-    from rlbench.run.derive import derive_step_metrics
     from rlbench.record.schema import STEP_METRICS
+    from rlbench.run.derive import derive_step_metrics
 
     root = _openrlhf_root()
     logging_utils = _load("openrlhf.utils.logging_utils", root / "utils" / "logging_utils.py", monkeypatch)
     args = get_adapter("openrlhf").flags(_spec(), MODEL, tmp_path)
-    logger_args = SimpleNamespace(logger=SimpleNamespace(
-        tensorboard_dir=args[args.index("--logger.tensorboard_dir") + 1],
-        wandb=SimpleNamespace(run_name=args[args.index("--logger.wandb.run_name") + 1])))
+    logger_args = SimpleNamespace(
+        logger=SimpleNamespace(
+            tensorboard_dir=args[args.index("--logger.tensorboard_dir") + 1],
+            wandb=SimpleNamespace(run_name=args[args.index("--logger.wandb.run_name") + 1]),
+        )
+    )
     adapter = get_adapter("openrlhf")
     assert adapter.read_steps(tmp_path).empty  # nothing logged yet
     logger = logging_utils.TensorboardLogger(logger_args)
@@ -392,8 +450,13 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
     root = _openrlhf_root()
     logging_utils = _load("openrlhf.utils.logging_utils", root / "utils" / "logging_utils.py", monkeypatch)
-    logger = logging_utils.TensorboardLogger(SimpleNamespace(logger=SimpleNamespace(
-        tensorboard_dir=str(tmp_path / module.TENSORBOARD_DIR), wandb=SimpleNamespace(run_name=module.RUN_NAME))))
+    logger = logging_utils.TensorboardLogger(
+        SimpleNamespace(
+            logger=SimpleNamespace(
+                tensorboard_dir=str(tmp_path / module.TENSORBOARD_DIR), wandb=SimpleNamespace(run_name=module.RUN_NAME)
+            )
+        )
+    )
     logger.log_train(1, _status(1))
     logger.close()
     path = get_adapter("openrlhf").metrics_file(tmp_path)
@@ -409,29 +472,46 @@ def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
     plan = get_adapter("openrlhf").plan(_spec(dp=4, rollout_tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
     text = plan.describe()
     assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
-    assert plan.argv[plan.argv.index("--") + 1:][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
-    for part in ("--actor.num_gpus_per_node 4", "--vllm.num_engines 2", "--vllm.tensor_parallel_size 2",
-                 "--train.colocate_all", "--algo.advantage.estimator group_norm", "--rollout.n_samples_per_prompt 8",
-                 "--rollout.batch_size 128", "--train.batch_size 256", "--ds.zero_stage 3",
-                 f"--actor.model_name_or_path {MODEL}", f"--train.agent_func_path {module.REWARD_FILE}",
-                 f"--logger.tensorboard_dir {RUN_DIR}/openrlhf_tensorboard", "WANDB_MODE=disabled"):
+    assert plan.argv[plan.argv.index("--") + 1 :][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
+    for part in (
+        "--actor.num_gpus_per_node 4",
+        "--vllm.num_engines 2",
+        "--vllm.tensor_parallel_size 2",
+        "--train.colocate_all",
+        "--algo.advantage.estimator group_norm",
+        "--rollout.n_samples_per_prompt 8",
+        "--rollout.batch_size 128",
+        "--train.batch_size 256",
+        "--ds.zero_stage 3",
+        f"--actor.model_name_or_path {MODEL}",
+        f"--train.agent_func_path {module.REWARD_FILE}",
+        f"--logger.tensorboard_dir {RUN_DIR}/openrlhf_tensorboard",
+        "WANDB_MODE=disabled",
+    ):
         assert part in text, part
     assert "--train.async_enable" not in text and "--critic." not in text
 
 
-@pytest.mark.parametrize("workload,parallel,message", [
-    ("gsm8k-grpo", {"pp": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism"),
-    ("gsm8k-grpo", {"pp": 2, "pp_virtual": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO"),
-    ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: OpenRLHF 0.11.2 has no expert parallelism"),
-    ("gsm8k-grpo", {"sp": 2}, "sp=2: OpenRLHF's sequence parallelism is ring attention .* use cp instead"),
-    ("gsm8k-grpo", {"fuse": ("rollout_logprobs",)}, "fuse=rollout_logprobs: OpenRLHF 0.11.2's make_experience"),
-    ("gsm8k-grpo", {"async_": "one-step"}, "async=one-step: .* gives vLLM GPUs of its own .* placement=disaggregated"),
-    ("gsm8k-grpo", {"async_": "4"}, "async=4: .* gives vLLM GPUs of its own"),
-    ("gsm8k-grpo", {"tp": 4}, "tp=4: .* does not divide its 14 attention heads, so Megatron cannot split"),
-    ("gsm8k-grpo-tiny", {}, "model.dtype=float32: OpenRLHF 0.11 trains in bf16 or fp16 only"),
-    ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
-    ("gsm8k-grpo", {"dp": 3}, "dp=3: must divide the 256 responses of one mini-batch"),
-])
+@pytest.mark.parametrize(
+    "workload,parallel,message",
+    [
+        ("gsm8k-grpo", {"pp": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism"),
+        ("gsm8k-grpo", {"pp": 2, "pp_virtual": 2}, "pp=2: OpenRLHF trains with DeepSpeed ZeRO"),
+        ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: OpenRLHF 0.11.2 has no expert parallelism"),
+        ("gsm8k-grpo", {"sp": 2}, "sp=2: OpenRLHF's sequence parallelism is ring attention .* use cp instead"),
+        ("gsm8k-grpo", {"fuse": ("rollout_logprobs",)}, "fuse=rollout_logprobs: OpenRLHF 0.11.2's make_experience"),
+        (
+            "gsm8k-grpo",
+            {"async_": "one-step"},
+            "async=one-step: .* gives vLLM GPUs of its own .* placement=disaggregated",
+        ),
+        ("gsm8k-grpo", {"async_": "4"}, "async=4: .* gives vLLM GPUs of its own"),
+        ("gsm8k-grpo", {"tp": 4}, "tp=4: .* does not divide its 14 attention heads, so Megatron cannot split"),
+        ("gsm8k-grpo-tiny", {}, "model.dtype=float32: OpenRLHF 0.11 trains in bf16 or fp16 only"),
+        ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
+        ("gsm8k-grpo", {"dp": 3}, "dp=3: must divide the 256 responses of one mini-batch"),
+    ],
+)
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
     with pytest.raises(RLBenchError, match=message):
         get_adapter("openrlhf").check(_spec(workload, **parallel))
@@ -508,7 +588,6 @@ def test_cpu_lane_refuses_what_it_was_not_made_to_run(monkeypatch):
         get_adapter("openrlhf").check(_spec("gsm8k-grpo-tiny", dp=2))
 
 
-
 def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
     """Every `name==version` of the README's OpenRLHF recipe is what the installed OpenRLHF itself pins."""
     import importlib.metadata
@@ -526,7 +605,7 @@ def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
             pins[req.name] = exact[0]
     readme = (PROJECT_ROOT / "README.md").read_text()
     start = readme.index("### OpenRLHF on a GPU machine")
-    section = readme[start:readme.index("# openrlhf: usable", start)]
+    section = readme[start : readme.index("# openrlhf: usable", start)]
     named = dict(re.findall(r"`?'?([a-z][a-z0-9_-]*)(?:\[[a-z,-]+\])?==([0-9][0-9.]*)", section))
     assert named.pop("openrlhf") == importlib.metadata.version("openrlhf")
     assert {"transformers", "deepspeed", "ray", "flash-attn", "vllm"} <= set(named)

@@ -25,30 +25,34 @@ def test_typo_suggests_the_nearest_name():
 
 
 def test_import_and_help_import_no_framework():
-    code = ("import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.run.runner\n"
-            "from click.testing import CliRunner\n"
-            "assert CliRunner().invoke(rlbench.cli.main, ['--help']).exit_code == 0\n"
-            "heavy = [m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf', 'vllm') if m in sys.modules]\n"
-            "print(heavy)")
+    code = (
+        "import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.run.runner\n"
+        "from click.testing import CliRunner\n"
+        "assert CliRunner().invoke(rlbench.cli.main, ['--help']).exit_code == 0\n"
+        "heavy = [m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf', 'vllm') if m in sys.modules]\n"
+        "print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("framework, expected", [
-    ("verl", {"micro_batch_tokens": 16384, "dtype_bytes": 2}),  # dynamic bsz at the 16k-token budget
-    ("openrlhf", {"micro_batch_tokens": 16384}),  # packed samples at the same budget
-])
+@pytest.mark.parametrize(
+    "framework, expected",
+    [
+        ("verl", {"micro_batch_tokens": 16384, "dtype_bytes": 2}),  # dynamic bsz at the 16k-token budget
+        ("openrlhf", {"micro_batch_tokens": 16384}),  # packed samples at the same budget
+    ],
+)
 def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     import dataclasses
 
-    from rlbench.run.parallel import Parallelism
     from rlbench.predict.run_prediction import workload_shape
+    from rlbench.run.parallel import Parallelism
     from rlbench.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo")
-    fields = get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload,
-                                                        parallel=Parallelism()))
+    fields = get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload, parallel=Parallelism()))
     assert fields == expected
     shape = dataclasses.replace(workload_shape(workload), **fields)  # valid WorkloadShape fields
     assert shape.micro_batch_tokens == 16384

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
 
 from rlbench.adapters.registry import get_adapter
@@ -42,17 +39,20 @@ def test_dry_run_plan_names_the_launcher_and_config(tmp_path):
     assert '"num_generations": 4' in plan.describe() and "trl_launch.json" in plan.files
 
 
-@pytest.mark.parametrize("workload,parallel,message", [
-    ("gsm8k-ppo", {}, "has no PPO trainer"),
-    ("gsm8k-grpo-tiny", {"tp": 2}, "tp=2: TRL 1.16's GRPOConfig has no trainer tensor parallelism"),
-    ("gsm8k-grpo-tiny", {"pp": 2}, "pp=2: TRL 1.16 trains through accelerate .* no pipeline parallelism"),
-    ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: TRL 1.16's GRPOTrainer refuses context parallelism"),
-    ("gsm8k-grpo-tiny", {"sp": 2}, "sp=2: TRL 1.16's GRPOTrainer refuses sequence parallelism"),
-    ("gsm8k-grpo-tiny", {"ep": 2, "dp": 2}, "ep=2: TRL 1.16 has no expert parallelism"),
-    ("gsm8k-grpo-tiny", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: TRL 1.16 decides itself"),
-    ("gsm8k-grpo-tiny", {"async_": "one-step"}, "async=one-step: TRL 1.16's asynchronous GRPO is experimental"),
-    ("gsm8k-grpo-tiny", {"placement": "disaggregated"}, "colocated only"),
-])
+@pytest.mark.parametrize(
+    "workload,parallel,message",
+    [
+        ("gsm8k-ppo", {}, "has no PPO trainer"),
+        ("gsm8k-grpo-tiny", {"tp": 2}, "tp=2: TRL 1.16's GRPOConfig has no trainer tensor parallelism"),
+        ("gsm8k-grpo-tiny", {"pp": 2}, "pp=2: TRL 1.16 trains through accelerate .* no pipeline parallelism"),
+        ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: TRL 1.16's GRPOTrainer refuses context parallelism"),
+        ("gsm8k-grpo-tiny", {"sp": 2}, "sp=2: TRL 1.16's GRPOTrainer refuses sequence parallelism"),
+        ("gsm8k-grpo-tiny", {"ep": 2, "dp": 2}, "ep=2: TRL 1.16 has no expert parallelism"),
+        ("gsm8k-grpo-tiny", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: TRL 1.16 decides itself"),
+        ("gsm8k-grpo-tiny", {"async_": "one-step"}, "async=one-step: TRL 1.16's asynchronous GRPO is experimental"),
+        ("gsm8k-grpo-tiny", {"placement": "disaggregated"}, "colocated only"),
+    ],
+)
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
     with pytest.raises(RLBenchError, match=message):
         get_adapter("trl").check(_spec(workload, **parallel))
@@ -71,7 +71,9 @@ def test_gpu_knobs_are_refused_without_gpus(monkeypatch):
 def test_not_installed_framework_is_refused(monkeypatch):
     adapter = get_adapter("trl")
     monkeypatch.setattr(type(adapter), "version", lambda self: None)
-    with pytest.raises(RLBenchError, match=r"framework 'trl' is not installed; install it with pip install 'rlbench\[trl\]'"):
+    with pytest.raises(
+        RLBenchError, match=r"framework 'trl' is not installed; install it with pip install 'rlbench\[trl\]'"
+    ):
         adapter.check(_spec())
 
 
@@ -83,5 +85,9 @@ def test_model_shape_is_what_trl_launches_on_this_cpu():
     workload = load_workload("gsm8k-grpo-tiny")
     shape = get_adapter("trl").model_shape(RunSpec(framework="trl", workload=workload, parallel=Parallelism()))
     # HF generate over G repeated rows with a concatenated cache, one micro-batch per mini-batch, fp32 on a CPU
-    assert shape == {"micro_batch_size": workload.mini_batch_prompts * workload.algorithm.group_size,
-                     "shared_prefill": False, "dtype_bytes": 4, "kv_cache": "concat"}
+    assert shape == {
+        "micro_batch_size": workload.mini_batch_prompts * workload.algorithm.group_size,
+        "shared_prefill": False,
+        "dtype_bytes": 4,
+        "kv_cache": "concat",
+    }

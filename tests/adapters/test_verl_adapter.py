@@ -26,12 +26,13 @@ from rlbench.workloads.prompts import PromptRecord, write_prompts
 
 verl = pytest.importorskip("verl")
 
-import rlbench.adapters.verl.adapter as module  # noqa: E402
-from rlbench.adapters import prelaunch  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass, validate_config  # noqa: E402
+
+import rlbench.adapters.verl.adapter as module  # noqa: E402
+from rlbench.adapters import prelaunch  # noqa: E402
 
 VERL_ROOT = Path(verl.__file__).parent
 RUN_DIR = Path("/runs/20260101T000000Z-verl-x-abc123")
@@ -71,8 +72,10 @@ def _compose(spec: RunSpec, model: str):
     one_step = spec.parallel.async_ == "one-step"
     config_dir = VERL_ROOT / ("experimental/one_step_off_policy/config" if one_step else "trainer/config")
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name=get_adapter("verl").config_name(spec),
-                       overrides=get_adapter("verl").overrides(spec, model, RUN_DIR))
+        return compose(
+            config_name=get_adapter("verl").config_name(spec),
+            overrides=get_adapter("verl").overrides(spec, model, RUN_DIR),
+        )
 
 
 def _verl_checks(config) -> dict:
@@ -123,9 +126,13 @@ def _assert_parallel_lands(c: dict, spec: RunSpec) -> None:
     assert (c["trainer"]["n_gpus_per_node"], c["trainer"]["nnodes"]) == (p.dp * p.tp * p.pp * p.cp * p.sp, 1)
     assert rollout["tensor_model_parallel_size"] == p.rollout_tp
     if max(p.tp, p.pp, p.cp, p.ep) > 1:  # verl's Megatron backend, every size where verl reads it
-        sizes = {"tensor_model_parallel_size": p.tp, "pipeline_model_parallel_size": p.pp,
-                 "virtual_pipeline_model_parallel_size": p.pp_virtual if p.pp_virtual > 1 else None,
-                 "context_parallel_size": p.cp, "expert_model_parallel_size": p.ep}
+        sizes = {
+            "tensor_model_parallel_size": p.tp,
+            "pipeline_model_parallel_size": p.pp,
+            "virtual_pipeline_model_parallel_size": p.pp_virtual if p.pp_virtual > 1 else None,
+            "context_parallel_size": p.cp,
+            "expert_model_parallel_size": p.ep,
+        }
         assert actor["strategy"] == c["actor_rollout_ref"]["ref"]["strategy"] == "megatron"
         for role in (actor, c["actor_rollout_ref"]["ref"], c["critic"]):
             assert {k: role["megatron"][k] for k in sizes} == sizes
@@ -169,8 +176,11 @@ def test_parallelism_grid_composes_or_is_refused(dp, rollout_tp, sp, placement, 
     mode = ONE_STEP if placement == "disaggregated" else {}
     spec = _spec("gsm8k-grpo", dp=dp, rollout_tp=rollout_tp, sp=sp, **mode)
     if rollout_tp == 4:  # Qwen2.5-0.5B-Instruct has 14 attention heads
-        with pytest.raises(RLBenchError, match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 "
-                                               "attention .* vLLM cannot shard it"):
+        with pytest.raises(
+            RLBenchError,
+            match="rollout_tp=4: model Qwen2.5-0.5B-Instruct .* does not divide its 14 "
+            "attention .* vLLM cannot shard it",
+        ):
             get_adapter("verl").check(spec)
         return
     if placement == "colocated" and (dp * sp) % rollout_tp:
@@ -196,8 +206,9 @@ MEGATRON = [
 ]
 
 
-@pytest.mark.parametrize("workload,parallel", MEGATRON, ids=[
-    " ".join(f"{k}={v}" for k, v in p.items()) for _, p in MEGATRON])
+@pytest.mark.parametrize(
+    "workload,parallel", MEGATRON, ids=[" ".join(f"{k}={v}" for k, v in p.items()) for _, p in MEGATRON]
+)
 def test_megatron_layouts_compose_and_pass_verls_checks(workload, parallel, tiny_model):
     spec = _spec(workload, **parallel)
     get_adapter("verl").check(spec)
@@ -222,8 +233,10 @@ def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
 
 
 def _records() -> list[PromptRecord]:
-    return [PromptRecord(uid=f"gsm8k-{i}", dataset="gsm8k", prompt=f"What is {i} + {i}?", ground_truth=str(2 * i))
-            for i in range(3)]
+    return [
+        PromptRecord(uid=f"gsm8k-{i}", dataset="gsm8k", prompt=f"What is {i} + {i}?", ground_truth=str(2 * i))
+        for i in range(3)
+    ]
 
 
 def test_parquet_is_read_by_verls_dataset_in_rlbench_order(tmp_path, tiny_model):
@@ -246,17 +259,21 @@ def test_parquet_is_read_by_verls_dataset_in_rlbench_order(tmp_path, tiny_model)
     assert list(ids) == tokenizer(_records()[1].prompt, add_special_tokens=False)["input_ids"]
 
 
-@pytest.mark.parametrize("dataset,response,truth,expected", [
-    ("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
-    ("gsm8k", "She has 12 eggs. #### 12", "13", 0.0),
-    ("math", "So the answer is \\boxed{42}.", "42", 1.0),
-])
+@pytest.mark.parametrize(
+    "dataset,response,truth,expected",
+    [
+        ("gsm8k", "She has 16 - 3 = 13 eggs. #### 13", "13", 1.0),
+        ("gsm8k", "She has 12 eggs. #### 12", "13", 0.0),
+        ("math", "So the answer is \\boxed{42}.", "42", 1.0),
+    ],
+)
 def test_verls_reward_manager_scores_through_the_rlbench_hook(dataset, response, truth, expected, tiny_model):
     import numpy as np
     import torch
     from transformers import AutoTokenizer
     from verl import DataProto
     from verl.trainer.ppo.reward import load_reward_manager
+
     from rlbench.workloads.rewards import score
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
@@ -264,11 +281,17 @@ def test_verls_reward_manager_scores_through_the_rlbench_hook(dataset, response,
     prompt = torch.tensor([tokenizer("Q:")["input_ids"]])
     answer = torch.tensor([tokenizer(response)["input_ids"]])
     item = DataProto.from_dict(
-        tensors={"prompts": prompt, "responses": answer,
-                 "attention_mask": torch.ones(1, prompt.shape[1] + answer.shape[1], dtype=torch.long)},
-        non_tensors={"data_source": np.array([dataset], dtype=object),
-                     "reward_model": np.array([{"style": "rule", "ground_truth": truth}], dtype=object),
-                     "extra_info": np.array([{}], dtype=object)})
+        tensors={
+            "prompts": prompt,
+            "responses": answer,
+            "attention_mask": torch.ones(1, prompt.shape[1] + answer.shape[1], dtype=torch.long),
+        },
+        non_tensors={
+            "data_source": np.array([dataset], dtype=object),
+            "reward_model": np.array([{"style": "rule", "ground_truth": truth}], dtype=object),
+            "extra_info": np.array([{}], dtype=object),
+        },
+    )
     result = manager.loop.run_until_complete(manager.run_single(item))
     assert result["reward_score"] == expected == score(dataset, response, truth)
 
@@ -282,13 +305,18 @@ def _batch(prompt_lengths: list[int], response_lengths: list[int], scores: list[
     mask = torch.zeros(n, width_p + width_r, dtype=torch.long)
     token_scores = torch.zeros(n, width_r)
     for i, (lp, lr) in enumerate(zip(prompt_lengths, response_lengths)):
-        mask[i, width_p - lp:width_p + lr] = 1
+        mask[i, width_p - lp : width_p + lr] = 1
         token_scores[i, lr - 1] = scores[i]
-    tensors = {"prompts": torch.ones(n, width_p, dtype=torch.long),
-               "responses": torch.ones(n, width_r, dtype=torch.long),
-               "attention_mask": mask, "response_mask": mask[:, width_p:], "token_level_scores": token_scores,
-               "token_level_rewards": token_scores, "advantages": torch.zeros(n, width_r),
-               "returns": torch.zeros(n, width_r)}
+    tensors = {
+        "prompts": torch.ones(n, width_p, dtype=torch.long),
+        "responses": torch.ones(n, width_r, dtype=torch.long),
+        "attention_mask": mask,
+        "response_mask": mask[:, width_p:],
+        "token_level_scores": token_scores,
+        "token_level_rewards": token_scores,
+        "advantages": torch.zeros(n, width_r),
+        "returns": torch.zeros(n, width_r),
+    }
     return DataProto.from_dict(tensors=tensors, meta_info={"global_token_num": mask.sum(-1).tolist()})
 
 
@@ -297,8 +325,9 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     from verl.utils.metric import reduce_metrics
     from verl.utils.py_functional import rename_dict
     from verl.utils.tracking import Tracking
-    from rlbench.run.derive import derive_step_metrics
+
     from rlbench.record.schema import STEP_METRICS
+    from rlbench.run.derive import derive_step_metrics
 
     adapter = get_adapter("verl")
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(adapter.metrics_file(tmp_path)))
@@ -306,15 +335,24 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     tracking.log(data={"val-core/gsm8k/acc/mean@1": 0.5}, step=0)  # a validation line: not a step
     for step in (1, 2):
         batch = _batch([6, 4, 5, 3], [5, 2, 5, 1], [1.0, 0.0, 1.0, float(step == 2)])
-        timing = {"gen": 2.0 * step, "old_log_prob": 0.5, "ref": 0.25, "adv": 0.01, "update_actor": 1.5,
-                  "update_weights": 0.3, "step": 5.0 * step}
+        timing = {
+            "gen": 2.0 * step,
+            "old_log_prob": 0.5,
+            "ref": 0.25,
+            "adv": 0.01,
+            "update_actor": 1.5,
+            "update_weights": 0.3,
+            "step": 5.0 * step,
+        }
         # The actor worker's metrics, renamed and reduced as verl's v1 trainer does in _update_actor.
-        worker = rename_dict({"perf/max_memory_allocated_gb": [10.0 * step], "mfu": [0.25], "pg_loss": [0.1]},
-                             "actor/")
+        worker = rename_dict({"perf/max_memory_allocated_gb": [10.0 * step], "mfu": [0.25], "pg_loss": [0.1]}, "actor/")
         worker["perf/mfu/actor"] = worker.pop("actor/mfu")
-        metrics = {**reduce_metrics(worker), **compute_data_metrics(batch=batch, use_critic=False),
-                   **compute_timing_metrics(batch=batch, timing_raw=timing),
-                   **compute_throughout_metrics(batch=batch, timing_raw=timing, n_gpus=1)}
+        metrics = {
+            **reduce_metrics(worker),
+            **compute_data_metrics(batch=batch, use_critic=False),
+            **compute_timing_metrics(batch=batch, timing_raw=timing),
+            **compute_throughout_metrics(batch=batch, timing_raw=timing, n_gpus=1),
+        }
         tracking.log(data=metrics, step=step)
     tracking.finish()
     with adapter.metrics_file(tmp_path).open("a") as log:
@@ -336,8 +374,16 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
 
 
 def test_one_step_generation_time_is_the_overlapped_generation():
-    row = module.normalize(4, {"timing_s/step": 3.0, "timing_s/gen": 0.2, "timing_s/generate_async": 2.5,
-                               "timing_s/sync_rollout_weights": 0.1, "perf/mfu/actor": 0.0})
+    row = module.normalize(
+        4,
+        {
+            "timing_s/step": 3.0,
+            "timing_s/gen": 0.2,
+            "timing_s/generate_async": 2.5,
+            "timing_s/sync_rollout_weights": 0.1,
+            "perf/mfu/actor": 0.0,
+        },
+    )
     assert (row["time_gen_s"], row["time_weight_sync_s"]) == (2.5, 0.1)
     assert math.isnan(row["framework_mfu"])  # verl reports 0 when it has no peak for the GPU
     sparse = module.normalize(1, {"timing_s/step": 3.0, "response_length/mean": 7.0})  # no token total
@@ -345,15 +391,24 @@ def test_one_step_generation_time_is_the_overlapped_generation():
 
 
 def test_dry_run_plan_names_verls_trainer_and_key_overrides():
-    plan = get_adapter("verl").plan(_spec(dp=4, rollout_tp=2),
-                                    RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]), RUN_DIR)
+    plan = get_adapter("verl").plan(
+        _spec(dp=4, rollout_tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]), RUN_DIR
+    )
     text = plan.describe()
     assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.adapter"]
-    for part in ("-m verl.trainer.main_ppo", "trainer.n_gpus_per_node=4",
-                 "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "algorithm.adv_estimator=grpo",
-                 "actor_rollout_ref.rollout.n=8", "data.train_batch_size=128", "data.shuffle=false",
-                 "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "'trainer.logger=[console,file]'",
-                 f"VERL_FILE_LOGGER_PATH={RUN_DIR}/framework_metrics.jsonl", "WANDB_MODE=disabled"):
+    for part in (
+        "-m verl.trainer.main_ppo",
+        "trainer.n_gpus_per_node=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+        "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.rollout.n=8",
+        "data.train_batch_size=128",
+        "data.shuffle=false",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+        "'trainer.logger=[console,file]'",
+        f"VERL_FILE_LOGGER_PATH={RUN_DIR}/framework_metrics.jsonl",
+        "WANDB_MODE=disabled",
+    ):
         assert part in text, part
     assert not any(arg.startswith("--config-name") for arg in plan.argv)  # FSDP: the entry point's default
     one_step = get_adapter("verl").plan(_spec(dp=2, **ONE_STEP), RunInputs(model="/m", prompts=[]), RUN_DIR)
@@ -363,22 +418,29 @@ def test_dry_run_plan_names_verls_trainer_and_key_overrides():
     assert "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2" in megatron.argv
 
 
-@pytest.mark.parametrize("workload,parallel,message", [
-    ("gsm8k-grpo", {"pp": 5}, "pp=5: does not divide the 24 layers of model Qwen2.5-0.5B-Instruct"),
-    ("gsm8k-grpo", {"pp": 2, "pp_virtual": 5}, "pp=2 x pp_virtual=5 = 10: does not divide the 24 layers"),
-    ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: model Qwen2.5-0.5B-Instruct is dense, it has no experts to split"),
-    ("gsm8k-grpo", {"tp": 2, "sp": 2}, "sp=2: verl's Megatron backend .* has no Ulysses sequence parallelism"),
-    ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: workload gsm8k-grpo-tiny trains in float32, .* bfloat16 workload"),
-    ("gsm8k-grpo", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: verl 0.9.1 has no setting that skips"),
-    ("gsm8k-grpo", {"fuse": ("ref_old",)}, "fuse=ref_old: verl 0.9.1 runs the reference and old-log-prob passes"),
-    ("gsm8k-grpo", {"async_": "2", **DISAGG}, "async=2: verl 0.9.1's deeper asynchrony is its fully_async_policy"),
-    ("gsm8k-grpo", {"async_": "one-step"}, "needs its own rollout GPUs .* placement=disaggregated"),
-    ("gsm8k-grpo", {"placement": "disaggregated"}, "only in its asynchronous trainers; add --parallel async=one-step"),
-    ("gsm8k-ppo", ONE_STEP, "supports GRPO-family advantages only"),
-    ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
-    ("gsm8k-grpo", {"tp": 4}, "tp=4: .* 4 does not divide its 14 attention heads, so Megatron cannot split it"),
-    ("gsm8k-grpo-tiny", {"dp": 32}, "dp=32: must divide the 16 responses of one mini-batch"),
-])
+@pytest.mark.parametrize(
+    "workload,parallel,message",
+    [
+        ("gsm8k-grpo", {"pp": 5}, "pp=5: does not divide the 24 layers of model Qwen2.5-0.5B-Instruct"),
+        ("gsm8k-grpo", {"pp": 2, "pp_virtual": 5}, "pp=2 x pp_virtual=5 = 10: does not divide the 24 layers"),
+        ("gsm8k-grpo", {"ep": 2, "dp": 2}, "ep=2: model Qwen2.5-0.5B-Instruct is dense, it has no experts to split"),
+        ("gsm8k-grpo", {"tp": 2, "sp": 2}, "sp=2: verl's Megatron backend .* has no Ulysses sequence parallelism"),
+        ("gsm8k-grpo-tiny", {"cp": 2}, "cp=2: workload gsm8k-grpo-tiny trains in float32, .* bfloat16 workload"),
+        ("gsm8k-grpo", {"fuse": ("on_policy_old",)}, "fuse=on_policy_old: verl 0.9.1 has no setting that skips"),
+        ("gsm8k-grpo", {"fuse": ("ref_old",)}, "fuse=ref_old: verl 0.9.1 runs the reference and old-log-prob passes"),
+        ("gsm8k-grpo", {"async_": "2", **DISAGG}, "async=2: verl 0.9.1's deeper asynchrony is its fully_async_policy"),
+        ("gsm8k-grpo", {"async_": "one-step"}, "needs its own rollout GPUs .* placement=disaggregated"),
+        (
+            "gsm8k-grpo",
+            {"placement": "disaggregated"},
+            "only in its asynchronous trainers; add --parallel async=one-step",
+        ),
+        ("gsm8k-ppo", ONE_STEP, "supports GRPO-family advantages only"),
+        ("gsm8k-grpo", {"rollout_tp": 2}, "rollout_tp=2: .* rollout_tp must divide 1; raise dp"),
+        ("gsm8k-grpo", {"tp": 4}, "tp=4: .* 4 does not divide its 14 attention heads, so Megatron cannot split it"),
+        ("gsm8k-grpo-tiny", {"dp": 32}, "dp=32: must divide the 16 responses of one mini-batch"),
+    ],
+)
 def test_unsupported_settings_are_refused_before_launch(workload, parallel, message):
     with pytest.raises(RLBenchError, match=message):
         get_adapter("verl").check(_spec(workload, **parallel))
@@ -386,8 +448,10 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
     monkeypatch.setattr(module, "gpu_count", lambda: 4)
-    message = ("dp=4 rollout_tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, "
-               "this machine has 4")
+    message = (
+        "dp=4 rollout_tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, "
+        "this machine has 4"
+    )
     with pytest.raises(RLBenchError, match=message):
         get_adapter("verl").check(_spec(dp=4, rollout_tp=2, sp=2, **ONE_STEP))
     with pytest.raises(RLBenchError, match="dp=2 tp=2 pp=2: verl needs 8 GPUs"):  # trainer GPUs: dp*tp*pp
@@ -445,10 +509,13 @@ def test_cpu_lane_plan_arms_the_shims_and_the_record_names_them(cpu_lane_here, t
     assert usable and "CPU lane" in why
 
 
-@pytest.mark.parametrize("workload, parallel, message", [
-    ("gsm8k-grpo", {}, "verl's CPU lane runs tiny workloads only"),
-    ("gsm8k-grpo-tiny", {"dp": 2}, "verl's CPU lane runs one colocated synchronous process"),
-])
+@pytest.mark.parametrize(
+    "workload, parallel, message",
+    [
+        ("gsm8k-grpo", {}, "verl's CPU lane runs tiny workloads only"),
+        ("gsm8k-grpo-tiny", {"dp": 2}, "verl's CPU lane runs one colocated synchronous process"),
+    ],
+)
 def test_cpu_lane_refuses_what_it_was_not_made_to_run(cpu_lane_here, workload, parallel, message):
     with pytest.raises(RLBenchError, match=message):
         get_adapter("verl").check(_spec(workload, **parallel))
@@ -457,7 +524,6 @@ def test_cpu_lane_refuses_what_it_was_not_made_to_run(cpu_lane_here, workload, p
 def test_a_cpu_lane_peak_memory_of_zero_is_recorded_as_absent():
     row = module.normalize(1, {"timing_s/step": 1.0, "actor/perf/max_memory_allocated_gb": 0.0})
     assert math.isnan(row["peak_device_memory_gb"])
-
 
 
 @pytest.mark.parametrize("mode", [{}, ONE_STEP], ids=["colocated", "one-step"])

@@ -24,7 +24,7 @@ from rlbench.workloads.catalog import load_workload  # noqa: E402
 def _recipe() -> str:
     readme = (PROJECT_ROOT / "README.md").read_text()
     start = readme.index("python -m venv ~/venv-verl")
-    return readme[start:readme.index("# verl: usable", start)]
+    return readme[start : readme.index("# verl: usable", start)]
 
 
 def test_the_readme_recipe_is_verls_own_pins():
@@ -46,9 +46,17 @@ def gpu_node(monkeypatch):
     monkeypatch.setattr(verl_adapter, "gpu_count", lambda: 8)
     monkeypatch.setattr(verl_adapter, "package_version", lambda name: state["versions"].get(name))
     real_find_spec = verl_adapter.importlib.util.find_spec
-    monkeypatch.setattr(verl_adapter.importlib.util, "find_spec",
-                        lambda name, *a: object() if name in state["modules"] else
-                        None if name in ("flash_attn", "cupy") else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        verl_adapter.importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            object()
+            if name in state["modules"]
+            else None
+            if name in ("flash_attn", "cupy")
+            else real_find_spec(name, *a)
+        ),
+    )
     return state
 
 
@@ -57,11 +65,14 @@ def test_a_stack_on_verls_pins_is_ready(gpu_node):
     assert verl_adapter.machine_ready() == (True, f"8 GPUs, vLLM {gpu_node['versions']['vllm']}")
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    ({"versions": {"vllm": "0.29.0"}}, "vLLM 0.29.0 is installed, but verl 0.9.1 pins vllm==0.24.0"),
-    ({"versions": {"vllm": None}}, "vLLM is not installed"),
-    ({"modules": {"cupy"}}, "flash-attn is not installed"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"versions": {"vllm": "0.29.0"}}, "vLLM 0.29.0 is installed, but verl 0.9.1 pins vllm==0.24.0"),
+        ({"versions": {"vllm": None}}, "vLLM is not installed"),
+        ({"modules": {"cupy"}}, "flash-attn is not installed"),
+    ],
+)
 def test_what_would_crash_is_refused_with_the_install_command(gpu_node, change, problem):
     gpu_node["versions"].update(change.get("versions", {}))
     gpu_node["modules"] = change.get("modules", gpu_node["modules"])
@@ -72,7 +83,10 @@ def test_what_would_crash_is_refused_with_the_install_command(gpu_node, change, 
 def test_one_step_off_without_cupy_is_refused_before_launch(gpu_node):
     gpu_node["modules"] = {"flash_attn"}
     assert verl_adapter.machine_ready()[0]  # a synchronous run needs no cupy
-    spec = RunSpec(framework="verl", workload=load_workload("gsm8k-grpo"),
-                   parallel=parse_parallel(["dp=4", "placement=disaggregated", "async=one-step"]))
+    spec = RunSpec(
+        framework="verl",
+        workload=load_workload("gsm8k-grpo"),
+        parallel=parse_parallel(["dp=4", "placement=disaggregated", "async=one-step"]),
+    )
     with pytest.raises(RLBenchError, match="NCCL checkpoint engine, which needs cupy"):
         VerlAdapter().check(spec)

@@ -63,8 +63,7 @@ def _free_port() -> int:
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VERL_FILE_LOGGER_PATH", "RAY_ADDRESS", "RLBENCH_CPU_LANE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("VERL_FILE_LOGGER_PATH", "RAY_ADDRESS", "RLBENCH_CPU_LANE")}
     # Ray 2.60 turns token authentication on once ~/.ray/auth_token exists; this loopback head goes without.
     return {**env, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **extra}
 
@@ -73,22 +72,55 @@ def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path):
     port = _free_port()
     temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
     head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
-         "--port", str(port), "--num-cpus", "1", "--num-gpus", "0", "--include-dashboard=false",
-         "--temp-dir", str(temp), "--disable-usage-stats",
-         *[arg for flag in ("--node-manager-port", "--object-manager-port", "--ray-client-server-port",
-                            "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                            "--runtime-env-agent-port", "--metrics-export-port")
-           for arg in (flag, str(_free_port()))]],
-        env=_clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num-cpus",
+            "1",
+            "--num-gpus",
+            "0",
+            "--include-dashboard=false",
+            "--temp-dir",
+            str(temp),
+            "--disable-usage-stats",
+            *[
+                arg
+                for flag in (
+                    "--node-manager-port",
+                    "--object-manager-port",
+                    "--ray-client-server-port",
+                    "--dashboard-agent-listen-port",
+                    "--dashboard-agent-grpc-port",
+                    "--runtime-env-agent-port",
+                    "--metrics-export-port",
+                )
+                for arg in (flag, str(_free_port()))
+            ],
+        ],
+        env=_clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         end = time.monotonic() + 120
         while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
             assert head.poll() is None and time.monotonic() < end, "the Ray head did not start"
             time.sleep(1)
         (tmp_path / "run").mkdir()
-        driver = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "run")], capture_output=True,
-                                text=True, timeout=300, env=_clean_env(RAY_ADDRESS=f"127.0.0.1:{port}"))
+        driver = subprocess.run(
+            [sys.executable, "-c", DRIVER, str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_clean_env(RAY_ADDRESS=f"127.0.0.1:{port}"),
+        )
         assert driver.returncode == 0, driver.stderr[-3000:]
         assert (tmp_path / "run" / "framework_metrics.jsonl").read_text() == "reached\n"
     finally:

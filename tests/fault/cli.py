@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import rlbench.run.runner
-
 from rlbench.adapters.registry import ADAPTERS
 from rlbench.cli import main
 

@@ -37,16 +37,24 @@ class FakeAdapter(TRLAdapter):
 
     def plan(self, spec, inputs, run_dir: Path) -> LaunchPlan:
         env = {k: v for k, v in os.environ.items() if k.startswith("FAULT_")}
-        return LaunchPlan(argv=[sys.executable, str(Path(__file__).resolve()), str(self.metrics_file(run_dir))],
-                          env=env)
+        return LaunchPlan(
+            argv=[sys.executable, str(Path(__file__).resolve()), str(self.metrics_file(run_dir))], env=env
+        )
 
 
 def _line(step: int, start: float, end: float) -> str:
-    return json.dumps({"step": step, "step_time_s": end - start, "step_start_unix_s": start, "step_end_unix_s": end,
-                       "stages_s": {"gen": (end - start) / 2, "make_experience": (end - start) / 2},
-                       "tokens": {"prompt": 1600, "prompt_padded": 2000, "response": 512, "responses": 16},
-                       "memory": {"peak_host_rss_gb": 0.1, "peak_device_memory_gb": None},
-                       "trl": {"reward": 0.25, "completions/mean_length": 32.0}})
+    return json.dumps(
+        {
+            "step": step,
+            "step_time_s": end - start,
+            "step_start_unix_s": start,
+            "step_end_unix_s": end,
+            "stages_s": {"gen": (end - start) / 2, "make_experience": (end - start) / 2},
+            "tokens": {"prompt": 1600, "prompt_padded": 2000, "response": 512, "responses": 16},
+            "memory": {"peak_host_rss_gb": 0.1, "peak_device_memory_gb": None},
+            "trl": {"reward": 0.25, "completions/mean_length": 32.0},
+        }
+    )
 
 
 def _fill(folder: Path, leave: int) -> None:
@@ -79,8 +87,11 @@ def main(metrics_file: Path) -> int:
         while True:
             time.sleep(1)
     if mode == "crash":
-        print("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    step()\n"
-              "ValueError: shapes (4, 8) and (16, 8) not aligned", flush=True)
+        print(
+            'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    step()\n'
+            "ValueError: shapes (4, 8) and (16, 8) not aligned",
+            flush=True,
+        )
         print("[rank0] shutting down workers", flush=True)
         print("{'loss': 0.1, 'epoch': 1.0}", flush=True)
     elif mode == "cuda_oom":

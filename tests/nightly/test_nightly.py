@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
-from rlbench.nightly.gate import format_night, judge, night_status
 from rlbench.nightly.config import load_nightly_config
+from rlbench.nightly.gate import format_night, judge, night_status
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
 STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
@@ -56,10 +56,13 @@ def _config(tmp_path: Path, matrix: list[dict]) -> Path:
 def test_a_slower_night_fails_and_the_matrix_goes_on(report_run, tmp_path):
     # Steps of 10 ms: far faster than any real TRL step, so tonight's run is surely slower on any machine.
     fast = _baseline(report_run, tmp_path / "baseline", step_s=0.01)
-    config = _config(tmp_path, [
-        {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS},
-        {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS, "parallel": ["dp=8"]},  # refused here
-    ])
+    config = _config(
+        tmp_path,
+        [
+            {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS},
+            {"framework": "trl", "workload": "gsm8k-grpo-tiny", "steps": STEPS, "parallel": ["dp=8"]},  # refused here
+        ],
+    )
     result = run_cli("nightly", "--config", str(config), "--update-baseline", timeout=600)
     assert result.returncode == 1, result.stderr
     night_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -111,13 +114,19 @@ def test_the_shipped_matrix_is_valid(monkeypatch, name):
         assert parse_parallel(bench.parallel).world_size == 8
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("matrix: []\nresults: r\nbaseline: b\n", "'matrix' must be a non-empty list"),
-    ("matrix: [{framework: trl}]\nresults: r\nbaseline: b\n", "'workload' is required"),
-    ("matrix: [{framework: trl, workload: w, gpus: 8}]\nresults: r\nbaseline: b\n", "unknown key(s) gpus"),
-    ("matrix: [{framework: trl, workload: w}]\nresults: ${RLBENCH_UNSET_FOR_TEST}/r\nbaseline: b\n", "unset environment"),
-    ("matrix: [{framework: trl, workload: w}\n", "not valid YAML at line"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("matrix: []\nresults: r\nbaseline: b\n", "'matrix' must be a non-empty list"),
+        ("matrix: [{framework: trl}]\nresults: r\nbaseline: b\n", "'workload' is required"),
+        ("matrix: [{framework: trl, workload: w, gpus: 8}]\nresults: r\nbaseline: b\n", "unknown key(s) gpus"),
+        (
+            "matrix: [{framework: trl, workload: w}]\nresults: ${RLBENCH_UNSET_FOR_TEST}/r\nbaseline: b\n",
+            "unset environment",
+        ),
+        ("matrix: [{framework: trl, workload: w}\n", "not valid YAML at line"),
+    ],
+)
 def test_bad_configs_are_refused_by_name(tmp_path, text, problem):
     path = tmp_path / "n.yaml"
     path.write_text(text)
@@ -128,7 +137,11 @@ def test_bad_configs_are_refused_by_name(tmp_path, text, problem):
 
 def test_nightly_cli_reports_a_missing_config(tmp_path):
     result = run_cli("nightly", "--config", str(tmp_path / "absent.yaml"))
-    assert result.returncode == 2 and result.stderr.startswith("error: nightly config") and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and result.stderr.startswith("error: nightly config")
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_the_workflow_runs_the_shipped_configs_on_gpu_runners():

@@ -22,8 +22,16 @@ import pytest
 from rlbench.perfmodel import flops, from_hf_config, get_arch
 
 BATCH, SEQ = 2, 128
-CONFIG = {"model_type": "qwen2", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-          "num_key_value_heads": 2, "intermediate_size": 688, "vocab_size": 2048, "tie_word_embeddings": True}
+CONFIG = {
+    "model_type": "qwen2",
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 688,
+    "vocab_size": 2048,
+    "tie_word_embeddings": True,
+}
 
 
 def _counted(attn: str, backward: bool) -> tuple[float, float]:
@@ -33,8 +41,9 @@ def _counted(attn: str, backward: bool) -> tuple[float, float]:
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(0)
-    config = transformers.Qwen2Config(**{k: v for k, v in CONFIG.items() if k != "model_type"},
-                                      attn_implementation=attn)
+    config = transformers.Qwen2Config(
+        **{k: v for k, v in CONFIG.items() if k != "model_type"}, attn_implementation=attn
+    )
     model = transformers.Qwen2ForCausalLM(config)
     ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, SEQ))
     counter = FlopCounterMode(display=False)
@@ -98,9 +107,19 @@ def test_hand_counted_qwen25_7b() -> None:
 def test_hand_counted_llama3_8b() -> None:
     # Meta-Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads / 8 KV heads of 128, FFN 14336,
     # vocab 128256, untied, no biases.
-    arch = from_hf_config({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-                           "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
-                           "vocab_size": 128256, "tie_word_embeddings": False}, name="Llama-3-8B")
+    arch = from_hf_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "intermediate_size": 14336,
+            "vocab_size": 128256,
+            "tie_word_embeddings": False,
+        },
+        name="Llama-3-8B",
+    )
     layer = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
     n = 32 * layer + 4096 + 128256 * 4096
     assert flops.matmul_params(arch) == n == 7_504_924_672

@@ -35,8 +35,9 @@ def test_causal_sequence_sums() -> None:
     assert flops.decode_flops(TOY, prompt_len=2, response_len=3) == 2 * N * 3 + 64 * (3 + 4 + 5) == 8400
     assert flops.decode_kv_read_tokens(2, 3) == 12
     # prefill + decode = one forward over the whole sequence, less the head on the P - 1 unsampled prompt positions
-    assert flops.prefill_flops(TOY, 2) + flops.decode_flops(TOY, 2, 3) == \
-        flops.sequence_forward_flops(TOY, 5) - 2 * HEAD * (2 - 1)
+    assert flops.prefill_flops(TOY, 2) + flops.decode_flops(TOY, 2, 3) == flops.sequence_forward_flops(
+        TOY, 5
+    ) - 2 * HEAD * (2 - 1)
 
 
 def test_training_sequence_is_three_forwards() -> None:

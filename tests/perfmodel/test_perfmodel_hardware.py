@@ -10,8 +10,14 @@ from rlbench.perfmodel import HARDWARE, cpu_hardware, find_hardware, get_hardwar
 
 def test_rows_are_dense_peaks() -> None:
     # Datasheets headline 2:4-sparse tensor FLOPs; the table must hold half of them.
-    sparse_headline = {"A100-40GB": 624e12, "A100-80GB": 624e12, "H100-SXM": 1979e12, "H200": 1979e12,
-                       "B200": 4500e12, "L40S": 733e12}
+    sparse_headline = {
+        "A100-40GB": 624e12,
+        "A100-80GB": 624e12,
+        "H100-SXM": 1979e12,
+        "H200": 1979e12,
+        "B200": 4500e12,
+        "L40S": 733e12,
+    }
     for name, sparse in sparse_headline.items():
         assert get_hardware(name).bf16_flops == pytest.approx(sparse / 2, rel=0.02), name  # L40S: 362.05 vs 733
 

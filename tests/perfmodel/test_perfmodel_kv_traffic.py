@@ -12,8 +12,14 @@ from rlbench.perfmodel.rollout import kv_traffic_per_cached_token
 from rlbench.perfmodel.roofline import Work, build_stage
 
 QWEN = get_arch("Qwen2.5-7B-Instruct")
-WORK = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=256, response_len=128, use_kl_reference=False,
-                     recompute_old_logprob=False)
+WORK = WorkloadShape(
+    prompts_per_step=8,
+    group_size=4,
+    prompt_len=256,
+    response_len=128,
+    use_kl_reference=False,
+    recompute_old_logprob=False,
+)
 
 
 def test_paged_reads_once_concat_copies_then_reads() -> None:

@@ -11,8 +11,15 @@ from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_ar
 from rlbench.perfmodel.roofline import Work, build_stage, pass_units
 
 ARCH = get_arch("Qwen2.5-0.5B-Instruct")  # 24 layers
-WORK = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=64, response_len=32, use_kl_reference=False,
-                     recompute_old_logprob=False, micro_batch_size=4)
+WORK = WorkloadShape(
+    prompts_per_step=4,
+    group_size=4,
+    prompt_len=64,
+    response_len=32,
+    use_kl_reference=False,
+    recompute_old_logprob=False,
+    micro_batch_size=4,
+)
 CPU = cpu_hardware(peak_flops=1e11, mem_bw=2e10, op_latency_s=1e-3)
 
 
@@ -96,9 +103,16 @@ def test_probe_reads_the_l2_size_and_builds_the_streamed_row(tmp_path, monkeypat
 
     l2 = cpu_probe.l2_cache_bytes()
     assert l2 is None or 16 * 2**10 <= l2 <= 1 * 2**30  # KiB to MiB, as sysfs states it
-    peaks = {"fp32_flops_per_s": 5e10, "mem_bytes_per_s": 1e10, "op_latency_s": 4e-4, "method": "fake",
-             "cpu_model": "fake", "matmul_rates": [[16, 64, 2e9]], "streamed_matmul_rates": [[16, 64, 1e9]],
-             "cache_bytes": 4 * 2**20}
+    peaks = {
+        "fp32_flops_per_s": 5e10,
+        "mem_bytes_per_s": 1e10,
+        "op_latency_s": 4e-4,
+        "method": "fake",
+        "cpu_model": "fake",
+        "matmul_rates": [[16, 64, 2e9]],
+        "streamed_matmul_rates": [[16, 64, 1e9]],
+        "cache_bytes": 4 * 2**20,
+    }
     row = cpu_probe.cpu_row(peaks)
     assert row.cache_bytes == 4 * 2**20
     assert row.matmul_flops_per_s(16, 64, weight_bytes=8 * 2**20) == pytest.approx(1e9)

@@ -44,16 +44,28 @@ def test_a_partial_grid_is_refused():
 
 def test_stages_run_at_their_own_shape():
     arch = ModelArch(name="t", layers=2, hidden=256, heads=4, kv_heads=2, ffn=688, vocab=2048)
-    shape = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=64, response_len=32,
-                          use_kl_reference=False, recompute_old_logprob=False, shared_prefill=False,
-                          micro_batch_size=16)
+    shape = WorkloadShape(
+        prompts_per_step=4,
+        group_size=4,
+        prompt_len=64,
+        response_len=32,
+        use_kl_reference=False,
+        recompute_old_logprob=False,
+        shared_prefill=False,
+        micro_batch_size=16,
+    )
     par = ParallelShape(gpus=1)
-    flat = {s.name: s for s in predict(arch, shape, par, _row(((16, 256, 64e9), (1024, 256, 64e9),
-                                                               (16, 64, 64e9), (1024, 64, 64e9)))).stages}
+    flat = {
+        s.name: s
+        for s in predict(
+            arch, shape, par, _row(((16, 256, 64e9), (1024, 256, 64e9), (16, 64, 64e9), (1024, 64, 64e9)))
+        ).stages
+    }
     shaped = {s.name: s for s in predict(arch, shape, par, _row()).stages}
     # decode multiplies 16 rows (one token per sequence): the grid's slow small-matmul rate
     assert shaped["generation_decode"].compute_time_s == pytest.approx(
-        flat["generation_decode"].compute_time_s * 64e9 / 4e9)
+        flat["generation_decode"].compute_time_s * 64e9 / 4e9
+    )
     # training multiplies all 16 x 96 tokens at once: at the grid's edge, 64 GFLOP/s, as flat
     assert shaped["actor_update"].compute_time_s == pytest.approx(flat["actor_update"].compute_time_s)
 
@@ -80,7 +92,8 @@ def test_decode_streams_weights_that_do_not_fit_in_the_cache():
     def decode(cache_bytes):
         hw = cpu_hardware(100e9, 20e9, matmul_rates=GRID, streamed_matmul_rates=streamed, cache_bytes=cache_bytes)
         assert hw.matmul_flops_per_s(16, 64, weight_bytes=weights) == pytest.approx(
-            0.25e9 if cache_bytes and cache_bytes < weights else 1e9)
+            0.25e9 if cache_bytes and cache_bytes < weights else 1e9
+        )
         return {s.name: s for s in predict(arch, shape, ParallelShape(gpus=1), hw).stages}
 
     cold, hot, unknown = decode(weights / 2), decode(weights * 2), decode(None)

@@ -6,11 +6,10 @@ import dataclasses
 
 import pytest
 
-from rlbench.run.parallel import Parallelism
-from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
-from rlbench.perfmodel import overheads
+from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, overheads, predict
 from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.predict.run_prediction import measured_vs_predicted, neutral_fields
+from rlbench.run.parallel import Parallelism
 
 GRPO_8B = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=1024)
 
@@ -53,8 +52,9 @@ def test_the_estimate_is_never_below_the_bound_stage_by_stage():
 def test_a_small_models_decode_is_held_at_the_engines_per_step_floor():
     shape = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=100, response_len=256)
     graphs = predict("Qwen2.5-0.5B-Instruct", shape, ParallelShape(gpus=8), "H100-SXM")
-    eager = predict("Qwen2.5-0.5B-Instruct", dataclasses.replace(shape, engine_mode="eager"),
-                    ParallelShape(gpus=8), "H100-SXM")
+    eager = predict(
+        "Qwen2.5-0.5B-Instruct", dataclasses.replace(shape, engine_mode="eager"), ParallelShape(gpus=8), "H100-SXM"
+    )
     bound = graphs.stage("generation_decode").time_s
     decode = {s.name: s for s in graphs.estimate_stages}["generation_decode"]
     # The roofline of a 0.5B decode step is far under a millisecond; the engine steps no faster than its floor.
@@ -95,21 +95,37 @@ def test_sequences_in_flight_are_capped_by_the_engines_memory_and_more_steps_fol
 
 def test_a_measured_cpu_row_is_its_own_estimate():
     cpu = cpu_hardware(1e11, 1e10, op_latency_s=3e-4)
-    p = predict("Qwen2.5-0.5B-Instruct", WorkloadShape(prompts_per_step=2, prompt_len=8, response_len=8),
-                ParallelShape(gpus=1), cpu)
+    p = predict(
+        "Qwen2.5-0.5B-Instruct",
+        WorkloadShape(prompts_per_step=2, prompt_len=8, response_len=8),
+        ParallelShape(gpus=1),
+        cpu,
+    )
     assert p.step_time_estimate_s == p.step_time_s and p.estimate_terms["kind"] == "measured"
     assert p.step_time_bound_s <= p.step_time_s
 
 
 def test_prediction_json_labels_bound_and_estimate_and_keeps_the_old_keys():
     data = predict("Llama-3.1-8B", neutral(GRPO_8B), ParallelShape(gpus=8), "H100-SXM").to_dict()
-    for key in ("step_time_bound_s", "step_time_estimate_s", "mfu_bound", "mfu_estimate", "tokens_per_s_estimate",
-                "group_times_estimate_s", "estimate_terms", "step_time_s", "mfu", "brent"):
+    for key in (
+        "step_time_bound_s",
+        "step_time_estimate_s",
+        "mfu_bound",
+        "mfu_estimate",
+        "tokens_per_s_estimate",
+        "group_times_estimate_s",
+        "estimate_terms",
+        "step_time_s",
+        "mfu",
+        "brent",
+    ):
         assert key in data
     assert data["step_time_s"] == data["step_time_bound_s"] and data["mfu"] == pytest.approx(data["mfu_bound"])
     assert all({"time_s", "bound_s", "estimate_s"} <= set(s) for s in data["stages"])
-    summary = {"step_time_s": {"median": 3 * data["step_time_estimate_s"]},
-               "time_gen_s": {"median": 2 * data["group_times_estimate_s"]["generation"]}}
+    summary = {
+        "step_time_s": {"median": 3 * data["step_time_estimate_s"]},
+        "time_gen_s": {"median": 2 * data["group_times_estimate_s"]["generation"]},
+    }
     compared = measured_vs_predicted(summary, {"available": True, **data})
     assert compared["step"]["measured_over_estimate"] == pytest.approx(3.0)
     assert compared["stages"]["gen"]["measured_over_estimate"] == pytest.approx(2.0)
@@ -119,13 +135,25 @@ def test_prediction_json_labels_bound_and_estimate_and_keeps_the_old_keys():
 
 
 def test_every_overhead_constant_cites_a_source():
-    for name in ("ACHIEVABLE_FRACTION", "TRAINER_MFU", "KERNEL_LAUNCH_S", "KERNELS_PER_LAYER_FORWARD",
-                 "ENGINE_STEP_FLOOR_S"):
+    for name in (
+        "ACHIEVABLE_FRACTION",
+        "TRAINER_MFU",
+        "KERNEL_LAUNCH_S",
+        "KERNELS_PER_LAYER_FORWARD",
+        "ENGINE_STEP_FLOOR_S",
+    ):
         assert getattr(overheads, name) and overheads.SOURCES[name]
 
 
-@pytest.mark.parametrize(("field", "value"), [("engine_mode", "graphs"), ("engine_max_seqs", 0),
-                                              ("engine_memory_fraction", 1.5), ("engine_memory_fraction", True)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("engine_mode", "graphs"),
+        ("engine_max_seqs", 0),
+        ("engine_memory_fraction", 1.5),
+        ("engine_memory_fraction", True),
+    ],
+)
 def test_bad_engine_settings_are_refused_by_name(field, value):
     with pytest.raises(ValueError, match=field):
         WorkloadShape(prompts_per_step=1, prompt_len=1, response_len=1, **{field: value})

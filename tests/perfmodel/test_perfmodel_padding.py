@@ -11,8 +11,16 @@ from rlbench.perfmodel import ParallelShape, WorkloadShape, get_arch, get_hardwa
 
 ARCH = get_arch("Qwen2.5-0.5B-Instruct")
 HW = get_hardware("H100-SXM")
-WORK = WorkloadShape(prompts_per_step=4, group_size=4, prompt_len=90, response_len=32, use_kl_reference=False,
-                     recompute_old_logprob=False, micro_batch_size=16, shared_prefill=False)
+WORK = WorkloadShape(
+    prompts_per_step=4,
+    group_size=4,
+    prompt_len=90,
+    response_len=32,
+    use_kl_reference=False,
+    recompute_old_logprob=False,
+    micro_batch_size=16,
+    shared_prefill=False,
+)
 
 
 def test_pads_cost_flops_but_not_model_flops() -> None:
@@ -41,12 +49,16 @@ def test_padding_narrower_than_the_mean_is_rejected() -> None:
 
 def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
-    from rlbench.run.parallel import parse_parallel
     from rlbench.predict.run_prediction import predict_run
+    from rlbench.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
-    args = (load_workload("gsm8k-grpo-tiny"), parse_parallel(()), "Qwen2.5-0.5B-Instruct",
-            {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})
+    args = (
+        load_workload("gsm8k-grpo-tiny"),
+        parse_parallel(()),
+        "Qwen2.5-0.5B-Instruct",
+        {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]},
+    )
     bare = predict_run(*args, prompt_len=90, recompute_old_logprob=False, padded_prompt_len=math.nan)
     assert bare["inputs"]["padded_prompt_len"] is None
     padded = predict_run(*args, prompt_len=90, recompute_old_logprob=False, padded_prompt_len=119.6)
@@ -57,8 +69,13 @@ def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monke
 def test_trl_rows_carry_the_padded_width() -> None:
     from rlbench.adapters.trl.adapter import normalize
 
-    line = {"step": 1, "step_time_s": 1.0, "step_start_unix_s": 0.0, "step_end_unix_s": 1.0,
-            "stages_s": {"gen": 0.4, "make_experience": 0.5},
-            "tokens": {"prompt": 1500, "prompt_padded": 1920, "response": 512, "responses": 16}}
+    line = {
+        "step": 1,
+        "step_time_s": 1.0,
+        "step_start_unix_s": 0.0,
+        "step_end_unix_s": 1.0,
+        "stages_s": {"gen": 0.4, "make_experience": 0.5},
+        "tokens": {"prompt": 1500, "prompt_padded": 1920, "response": 512, "responses": 16},
+    }
     row = normalize(line)
     assert row["padded_prompt_tokens"] == 1920 and row["prompt_tokens"] == 1500

@@ -28,6 +28,7 @@ def stage(layout: ParallelShape, name: str, work: WorkloadShape = WORK, arch: Mo
 
 # ---- tensor parallelism --------------------------------------------------------------------------
 
+
 def test_tp_all_reduces_by_hand() -> None:
     # One all-reduce of b*s*h = 1024 x 3584 x 2 B = 7,340,032 B moves 2(n-1)/n of it = 7,340,032 B at tp=2;
     # 2 per layer and pass x 28 layers x 2 micro-batches: 822,083,584 B for a forward,
@@ -39,6 +40,7 @@ def test_tp_all_reduces_by_hand() -> None:
 
 
 # ---- pipeline parallelism ------------------------------------------------------------------------
+
 
 def test_pipeline_bubble_is_megatrons() -> None:
     """Narayanan et al. 2021 (arXiv 2104.04473), sec. 2.2.1: bubble / ideal time = (p - 1)/m for 1F1B;
@@ -67,6 +69,7 @@ def test_pipeline_depth_and_bubble_in_the_stage() -> None:
 
 
 # ---- context parallelism (ring attention) ---------------------------------------------------------
+
 
 def test_ring_attention_bytes_by_hand() -> None:
     # cp=4 over 8,192 tokens: each rank's K and V block is 2,048 x 2 x (4 KV heads x 128) x 2 B = 4 MiB,
@@ -104,6 +107,7 @@ def test_cp_divides_activation_memory() -> None:
 
 # ---- expert parallelism and MoE -------------------------------------------------------------------
 
+
 def test_expert_capacity_is_switch_transformers() -> None:
     """Fedus et al. 2021 (Switch Transformer), sec. 2.2: capacity = tokens / experts x capacity factor;
     its example: 6 tokens over 3 experts hold 2 a expert at factor 1.0, 3 at 1.5."""
@@ -114,11 +118,15 @@ def test_expert_capacity_is_switch_transformers() -> None:
 def test_ep_all_to_all_by_hand() -> None:
     # GShard / DeepSpeed-MoE: dispatch + combine per MoE layer forward, each tokens x top-k x h x bytes of
     # which (ep-1)/ep leaves the rank: 4,096 tokens x 8 x 2,048 x 2 B = 134,217,728 B, x 3/4, x 2.
-    assert par.ep_all_to_all_bytes(4, 4096, 2048, 2, experts=128, top_k=8, capacity_factor=None, moe_layers=1,
-                                   passes=1) == 2 * 134_217_728 * 3 / 4 == 201_326_592
+    assert (
+        par.ep_all_to_all_bytes(4, 4096, 2048, 2, experts=128, top_k=8, capacity_factor=None, moe_layers=1, passes=1)
+        == 2 * 134_217_728 * 3 / 4
+        == 201_326_592
+    )
     # capacity factor 1.25: 128 experts x 320 slots = 40,960 token copies instead of 32,768
-    padded = par.ep_all_to_all_bytes(4, 4096, 2048, 2, experts=128, top_k=8, capacity_factor=1.25, moe_layers=1,
-                                     passes=1)
+    padded = par.ep_all_to_all_bytes(
+        4, 4096, 2048, 2, experts=128, top_k=8, capacity_factor=1.25, moe_layers=1, passes=1
+    )
     assert padded == 2 * 40_960 * 2048 * 2 * 3 / 4
     # In a stage: Qwen3-30B-A3B forward, ep=4 on 8 GPUs (dp=8), 1 micro-batch of 1,024 tokens per rank, 48 layers.
     moe_work = dataclasses.replace(WORK, prompts_per_step=8)
@@ -133,25 +141,52 @@ def test_experts_touched_by_a_decode_batch() -> None:
     assert par.experts_touched(4, 1, 2) == pytest.approx(4 * (1 - 0.75**2))
 
 
-@pytest.mark.parametrize(("name", "total", "active"), [
-    # model cards: Qwen3-30B-A3B 30.5B / 3.3B; Qwen1.5-MoE-A2.7B 14.3B / 2.7B; OLMoE paper 6.9B / 1.3B
-    ("Qwen3-30B-A3B", 30.5e9, 3.3e9), ("Qwen1.5-MoE-A2.7B", 14.3e9, 2.7e9), ("OLMoE-1B-7B-0924", 6.9e9, 1.3e9),
-])
+@pytest.mark.parametrize(
+    ("name", "total", "active"),
+    [
+        # model cards: Qwen3-30B-A3B 30.5B / 3.3B; Qwen1.5-MoE-A2.7B 14.3B / 2.7B; OLMoE paper 6.9B / 1.3B
+        ("Qwen3-30B-A3B", 30.5e9, 3.3e9),
+        ("Qwen1.5-MoE-A2.7B", 14.3e9, 2.7e9),
+        ("OLMoE-1B-7B-0924", 6.9e9, 1.3e9),
+    ],
+)
 def test_moe_builtins_match_their_cards(name: str, total: float, active: float) -> None:
     count = get_arch(name).param_count()
     assert count.total == pytest.approx(total, rel=0.01) and count.active == pytest.approx(active, rel=0.03)
 
 
 def test_shared_experts_by_hand_and_from_config() -> None:
-    moe = ModelArch(name="m", layers=2, hidden=8, heads=2, kv_heads=1, ffn=16, vocab=10, moe_experts=4, moe_top_k=1,
-                    moe_ffn=4, moe_shared_ffn=6, moe_shared_gate=True)
+    moe = ModelArch(
+        name="m",
+        layers=2,
+        hidden=8,
+        heads=2,
+        kv_heads=1,
+        ffn=16,
+        vocab=10,
+        moe_experts=4,
+        moe_top_k=1,
+        moe_ffn=4,
+        moe_shared_ffn=6,
+        moe_shared_gate=True,
+    )
     # per layer: attention 192 + norms 16 + router 32 + experts 4 x 96 (active 1 x 96) + shared 3x8x6 + gate 8
     assert moe.param_count().non_embedding == 2 * (192 + 16 + 32 + 384 + 144 + 8) + 8
     assert moe.param_count().non_embedding_active == 2 * (192 + 16 + 32 + 96 + 144 + 8) + 8
     assert moe.expert_params() == 2 * 384
-    cfg = {"num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16,
-           "intermediate_size": 5632, "vocab_size": 151936, "model_type": "qwen2_moe", "num_experts": 60,
-           "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632}
+    cfg = {
+        "num_hidden_layers": 24,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "intermediate_size": 5632,
+        "vocab_size": 151936,
+        "model_type": "qwen2_moe",
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+    }
     assert from_hf_config(cfg).param_count() == get_arch("Qwen1.5-MoE-A2.7B").param_count()
     deepseek = {**cfg, "shared_expert_intermediate_size": None, "n_shared_experts": 2, "model_type": "deepseek_v2"}
     assert from_hf_config(deepseek).moe_shared_ffn == 2 * 1408
@@ -174,6 +209,7 @@ def test_moe_flops_count_active_experts_memory_counts_all() -> None:
 
 
 # ---- stage fusion ---------------------------------------------------------------------------------
+
 
 def test_fusion_removes_or_merges_passes() -> None:
     plain = predict(QWEN7B, WORK, ParallelShape(gpus=8), H100)
@@ -201,6 +237,7 @@ def test_fusion_removes_or_merges_passes() -> None:
 
 
 # ---- asynchrony -----------------------------------------------------------------------------------
+
 
 def test_k_step_asynchrony_overlap_and_staleness() -> None:
     assert par.async_step_s(3.0, 2.0, 0) == 5.0 and par.async_step_s(3.0, 2.0, 4) == 3.0
@@ -231,11 +268,15 @@ PINNED_16 = 3.2767971243982945
 
 def test_new_knobs_at_defaults_change_nothing() -> None:
     work = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
-    for kwargs in ({"gpus": 8}, {"gpus": 16, "tp": 2, "pp": 2, "sp": 2, "rollout_tp": 4, "sharding": "optimizer"},
-                   {"gpus": 16, "placement": "disaggregated", "rollout_gpus": 8, "async_mode": "one-step"}):
+    for kwargs in (
+        {"gpus": 8},
+        {"gpus": 16, "tp": 2, "pp": 2, "sp": 2, "rollout_tp": 4, "sharding": "optimizer"},
+        {"gpus": 16, "placement": "disaggregated", "rollout_gpus": 8, "async_mode": "one-step"},
+    ):
         plain = predict(QWEN7B, work, ParallelShape(**kwargs), H100).to_dict()
-        explicit = ParallelShape(**kwargs, cp=1, ep=1, pp_schedule="1f1b", pp_virtual=1, fuse=(),
-                                 ep_capacity_factor=None)
+        explicit = ParallelShape(
+            **kwargs, cp=1, ep=1, pp_schedule="1f1b", pp_virtual=1, fuse=(), ep_capacity_factor=None
+        )
         assert predict(QWEN7B, work, explicit, H100).to_dict() == plain
     # pinned from the code before this change (git show d2a45c2:harness/perfmodel), Qwen2.5-7B on H100
     assert predict(QWEN7B, work, ParallelShape(gpus=8), H100).step_time_s == PINNED_8
@@ -245,11 +286,21 @@ def test_new_knobs_at_defaults_change_nothing() -> None:
 
 # ---- the layout sweep -----------------------------------------------------------------------------
 
+
 def test_sweep_ranks_and_names_each_skip() -> None:
-    work = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=2048,
-                         micro_batch_tokens=16384)
-    result = sweep_layouts(MOE30B, work, H100, 16, tp=(1, 4, 8), pp=(1, 2, 5), cp=(1, 3), ep=(1, 3, 8),
-                           rollout_tp=(4,), placements=("colocated", "disaggregated"))
+    work = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=2048, micro_batch_tokens=16384)
+    result = sweep_layouts(
+        MOE30B,
+        work,
+        H100,
+        16,
+        tp=(1, 4, 8),
+        pp=(1, 2, 5),
+        cp=(1, 3),
+        ep=(1, 3, 8),
+        rollout_tp=(4,),
+        placements=("colocated", "disaggregated"),
+    )
     reasons = {s.check: s.reason for s in result.skipped}
     assert set(reasons) == set(SKIP_CHECKS)  # every kind of refusal occurs in this grid
     assert "ep=3 does not divide Qwen3-30B-A3B's 128 experts" in reasons["experts"]
@@ -264,9 +315,20 @@ def test_sweep_ranks_and_names_each_skip() -> None:
     row = result.rows()[0]
     assert row["rank"] == 1 and row["step_time_bound_s"] == times[0] and row["memory_per_gpu_gb"] > 0
     seen: list[str] = []
-    sweep_layouts(MOE30B, work, H100, 16, tp=(4,), pp=(2,), cp=(1,), ep=(1,), rollout_tp=(4,),
-                  shape_for=lambda layout: seen.append(layout.placement) or work)
+    sweep_layouts(
+        MOE30B,
+        work,
+        H100,
+        16,
+        tp=(4,),
+        pp=(2,),
+        cp=(1,),
+        ep=(1,),
+        rollout_tp=(4,),
+        shape_for=lambda layout: seen.append(layout.placement) or work,
+    )
     assert seen == ["colocated", "disaggregated"]
-    dense = sweep_layouts(QWEN7B, work, H100, 8, tp=(1,), pp=(1,), cp=(1,), ep=(2,), rollout_tp=(1,),
-                          placements=("colocated",))
+    dense = sweep_layouts(
+        QWEN7B, work, H100, 8, tp=(1,), pp=(1,), cp=(1,), ep=(2,), rollout_tp=(1,), placements=("colocated",)
+    )
     assert [s.check for s in dense.skipped] == ["experts"] and "is dense" in dense.skipped[0].reason

@@ -58,9 +58,14 @@ def test_colocated_async_adds_and_says_so() -> None:
     assert any("ignored" in note for note in asyn.notes)
 
 
-@pytest.mark.parametrize("parallel", [ParallelShape(gpus=8), ParallelShape(gpus=16, tp=2, pp=2, sp=2),
-                                      ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=4,
-                                                    async_mode="one-step")])
+@pytest.mark.parametrize(
+    "parallel",
+    [
+        ParallelShape(gpus=8),
+        ParallelShape(gpus=16, tp=2, pp=2, sp=2),
+        ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=4, async_mode="one-step"),
+    ],
+)
 def test_brent_lower_not_above_upper(parallel: ParallelShape) -> None:
     work = dataclasses.replace(WORK, fixed_length=False, mean_response_len=400.0, algorithm="ppo", group_size=1)
     # The datasheet row states no op latency: no span, so no upper bound (None, not a guess) and the
@@ -81,8 +86,12 @@ def test_brent_lower_not_above_upper(parallel: ParallelShape) -> None:
 
 def test_decode_tail_raises_time() -> None:
     fixed = predict(QWEN7B, dataclasses.replace(WORK, response_len=400), ParallelShape(gpus=8), H100)
-    tail = predict(QWEN7B, dataclasses.replace(WORK, response_len=1024, fixed_length=False, mean_response_len=400.0),
-                   ParallelShape(gpus=8), H100)
+    tail = predict(
+        QWEN7B,
+        dataclasses.replace(WORK, response_len=1024, fixed_length=False, mean_response_len=400.0),
+        ParallelShape(gpus=8),
+        H100,
+    )
     assert tail.stage("generation_decode").flops == pytest.approx(fixed.stage("generation_decode").flops)
     assert tail.stage("generation_decode").time_s > 2 * fixed.stage("generation_decode").time_s
 
@@ -119,11 +128,20 @@ def test_ppo_adds_critic_stages_grpo_has_none() -> None:
 
 def test_to_dict_keys() -> None:
     d = predict(QWEN7B, WORK, ParallelShape(gpus=8), H100).to_dict()
-    assert {"stages", "step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gb", "cost_per_mtok_usd",
-            "brent"} <= set(d)
+    assert {"stages", "step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gb", "cost_per_mtok_usd", "brent"} <= set(d)
     names = [s["name"] for s in d["stages"]]
-    assert names == ["generation_prefill", "generation_decode", "reward", "ref_logprob", "old_logprob",
-                     "critic_values", "advantage", "actor_update", "critic_update", "weight_sync"]
+    assert names == [
+        "generation_prefill",
+        "generation_decode",
+        "reward",
+        "ref_logprob",
+        "old_logprob",
+        "critic_values",
+        "advantage",
+        "actor_update",
+        "critic_update",
+        "weight_sync",
+    ]
     for stage in d["stages"]:
         assert {"name", "flops", "bytes", "comm_bytes", "time_s"} <= set(stage)
         assert isinstance(stage["comm_bytes"], dict)
@@ -159,8 +177,13 @@ def test_achievable_fraction_scales_time() -> None:
 
 def test_accepts_objects_and_cpu_row() -> None:
     from rlbench.perfmodel import cpu_hardware, get_arch
-    p = predict(get_arch("Qwen2.5-0.5B-Instruct"), dataclasses.replace(WORK, prompts_per_step=1, group_size=2),
-                ParallelShape(gpus=1), cpu_hardware(peak_flops=1e12, mem_bw=5e10))
+
+    p = predict(
+        get_arch("Qwen2.5-0.5B-Instruct"),
+        dataclasses.replace(WORK, prompts_per_step=1, group_size=2),
+        ParallelShape(gpus=1),
+        cpu_hardware(peak_flops=1e12, mem_bw=5e10),
+    )
     assert p.step_time_s > 0 and p.cost_per_mtok_usd is None and p.energy_j is None
     assert get_hardware(H100).bf16_flops == 989e12
 
@@ -172,8 +195,10 @@ def test_fp32_doubles_the_bytes_a_decode_moves():
 
     bf16 = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
     fp32 = dataclasses.replace(bf16, dtype_bytes=4)
-    decode = [predict("Qwen2.5-0.5B-Instruct", s, ParallelShape(gpus=1), "H100-SXM").stage("generation_decode")
-              for s in (bf16, fp32)]
+    decode = [
+        predict("Qwen2.5-0.5B-Instruct", s, ParallelShape(gpus=1), "H100-SXM").stage("generation_decode")
+        for s in (bf16, fp32)
+    ]
     assert decode[1].bytes == pytest.approx(2 * decode[0].bytes)
     assert decode[1].flops == decode[0].flops
     with pytest.raises(ValueError, match="dtype_bytes"):

@@ -33,18 +33,33 @@ from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
 
 PUBLISHED = [  # (label, mean response, layout, measured step seconds)
     ("on-policy colocated", 1060.0, ParallelShape(gpus=16, pp=2, sharding="optimizer"), 97.7),
-    ("one-step-off disaggregated", 1129.0,
-     ParallelShape(gpus=16, pp=2, sharding="optimizer", placement="disaggregated", rollout_gpus=8,
-                   async_mode="one-step"), 74.6),
+    (
+        "one-step-off disaggregated",
+        1129.0,
+        ParallelShape(
+            gpus=16, pp=2, sharding="optimizer", placement="disaggregated", rollout_gpus=8, async_mode="one-step"
+        ),
+        74.6,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("label", "mean_response", "layout", "measured"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
-def test_nemo_rl_llama8b_grpo_step_time(label: str, mean_response: float, layout: ParallelShape,
-                                        measured: float) -> None:
-    work = WorkloadShape(prompts_per_step=64, group_size=32, prompt_len=130, response_len=4096,
-                         fixed_length=False, mean_response_len=mean_response, mini_batch_prompts=16,
-                         gradient_checkpointing=True, micro_batch_tokens=4096, use_kl_reference=True)
+def test_nemo_rl_llama8b_grpo_step_time(
+    label: str, mean_response: float, layout: ParallelShape, measured: float
+) -> None:
+    work = WorkloadShape(
+        prompts_per_step=64,
+        group_size=32,
+        prompt_len=130,
+        response_len=4096,
+        fixed_length=False,
+        mean_response_len=mean_response,
+        mini_batch_prompts=16,
+        gradient_checkpointing=True,
+        micro_batch_tokens=4096,
+        use_kl_reference=True,
+    )
     predicted = predict("Llama-3.1-8B-Instruct", work, layout, "H100-SXM")
     assert predicted.step_time_s is not None
     ratio = measured / predicted.step_time_s
@@ -56,8 +71,16 @@ def test_async_gain_direction_matches_publication() -> None:
     """Published: one-step-off is faster (74.6 s vs 97.7 s); the model must agree on the direction."""
     times = []
     for _, mean_response, layout, _ in PUBLISHED:
-        work = WorkloadShape(prompts_per_step=64, group_size=32, prompt_len=130, response_len=4096,
-                             fixed_length=False, mean_response_len=mean_response, mini_batch_prompts=16,
-                             gradient_checkpointing=True, micro_batch_tokens=4096)
+        work = WorkloadShape(
+            prompts_per_step=64,
+            group_size=32,
+            prompt_len=130,
+            response_len=4096,
+            fixed_length=False,
+            mean_response_len=mean_response,
+            mini_batch_prompts=16,
+            gradient_checkpointing=True,
+            micro_batch_tokens=4096,
+        )
         times.append(predict("Llama-3.1-8B-Instruct", work, layout, "H100-SXM").step_time_s)
     assert times[1] < times[0]

@@ -26,8 +26,11 @@ def test_ranked_fastest_first_and_invalid_skipped() -> None:
 def test_equal_times_rank_by_memory() -> None:
     # DDP's all-reduce and ZeRO-1's reduce-scatter + all-gather move the same bytes: a tie,
     # which the layout with sharded optimizer states (less memory) wins.
-    ranked = sweep(ParallelShape(gpus=8), {"sharding": ["none", "optimizer"]},
-                   **{**KW, "shape": dataclasses.replace(WORK, micro_batch_tokens=16384)})
+    ranked = sweep(
+        ParallelShape(gpus=8),
+        {"sharding": ["none", "optimizer"]},
+        **{**KW, "shape": dataclasses.replace(WORK, micro_batch_tokens=16384)},
+    )
     none, zero1 = (p for _, p in sorted(ranked, key=lambda pair: pair[0].sharding))
     assert none.step_time_s == pytest.approx(zero1.step_time_s)
     assert [layout.sharding for layout, _ in ranked] == ["optimizer", "none"]

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.predict.floor_cache import floor_file, load_floor, save_floor
 from rlbench.perfmodel import FrameworkFloor
+from rlbench.predict.floor_cache import floor_file, load_floor, save_floor
 from tests.conftest import run_cli
 
-FLOOR = FrameworkFloor(fixed_s={"gen": 0.02, "update_actor": 0.15}, per_decode_step_s={"gen": 0.003},
-                       source="test calibration")
+FLOOR = FrameworkFloor(
+    fixed_s={"gen": 0.02, "update_actor": 0.15}, per_decode_step_s={"gen": 0.003}, source="test calibration"
+)
 
 
 @pytest.fixture
@@ -29,7 +30,8 @@ def _one_error_line(result) -> str:
 
 def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
     assert "two different positive response lengths" in _one_error_line(
-        run_cli("calibrate", "--framework", "trl", "--lengths", "8"))
+        run_cli("calibrate", "--framework", "trl", "--lengths", "8")
+    )
     assert "unknown framework 'nope'" in _one_error_line(run_cli("calibrate", "--framework", "nope"))
     assert not floor_file("trl").exists()
 
@@ -41,7 +43,8 @@ def test_a_framework_that_cannot_run_here_is_refused_before_anything_is_written(
         pytest.skip("verl can run on a GPU machine")
     out = tmp_path / "calibration"
     assert "'verl' cannot run on this machine" in _one_error_line(
-        run_cli("calibrate", "--framework", "verl", "--out", str(out)))
+        run_cli("calibrate", "--framework", "verl", "--out", str(out))
+    )
     assert not out.exists() and not floor_file("verl").exists()
 
 
@@ -54,8 +57,9 @@ def test_an_unreadable_floor_file_is_named_with_the_fix(own_cache):
 
 def test_predict_with_a_framework_needs_its_floor_on_the_cpu_only(own_cache):
     args = ("predict", "--model-config", "Qwen2.5-0.5B-Instruct", "--workload", "gsm8k-grpo-tiny")
-    assert "rlbench calibrate --framework trl" in _one_error_line(run_cli(*args, "--hardware", "cpu",
-                                                                          "--framework", "trl"))
+    assert "rlbench calibrate --framework trl" in _one_error_line(
+        run_cli(*args, "--hardware", "cpu", "--framework", "trl")
+    )
     save_floor("trl", FLOOR, [])
     # A GPU row takes the framework's launch shape but never the floor measured on this CPU, and says so.
     shown = run_cli(*args, "--hardware", "H100-SXM", "--framework", "trl", "--json")
@@ -75,10 +79,10 @@ def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
 
 
 def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
-    from rlbench.predict import cpu_probe
-    from rlbench.run.parallel import parse_parallel
     from rlbench.perfmodel import cpu_hardware
+    from rlbench.predict import cpu_probe
     from rlbench.predict.run_prediction import predict_run
+    from rlbench.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check
@@ -102,8 +106,18 @@ def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
 def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
     pytest.importorskip("trl")
     env = {"RLBENCH_CACHE": str(tmp_path / "cache")}
-    result = run_cli("calibrate", "--framework", "trl", "--lengths", "4,8", "--steps", "2",
-                     "--out", str(tmp_path / "calibration"), env=env)
+    result = run_cli(
+        "calibrate",
+        "--framework",
+        "trl",
+        "--lengths",
+        "4,8",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "calibration"),
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     cache = Path(result.stdout.strip().splitlines()[-1])
     assert "floor: gen" in result.stdout and cache.name == "floor-trl.json"
@@ -125,8 +139,19 @@ def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
     assert floor["fixed_s"]["update_actor"] > 0
 
     model = json.loads((Path(cached["cells"][0]["record"]) / "run.json").read_text())["model_path"]
-    shown = run_cli("predict", "--model-config", model, "--workload", "gsm8k-grpo-tiny", "--hardware", "cpu",
-                    "--framework", "trl", "--json", env=env)
+    shown = run_cli(
+        "predict",
+        "--model-config",
+        model,
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--hardware",
+        "cpu",
+        "--framework",
+        "trl",
+        "--json",
+        env=env,
+    )
     assert shown.returncode == 0, shown.stderr
     stages = {s["name"]: s for s in json.loads(shown.stdout)["stages"]}
     assert stages["actor_update"]["floor_s"] == pytest.approx(floor["fixed_s"]["update_actor"])

@@ -39,8 +39,13 @@ def test_script_refuses_a_machine_without_cuda(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     out = tmp_path / "out"
-    done = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "wheels"), str(out)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "wheels"), str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=120,
+    )
     assert done.returncode == 2
     assert "error: no CUDA device" in (out / "gpu_check.log").read_text()
 
@@ -60,8 +65,12 @@ def _installed_requires(name: str, extras: set[str]) -> list[Requirement]:
     for text in importlib.metadata.requires(name) or []:
         req = Requirement(text)
         marker = req.marker
-        if marker is None and "" in extras or marker is not None and any(
-                marker.evaluate(gpu_wheels.MARKER_ENV | {"extra": e}) for e in extras):
+        if (
+            marker is None
+            and "" in extras
+            or marker is not None
+            and any(marker.evaluate(gpu_wheels.MARKER_ENV | {"extra": e}) for e in extras)
+        ):
             req.marker = None
             found.append(req)
     return found
@@ -88,10 +97,13 @@ def test_image_list_and_markers(tmp_path):
     assert "trl" not in image and "datasets" not in image
     wheel = tmp_path / "demo-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("demo-1.0.dist-info/METADATA", "Name: demo\nVersion: 1.0\n"
-                         "Requires-Dist: always\nRequires-Dist: old; python_version < '3.11'\n"
-                         "Requires-Dist: windows; sys_platform == 'win32'\n"
-                         "Requires-Dist: extra-only; extra == 'x'\n")
+        archive.writestr(
+            "demo-1.0.dist-info/METADATA",
+            "Name: demo\nVersion: 1.0\n"
+            "Requires-Dist: always\nRequires-Dist: old; python_version < '3.11'\n"
+            "Requires-Dist: windows; sys_platform == 'win32'\n"
+            "Requires-Dist: extra-only; extra == 'x'\n",
+        )
     assert [r.name for r in gpu_wheels.wheel_requirements(wheel, {""})] == ["always"]
     assert [r.name for r in gpu_wheels.wheel_requirements(wheel, {"x"})] == ["extra-only"]
 
@@ -122,15 +134,18 @@ def _edit_steps(record_dir: Path, **columns) -> None:
     steps.to_parquet(path, index=False)
 
 
-@pytest.mark.parametrize("edit, failed", [
-    ({"power_mean_w": lambda s: s * 0}, {"nvml_sampling", "step_energy"}),  # no power: no energy ratio either
-    ({"gpu_util_mean_pct": lambda s: s * 0}, {"nvml_sampling"}),
-    ({"energy_j": lambda s: s * 1.3}, {"step_energy"}),
-    ({"energy_j": lambda s: -s}, {"step_energy"}),
-    ({"mfu": lambda s: s + 1.0}, {"mfu"}),
-    ({"mfu": lambda s: s * float("nan")}, {"mfu"}),
-    ({"peak_device_memory_gb": lambda s: s * float("nan")}, {"peak_memory"}),
-])
+@pytest.mark.parametrize(
+    "edit, failed",
+    [
+        ({"power_mean_w": lambda s: s * 0}, {"nvml_sampling", "step_energy"}),  # no power: no energy ratio either
+        ({"gpu_util_mean_pct": lambda s: s * 0}, {"nvml_sampling"}),
+        ({"energy_j": lambda s: s * 1.3}, {"step_energy"}),
+        ({"energy_j": lambda s: -s}, {"step_energy"}),
+        ({"mfu": lambda s: s + 1.0}, {"mfu"}),
+        ({"mfu": lambda s: s * float("nan")}, {"mfu"}),
+        ({"peak_device_memory_gb": lambda s: s * float("nan")}, {"peak_memory"}),
+    ],
+)
 def test_each_check_fails_on_its_fault(tmp_path, edit, failed):
     root = _records(tmp_path)
     _edit_steps(next((root / "qwen05b").iterdir()), **edit)
@@ -179,15 +194,22 @@ def test_sampler_slowdown_fails_and_missing_runs_fail(tmp_path):
 def test_summarize_cli_exit_codes(tmp_path):
     script = PROJECT_ROOT / "benchmarks" / "gpu_check_results.py"
     root = _records(tmp_path)
-    ok = subprocess.run([sys.executable, str(script), "summarize", str(root), "--out", str(tmp_path / "s.json")],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, str(script), "summarize", str(root), "--out", str(tmp_path / "s.json")],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["all_passed"]
     _edit_steps(next((root / "tiny").iterdir()), mfu=lambda s: s * 0)
-    bad = subprocess.run([sys.executable, str(script), "summarize", str(root), "--out", str(tmp_path / "s.json")],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, str(script), "summarize", str(root), "--out", str(tmp_path / "s.json")],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "FAIL mfu [tiny]" in bad.stdout
-    missing = subprocess.run([sys.executable, str(script), "publish", str(tmp_path / "nope")],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, str(script), "publish", str(tmp_path / "nope")], capture_output=True, text=True
+    )
     assert missing.returncode == 2 and missing.stderr.startswith("error:") and len(missing.stderr.splitlines()) == 1
 
 
@@ -218,8 +240,9 @@ def test_probe_refuses_without_cuda(tmp_path, module):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     command = ["-m", module] if module else [str(PROJECT_ROOT / "benchmarks" / "measure_gpu_overheads.py")]
-    done = subprocess.run([sys.executable, *command, "--out", str(tmp_path / "p.json")], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, *command, "--out", str(tmp_path / "p.json")], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("error: no CUDA device") and len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "p.json").exists()

@@ -6,8 +6,17 @@ import json
 
 from tests.conftest import run_cli
 
-BASE = ("predict", "--model-config", "Qwen/Qwen2.5-7B-Instruct", "--workload", "math-grpo", "--hardware", "H100-SXM",
-        "--gpus", "8")
+BASE = (
+    "predict",
+    "--model-config",
+    "Qwen/Qwen2.5-7B-Instruct",
+    "--workload",
+    "math-grpo",
+    "--hardware",
+    "H100-SXM",
+    "--gpus",
+    "8",
+)
 
 
 def test_json_has_the_documented_keys():
@@ -38,8 +47,17 @@ def test_sweep_is_ranked_and_lists_what_it_skipped():
     assert len(times) + len(data["skipped"]) == 6 and times == sorted(times)
 
 
-MOE = ("predict", "--model-config", "Qwen3-30B-A3B", "--workload", "math-grpo", "--hardware", "H100-SXM",
-       "--gpus", "16")
+MOE = (
+    "predict",
+    "--model-config",
+    "Qwen3-30B-A3B",
+    "--workload",
+    "math-grpo",
+    "--hardware",
+    "H100-SXM",
+    "--gpus",
+    "16",
+)
 
 
 def test_moe_sweep_ranks_the_whole_taxonomy_and_says_what_it_skipped():
@@ -52,7 +70,9 @@ def test_moe_sweep_ranks_the_whole_taxonomy_and_says_what_it_skipped():
     # Every axis is swept at sweep_layouts' defaults: 4 tp x 3 pp x 3 cp x 4 ep x 4 rollout_tp x 2 placements.
     assert len(ranked) + len(skipped) == 4 * 3 * 3 * 4 * 4 * 2
     assert {r["layout"]["ep"] for r in ranked} > {1} and {r["layout"]["placement"] for r in ranked} == {
-        "colocated", "disaggregated"}
+        "colocated",
+        "disaggregated",
+    }
     checks = {s["check"] for s in skipped}
     assert {"heads", "gpus", "memory"} <= checks
     heads = next(s for s in skipped if s["check"] == "heads")
@@ -68,32 +88,84 @@ def test_moe_sweep_ranks_the_whole_taxonomy_and_says_what_it_skipped():
 
 
 def test_a_sweep_axis_narrows_and_a_framework_skips_what_it_refuses():
-    data = json.loads(run_cli(*MOE, "--sweep", "ep=1,2,4", "--sweep", "tp=2", "--parallel", "pp=2",
-                              "--parallel", "rollout_tp=4", "--json").stdout)
+    data = json.loads(
+        run_cli(
+            *MOE, "--sweep", "ep=1,2,4", "--sweep", "tp=2", "--parallel", "pp=2", "--parallel", "rollout_tp=4", "--json"
+        ).stdout
+    )
     layouts = [r["layout"] for r in data["ranked"]] + [s["layout"] for s in data["skipped"]]
     assert sorted(l["ep"] for l in layouts) == [1, 2, 4]
     assert all((l["tp"], l["pp"], l["rollout_tp"], l["placement"]) == (2, 2, 4, "colocated") for l in layouts)
-    virtual = json.loads(run_cli(*MOE, "--sweep", "pp=2,4", "--parallel", "pp_virtual=3", "--parallel", "tp=2",
-                                 "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--json").stdout)
+    virtual = json.loads(
+        run_cli(
+            *MOE,
+            "--sweep",
+            "pp=2,4",
+            "--parallel",
+            "pp_virtual=3",
+            "--parallel",
+            "tp=2",
+            "--parallel",
+            "ep=2",
+            "--parallel",
+            "rollout_tp=4",
+            "--json",
+        ).stdout
+    )
     swept = [r["layout"] for r in virtual["ranked"]] + [s["layout"] for s in virtual["skipped"]]
     assert virtual["ranked"] and sorted(l["pp"] for l in swept) == [2, 4]
     assert all(r["pp"] == f"{r['layout']['pp']}x3" for r in virtual["ranked"])  # the table's pp x pp_virtual
-    refused = json.loads(run_cli(*MOE, "--sweep", "ep=1,2", "--parallel", "tp=2", "--parallel", "pp=2",
-                                 "--framework", "openrlhf", "--json").stdout)
+    refused = json.loads(
+        run_cli(
+            *MOE, "--sweep", "ep=1,2", "--parallel", "tp=2", "--parallel", "pp=2", "--framework", "openrlhf", "--json"
+        ).stdout
+    )
     assert not refused["ranked"]  # OpenRLHF has no pipeline: every layout is refused, with its reason
     assert {s["check"] for s in refused["skipped"]} == {"framework"}
     assert all("pp=2: OpenRLHF trains with DeepSpeed ZeRO" in s["reason"] for s in refused["skipped"])
-    verl = json.loads(run_cli(*MOE, "--sweep", "placement=colocated,disaggregated", "--parallel", "pp=4",
-                              "--parallel", "tp=2", "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--framework", "verl",
-                              "--json").stdout)  # verl separates rollout GPUs only in its async trainers
+    verl = json.loads(
+        run_cli(
+            *MOE,
+            "--sweep",
+            "placement=colocated,disaggregated",
+            "--parallel",
+            "pp=4",
+            "--parallel",
+            "tp=2",
+            "--parallel",
+            "ep=2",
+            "--parallel",
+            "rollout_tp=4",
+            "--framework",
+            "verl",
+            "--json",
+        ).stdout
+    )  # verl separates rollout GPUs only in its async trainers
     assert [r["layout"]["placement"] for r in verl["ranked"]] == ["colocated"]
     assert [(s["layout"]["placement"], s["check"]) for s in verl["skipped"]] == [("disaggregated", "framework")]
 
 
 def test_a_single_layout_maps_every_knob_and_a_framework_refuses_what_run_would():
-    data = json.loads(run_cli(*MOE, "--parallel", "tp=2", "--parallel", "pp=2", "--parallel", "pp_virtual=2",
-                              "--parallel", "ep=2", "--parallel", "rollout_tp=4", "--parallel", "async=2",
-                              "--parallel", "placement=disaggregated", "--json").stdout)
+    data = json.loads(
+        run_cli(
+            *MOE,
+            "--parallel",
+            "tp=2",
+            "--parallel",
+            "pp=2",
+            "--parallel",
+            "pp_virtual=2",
+            "--parallel",
+            "ep=2",
+            "--parallel",
+            "rollout_tp=4",
+            "--parallel",
+            "async=2",
+            "--parallel",
+            "placement=disaggregated",
+            "--json",
+        ).stdout
+    )
     assert data["async"]["depth"] == 2 and data["gpus"] == 16
     # the trainer's 8 GPUs (half go to the rollout) as tp 2 x pp 2 x dp 2 with ep 2: each knob's collective
     update = next(stage for stage in data["stages"] if stage["name"] == "actor_update")

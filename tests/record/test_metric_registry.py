@@ -38,9 +38,20 @@ def test_the_report_table_has_one_column_per_report_metric_with_its_unit_and_arr
 
 def test_the_nightly_line_shows_exactly_the_nightly_metrics():
     comparisons = {name: {"ratio": 1.0, "verdict": "unchanged"} for name in STEP_METRICS}
-    night = {"status": "passed", "benchmarks": [{"framework": "trl", "workload": "gsm8k-grpo-tiny", "parallel": [],
-                                                  "status": "succeeded", "baseline": "b", "regressed": [],
-                                                  "comparisons": comparisons}]}
+    night = {
+        "status": "passed",
+        "benchmarks": [
+            {
+                "framework": "trl",
+                "workload": "gsm8k-grpo-tiny",
+                "parallel": [],
+                "status": "succeeded",
+                "baseline": "b",
+                "regressed": [],
+                "comparisons": comparisons,
+            }
+        ],
+    }
     line = format_night(night).splitlines()[0]
     shown = [name for name in STEP_METRICS if f" {name} x1.000" in f" {line}" or f"({name} x1.000" in line]
     assert shown == list(headline("nightly"))

@@ -8,9 +8,8 @@ import pandas as pd
 import pytest
 
 from rlbench.atomic import write_bytes
-from rlbench.record.store import (load_record, new_run_dir, summarize, write_run_json,
-                            write_steps)
 from rlbench.record.schema import SCHEMA_VERSION, STEP_METRICS, SchemaError
+from rlbench.record.store import load_record, new_run_dir, summarize, write_run_json, write_steps
 
 
 def test_run_dirs_are_unique(tmp_path):
@@ -72,11 +71,18 @@ def test_a_record_from_before_the_moe_fields_has_the_configuration_of_a_new_dens
     from tests.conftest import GOLDEN_RECORDS
 
     old = json.loads((GOLDEN_RECORDS / "trl-tiny" / "run.json").read_text())
-    old["workload"]["model"]["tiny"] = {k: v for k, v in old["workload"]["model"]["tiny"].items()
-                                        if not k.startswith(("num_experts", "experts_", "expert_", "shared_expert"))}
+    old["workload"]["model"]["tiny"] = {
+        k: v
+        for k, v in old["workload"]["model"]["tiny"].items()
+        if not k.startswith(("num_experts", "experts_", "expert_", "shared_expert"))
+    }
     new = copy.deepcopy(old)
-    new["workload"]["model"]["tiny"] |= {"num_experts": 0, "experts_per_token": 0, "expert_intermediate_size": 0,
-                                         "shared_expert_intermediate_size": 0}
+    new["workload"]["model"]["tiny"] |= {
+        "num_experts": 0,
+        "experts_per_token": 0,
+        "expert_intermediate_size": 0,
+        "shared_expert_intermediate_size": 0,
+    }
     assert configuration_key(old) == configuration_key(new)
     moe = copy.deepcopy(new)
     moe["workload"]["model"]["tiny"] |= {"num_experts": 8, "experts_per_token": 2, "expert_intermediate_size": 172}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from rlbench.record.regression import compare_samples, min_p_value, samples_needed
 from scipy.stats import mannwhitneyu
 
+from rlbench.record.regression import compare_samples, min_p_value, samples_needed
 from tests.conftest import run_cli, synthetic_record
 
 STEPS, NOISE = 30, 0.03  # 30 post-warm-up steps with 3% step-to-step noise
@@ -17,15 +17,18 @@ def _series(seed: int, scale: float = 1.0) -> np.ndarray:
 
 
 def test_ten_percent_slowdown_is_caught():
-    caught = [compare_samples(_series(s), _series(10_000 + s, 1.10), direction="lower").verdict == "regressed"
-              for s in range(100)]
+    caught = [
+        compare_samples(_series(s), _series(10_000 + s, 1.10), direction="lower").verdict == "regressed"
+        for s in range(100)
+    ]
     assert np.mean(caught) >= 0.99
 
 
 def test_noise_alone_is_not_a_regression():
     # False-positive rate over 500 seeded pairs of identical distributions.
-    flagged = [compare_samples(_series(s), _series(10_000 + s), direction="lower").verdict != "unchanged"
-               for s in range(500)]
+    flagged = [
+        compare_samples(_series(s), _series(10_000 + s), direction="lower").verdict != "unchanged" for s in range(500)
+    ]
     assert np.mean(flagged) <= 0.01
 
 
@@ -36,8 +39,10 @@ def test_direction_matters():
     assert compare_samples(base[:2], faster[:2], direction="lower").verdict == "undecidable"
 
 
-@pytest.mark.parametrize(("n_base", "n_cand", "floor"), [(3, 3, 0.1), (4, 4, 2 / 70), (3, 4, 2 / 35), (2, 7, 2 / 36),
-                                                        (2, 8, 2 / 45), (3, 5, 2 / 56), (1, 30, 2 / 31)])
+@pytest.mark.parametrize(
+    ("n_base", "n_cand", "floor"),
+    [(3, 3, 0.1), (4, 4, 2 / 70), (3, 4, 2 / 35), (2, 7, 2 / 36), (2, 8, 2 / 45), (3, 5, 2 / 56), (1, 30, 2 / 31)],
+)
 def test_the_smallest_p_of_the_exact_test_is_two_over_the_binomial(n_base, n_cand, floor):
     assert min_p_value(n_base, n_cand) == pytest.approx(floor)
     # scipy's exact test on fully separated samples attains it: the floor is real, not a bound of ours.
@@ -62,8 +67,10 @@ def test_ratio_and_bootstrap_interval():
 
 
 def test_compare_cli_exit_codes(tmp_path):
-    base, same, slow = (synthetic_record(tmp_path / name, _series(int(scale * 100), scale))
-                        for name, scale in (("a", 1.0), ("b", 1.001), ("c", 1.2)))
+    base, same, slow = (
+        synthetic_record(tmp_path / name, _series(int(scale * 100), scale))
+        for name, scale in (("a", 1.0), ("b", 1.001), ("c", 1.2))
+    )
     result = run_cli("compare", str(base), str(same))
     assert result.returncode == 0, result.stderr
     assert "step_time_s" in result.stdout and "unchanged" in result.stdout

@@ -94,17 +94,25 @@ def test_history_dates_the_regression_and_names_the_release(report_run, tmp_path
 def _view(name: str, started_at: str, step_time: float, *, steps: int = 5, seed: int = 0):
     from rlbench.reports.load import RunView
 
-    record = {"status": "succeeded", "started_at": started_at, "seed": seed,
-              "framework": {"name": "trl", "version": "1.0"}, "parallel": {"dp": 1},
-              "workload": {"name": "gsm8k-grpo-tiny", "version": 1, "steps": steps, "warmup_steps": 1},
-              "summary": {"step_time_s": {"median": step_time, "std": 0.1 * step_time, "n": steps - 1}}}
+    record = {
+        "status": "succeeded",
+        "started_at": started_at,
+        "seed": seed,
+        "framework": {"name": "trl", "version": "1.0"},
+        "parallel": {"dp": 1},
+        "workload": {"name": "gsm8k-grpo-tiny", "version": 1, "steps": steps, "warmup_steps": 1},
+        "summary": {"step_time_s": {"median": step_time, "std": 0.1 * step_time, "n": steps - 1}},
+    }
     return RunView(Path(name), record, None, None, None, None, name)
 
 
 def test_other_steps_or_seeds_are_other_series_not_points_of_one():
-    runs = [_view("a", "2026-11-01T02:00:00+00:00", 1.0), _view("b", "2026-11-01T14:00:00+00:00", 1.1),
-            _view("c", "2026-11-02T02:00:00+00:00", 3.0, steps=15),
-            _view("d", "2026-11-03T02:00:00+00:00", 1.0, seed=7)]
+    runs = [
+        _view("a", "2026-11-01T02:00:00+00:00", 1.0),
+        _view("b", "2026-11-01T14:00:00+00:00", 1.1),
+        _view("c", "2026-11-02T02:00:00+00:00", 3.0, steps=15),
+        _view("d", "2026-11-03T02:00:00+00:00", 1.0, seed=7),
+    ]
     series = {s.configuration: s for s in history(runs) if s.metric == "step_time_s"}
     assert sorted(len(s.values) for s in series.values()) == [1, 1, 2]
     main = next(s for s in series.values() if len(s.values) == 2)

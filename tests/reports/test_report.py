@@ -28,8 +28,11 @@ def results(tmp_path_factory, report_run) -> Path:
     failed = folder / "20990101T000000Z-trl-gsm8k-grpo-tiny-failed"
     shutil.copytree(report_run, failed)
     record = json.loads((failed / "run.json").read_text())
-    record.update(status="failed", error={"kind": "oom", "message": "CUDA out of memory", "log_tail": []},
-                  started_at="2099-01-01T00:00:00+00:00")
+    record.update(
+        status="failed",
+        error={"kind": "oom", "message": "CUDA out of memory", "log_tail": []},
+        started_at="2099-01-01T00:00:00+00:00",
+    )
     (failed / "run.json").write_text(json.dumps(record))
     return folder
 
@@ -41,8 +44,15 @@ def report(results, tmp_path_factory) -> Path:
 
 def test_report_holds_every_section_with_embedded_figures(report, report_run):
     html = report.read_text()
-    for heading in ("Summary", "Per-stage time breakdown", "Measured vs predicted", "Utilisation and power",
-                    "Communication", "Environment", "Runs that did not finish"):
+    for heading in (
+        "Summary",
+        "Per-stage time breakdown",
+        "Measured vs predicted",
+        "Utilisation and power",
+        "Communication",
+        "Environment",
+        "Runs that did not finish",
+    ):
         assert f"<h2>{heading}</h2>" in html
     figures = re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
     assert len(figures) == 3  # stages, vs model, telemetry; no NCCL on one CPU process
@@ -70,9 +80,17 @@ def test_a_real_browser_renders_the_report_without_errors(report, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     problems: list[str] = []
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=BROWSER, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = playwright.chromium.launch(
+            executable_path=BROWSER,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))

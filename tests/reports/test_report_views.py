@@ -38,34 +38,97 @@ T0 = 1_800_000_000.0
 def _prediction() -> dict:
     """A prediction.json in the runner's shape: two generation stages, an update, both kinds of prediction."""
     stage = {"gpus": 1, "achievable": 1.0}
-    return {"available": True, "hardware": "cpu", "gpus": 1, "achievable": 1.0, "peak_flops_per_device": 1e11,
-            "step_time_bound_s": 0.5, "step_time_estimate_s": 0.8, "stages": [
-                {**stage, "name": "generation_prefill", "flops": 4e9, "bytes": 1e8, "memory_time_s": 1e8 / 1e10,
-                 "bound_s": 0.04, "estimate_s": 0.05},
-                {**stage, "name": "generation_decode", "flops": 1e9, "bytes": 4e8, "memory_time_s": 4e8 / 1e10,
-                 "bound_s": 0.06, "estimate_s": 0.15},
-                {**stage, "name": "actor_update", "flops": 3e10, "bytes": 1e9, "memory_time_s": 1e9 / 1e10,
-                 "bound_s": 0.3, "estimate_s": 0.4},
-                {**stage, "name": "reward", "flops": 0.0, "bytes": 0.0, "memory_time_s": 0.0,
-                 "bound_s": 0.0, "estimate_s": 0.0}]}
+    return {
+        "available": True,
+        "hardware": "cpu",
+        "gpus": 1,
+        "achievable": 1.0,
+        "peak_flops_per_device": 1e11,
+        "step_time_bound_s": 0.5,
+        "step_time_estimate_s": 0.8,
+        "stages": [
+            {
+                **stage,
+                "name": "generation_prefill",
+                "flops": 4e9,
+                "bytes": 1e8,
+                "memory_time_s": 1e8 / 1e10,
+                "bound_s": 0.04,
+                "estimate_s": 0.05,
+            },
+            {
+                **stage,
+                "name": "generation_decode",
+                "flops": 1e9,
+                "bytes": 4e8,
+                "memory_time_s": 4e8 / 1e10,
+                "bound_s": 0.06,
+                "estimate_s": 0.15,
+            },
+            {
+                **stage,
+                "name": "actor_update",
+                "flops": 3e10,
+                "bytes": 1e9,
+                "memory_time_s": 1e9 / 1e10,
+                "bound_s": 0.3,
+                "estimate_s": 0.4,
+            },
+            {
+                **stage,
+                "name": "reward",
+                "flops": 0.0,
+                "bytes": 0.0,
+                "memory_time_s": 0.0,
+                "bound_s": 0.0,
+                "estimate_s": 0.0,
+            },
+        ],
+    }
 
 
-def _view(steps: pd.DataFrame | None = None, prediction: dict | None = None, summary: dict | None = None,
-          telemetry: pd.DataFrame | None = None, label: str = "trl · tiny") -> RunView:
-    record = {"status": "succeeded", "framework": {"name": "trl"}, "workload": {"name": "tiny", "warmup_steps": 1},
-              "parallel": {}, "summary": summary or {}, "environment": {"cpu_count": 2}}
-    return RunView(path=Path("/nonexistent"), record=record, steps=steps, telemetry=telemetry, comm=None,
-                   prediction=prediction, label=label)
+def _view(
+    steps: pd.DataFrame | None = None,
+    prediction: dict | None = None,
+    summary: dict | None = None,
+    telemetry: pd.DataFrame | None = None,
+    label: str = "trl · tiny",
+) -> RunView:
+    record = {
+        "status": "succeeded",
+        "framework": {"name": "trl"},
+        "workload": {"name": "tiny", "warmup_steps": 1},
+        "parallel": {},
+        "summary": summary or {},
+        "environment": {"cpu_count": 2},
+    }
+    return RunView(
+        path=Path("/nonexistent"),
+        record=record,
+        steps=steps,
+        telemetry=telemetry,
+        comm=None,
+        prediction=prediction,
+        label=label,
+    )
 
 
 def _steps() -> pd.DataFrame:
     starts = [T0, T0 + 2.0, T0 + 3.0]
-    return pd.DataFrame({"step": [1, 2, 3], "step_start_unix_s": starts,
-                         "step_end_unix_s": [s + d for s, d in zip(starts, [2.0, 1.0, 1.0])],
-                         "step_time_s": [2.0, 1.0, 1.0], "time_gen_s": [1.5, 0.5, 0.4],
-                         "time_reward_s": [0.1, 0.1, math.nan], "time_update_actor_s": [0.3, 0.3, 0.5],
-                         "tokens_per_s": [100.0, 200.0, 210.0], "reward_mean": [0.0, 0.5, 0.25],
-                         "proc_cpu_util_mean_pct": [150.0, 190.0, 180.0]})
+    return pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "step_start_unix_s": starts,
+            "step_end_unix_s": [s + d for s, d in zip(starts, [2.0, 1.0, 1.0])],
+            "step_time_s": [2.0, 1.0, 1.0],
+            "time_gen_s": [1.5, 0.5, 0.4],
+            "time_reward_s": [0.1, 0.1, math.nan],
+            "time_update_actor_s": [0.3, 0.3, 0.5],
+            "tokens_per_s": [100.0, 200.0, 210.0],
+            "reward_mean": [0.0, 0.5, 0.25],
+            "proc_cpu_util_mean_pct": [150.0, 190.0, 180.0],
+        }
+    )
 
 
 def _summary(**medians: float) -> dict:
@@ -110,11 +173,14 @@ def test_roofline_points_from_the_record():
     assert roofline_points(_view(prediction=no_peak, summary=_summary(time_gen_s=0.25))) is None
 
 
-@pytest.mark.parametrize("view, reason", [
-    (timeline_view, "no run recorded step boundaries"),
-    (vs_model_scatter, "no prediction.json"),
-    (roofline_view, "no prediction.json"),
-])
+@pytest.mark.parametrize(
+    "view, reason",
+    [
+        (timeline_view, "no run recorded step boundaries"),
+        (vs_model_scatter, "no prediction.json"),
+        (roofline_view, "no prediction.json"),
+    ],
+)
 def test_a_view_without_its_data_is_skipped_with_the_reason(view, reason):
     bare = _view(pd.DataFrame({"step": [1, 2], "step_time_s": [1.0, 1.0]}))
     result = view([bare])
@@ -134,7 +200,7 @@ def test_svg_titles_and_ids_are_unique_per_figure():
     for key in ("one", "two"):
         fig, ax = plt.subplots()
         tips = Tips(key)
-        line, = ax.plot([1, 2], [1, 2])
+        (line,) = ax.plot([1, 2], [1, 2])
         tips.tip(line, "a <b> & c")
         tips.tip(ax.axvspan(0, 1, alpha=0), "zone", zone=True)
         pages.append(tips.svg(fig))
@@ -154,11 +220,24 @@ def _record(folder: Path, step_times: list[float]) -> Path:
 
     folder.mkdir(parents=True)
     workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(len(step_times)))
-    steps = pd.DataFrame({"step": range(1, len(step_times) + 1), "step_time_s": step_times,
-                          "tokens_per_s": [1000 / t for t in step_times]})
-    write_run_json(folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload,
-                            "parallel": {"dp": 1}, "started_at": "2026-01-01T00:00:00+00:00",
-                            "summary": summarize(steps, workload["warmup_steps"])})
+    steps = pd.DataFrame(
+        {
+            "step": range(1, len(step_times) + 1),
+            "step_time_s": step_times,
+            "tokens_per_s": [1000 / t for t in step_times],
+        }
+    )
+    write_run_json(
+        folder,
+        {
+            "status": "succeeded",
+            "framework": {"name": "trl"},
+            "workload": workload,
+            "parallel": {"dp": 1},
+            "started_at": "2026-01-01T00:00:00+00:00",
+            "summary": summarize(steps, workload["warmup_steps"]),
+        },
+    )
     write_steps(folder, steps)
     return folder
 
@@ -180,19 +259,55 @@ def _sweep_around(run_dir: Path, folder: Path) -> Path:
     """A sweep folder holding a copy of a real record as its one succeeded cell, beside a refused and a failed one."""
     sweep = folder / "20260101T000000Z-sweep-abc123"
     shutil.copytree(run_dir, sweep / run_dir.name)
-    cell = {"framework": "trl", "workload": "gsm8k-grpo-tiny", "repeat": 1, "previous_records": [],
-            "executor": {"kind": "local"}, "error": None, "started_at": None, "ended_at": None}
-    save_index(sweep, {"sweep_id": sweep.name, "status": "finished", "created_at": "2026-01-01T00:00:00+00:00",
-                       "request": {"frameworks": ["trl"], "workloads": ["gsm8k-grpo-tiny"], "grid": {"dp": ["1", "2"],
-                                   "placement": ["colocated", "disaggregated"]}},
-                       "cells": [
-                           {**cell, "id": "c000", "parallel": {"dp": "1", "placement": "colocated"},
-                            "status": "succeeded", "reason": None, "record": run_dir.name},
-                           {**cell, "id": "c001", "parallel": {"dp": "1", "placement": "disaggregated"},
-                            "status": "failed", "reason": "oom: CUDA out of memory", "record": None},
-                           {**cell, "id": "c002", "parallel": {"dp": "2", "placement": "colocated"},
-                            "status": "refused", "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0",
-                            "record": None}]})
+    cell = {
+        "framework": "trl",
+        "workload": "gsm8k-grpo-tiny",
+        "repeat": 1,
+        "previous_records": [],
+        "executor": {"kind": "local"},
+        "error": None,
+        "started_at": None,
+        "ended_at": None,
+    }
+    save_index(
+        sweep,
+        {
+            "sweep_id": sweep.name,
+            "status": "finished",
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "request": {
+                "frameworks": ["trl"],
+                "workloads": ["gsm8k-grpo-tiny"],
+                "grid": {"dp": ["1", "2"], "placement": ["colocated", "disaggregated"]},
+            },
+            "cells": [
+                {
+                    **cell,
+                    "id": "c000",
+                    "parallel": {"dp": "1", "placement": "colocated"},
+                    "status": "succeeded",
+                    "reason": None,
+                    "record": run_dir.name,
+                },
+                {
+                    **cell,
+                    "id": "c001",
+                    "parallel": {"dp": "1", "placement": "disaggregated"},
+                    "status": "failed",
+                    "reason": "oom: CUDA out of memory",
+                    "record": None,
+                },
+                {
+                    **cell,
+                    "id": "c002",
+                    "parallel": {"dp": "2", "placement": "colocated"},
+                    "status": "refused",
+                    "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0",
+                    "record": None,
+                },
+            ],
+        },
+    )
     return sweep
 
 
@@ -227,8 +342,13 @@ def real_report(tmp_path_factory, report_run) -> Path:
 @pytest.mark.slow
 def test_every_view_of_a_real_run_is_drawn_with_hover_values(real_report, report_run):
     html = real_report.read_text()
-    for title in ("Per-step curves", "Per-step timeline", "Measured vs predicted, log-log", "Roofline per stage",
-                  "each metric against each swept axis"):
+    for title in (
+        "Per-step curves",
+        "Per-step timeline",
+        "Measured vs predicted, log-log",
+        "Roofline per stage",
+        "each metric against each swept axis",
+    ):
         assert title in html
     figures = re.findall(r'<svg class="figure".*?</svg>', html, flags=re.S)
     assert len(figures) == 5  # curves, timeline, scatter, roofline, sweep
@@ -254,17 +374,27 @@ def test_the_views_render_in_chromium_hover_and_sort(real_report, tmp_path):
     sync_api = _browser()
     problems: list[str] = []
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=BROWSER, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = playwright.chromium.launch(
+            executable_path=BROWSER,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
         page.goto(real_report.as_uri())
         page.wait_for_load_state("load")
-        sizes = page.evaluate("Array.from(document.querySelectorAll('svg.figure'))"
-                              ".map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })")
+        sizes = page.evaluate(
+            "Array.from(document.querySelectorAll('svg.figure'))"
+            ".map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })"
+        )
         # Hover: the element under the pointer carries the <title> of what is drawn there: a timeline bar at its
         # centre, and a step's invisible span on the trace panel (near its top, above the traces).
         hovered = page.evaluate("""() => {

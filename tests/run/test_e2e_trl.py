@@ -24,8 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, model_cache):
     out = tmp_path_factory.mktemp("results")
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
-                     "--out", str(out))
+    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     return run_dir, result
@@ -41,9 +40,14 @@ def test_record_is_complete(tiny_run):
     env = record["environment"]
     assert env["python"] and env["cpu_model"] and env["packages"]["torch"] and env["gpu_count"] == 0
     assert record["rlbench"]["version"] and record["started_at"] <= record["ended_at"]
-    assert {"run.json", "steps.parquet", "prediction.json", "prompts.jsonl", "framework.log",
-            "framework_metrics.jsonl"} <= set(
-        record["files"])
+    assert {
+        "run.json",
+        "steps.parquet",
+        "prediction.json",
+        "prompts.jsonl",
+        "framework.log",
+        "framework_metrics.jsonl",
+    } <= set(record["files"])
     assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
@@ -81,7 +85,8 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     assert prediction["inputs"]["response_len"] == 32
     vs = record["vs_model"]
     assert vs["step"]["measured_over_predicted"] == pytest.approx(
-        record["summary"]["step_time_s"]["median"] / prediction["step_time_s"])
+        record["summary"]["step_time_s"]["median"] / prediction["step_time_s"]
+    )
     assert "gen" in vs["stages"] and vs["bubble"] < 1
     starts, ends = steps["step_start_unix_s"], steps["step_end_unix_s"]
     assert (starts < ends).all() and (ends.iloc[:-1].values <= starts.iloc[1:].values + 1e-3).all()
@@ -89,8 +94,12 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     assert (steps["step_seen_unix_s"] >= steps["step_end_unix_s"] - 1e-3).all()
     assert steps["wall_step_time_s"].iloc[1:].notna().all() and (steps["wall_step_time_s"].iloc[1:] >= 0).all()
     # rlbench's MFU: the model's FLOPs for each step's real tokens over this CPU's measured peak and the step time.
-    expected = (prediction["model_flops"] * steps["total_tokens"] / prediction["tokens_per_step"]
-                / (prediction["gpus"] * prediction["peak_flops_per_device"] * steps["step_time_s"]))
+    expected = (
+        prediction["model_flops"]
+        * steps["total_tokens"]
+        / prediction["tokens_per_step"]
+        / (prediction["gpus"] * prediction["peak_flops_per_device"] * steps["step_time_s"])
+    )
     assert steps["mfu"].tolist() == pytest.approx(expected.tolist())
     assert 0 < record["summary"]["mfu"]["median"] < 1
 
@@ -162,8 +171,18 @@ def test_crashing_framework_leaves_a_failed_record(tmp_path, model_cache, tiny_r
 
 def test_timeout_is_recorded(tmp_path, model_cache):
     out = tmp_path / "out"
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out),
-                     env={"RLBENCH_RUN_TIMEOUT_S": "2"})
+    result = run_cli(
+        "run",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--steps",
+        "2",
+        "--out",
+        str(out),
+        env={"RLBENCH_RUN_TIMEOUT_S": "2"},
+    )
     assert result.returncode == 2 and "run failed (timeout)" in result.stderr
     (record_dir,) = list(out.iterdir())
     assert load_record(record_dir)["error"]["kind"] == "timeout"

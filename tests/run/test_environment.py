@@ -30,8 +30,13 @@ def test_the_record_names_every_engine_and_library():
 def test_torch_cuda_is_read_from_torch_version_py_without_importing_it(tmp_path, monkeypatch):
     (tmp_path / "version.py").write_text("__version__ = '2.11.0+cu128'\ncuda: Optional[str] = '12.8'\nhip = None\n")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: SimpleNamespace(
-        submodule_search_locations=[str(tmp_path)]) if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            SimpleNamespace(submodule_search_locations=[str(tmp_path)]) if name == "torch" else real(name, *a)
+        ),
+    )
     assert environment.torch_cuda() == "12.8"
     (tmp_path / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\n")
     assert environment.torch_cuda() is None

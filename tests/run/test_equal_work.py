@@ -22,10 +22,10 @@ import rlbench.adapters.openrlhf.adapter as openrlhf_module
 import rlbench.adapters.trl.adapter as trl_module
 import rlbench.adapters.verl.adapter as verl_module
 from rlbench.adapters.registry import get_adapter
-from rlbench.run.equal_work import UNEXPLAINED, contract
 from rlbench.errors import RLBenchError
-from rlbench.run.parallel import Parallelism, splits_heads
 from rlbench.predict.run_prediction import workload_arch
+from rlbench.run.equal_work import UNEXPLAINED, contract
+from rlbench.run.parallel import Parallelism, splits_heads
 from rlbench.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.spec import ModelSpec
@@ -59,14 +59,25 @@ def _spec(framework: str, workload: str, **parallel) -> RunSpec:
 def _verl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     c = OmegaConf.to_container(_compose(spec, MODEL), resolve=True)
     rollout, critic = c["actor_rollout_ref"]["rollout"], c["critic"]
-    terms = {f"engine.{k}": rollout[k] for k in ("max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching",
-                                                  "gpu_memory_utilization", "enforce_eager")}
+    terms = {
+        f"engine.{k}": rollout[k]
+        for k in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "enable_prefix_caching",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    }
     terms["engine.sleep_mode"] = rollout["free_cache_engine"]
     terms["budget.actor"] = c["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"]
     terms["train.packing"] = c["actor_rollout_ref"]["model"]["use_remove_padding"]
     terms["train.gradient_checkpointing"] = c["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"]
     # Both forward-only passes: the rollout's old log-probs and the reference model.
-    log_prob = {rollout["log_prob_max_token_len_per_gpu"], c["actor_rollout_ref"]["ref"]["log_prob_max_token_len_per_gpu"]}
+    log_prob = {
+        rollout["log_prob_max_token_len_per_gpu"],
+        c["actor_rollout_ref"]["ref"]["log_prob_max_token_len_per_gpu"],
+    }
     assert len(log_prob) == 1
     terms["budget.log_prob"] = log_prob.pop()
     if spec.workload.algorithm.name == "ppo":  # the critic's update and its values pass
@@ -78,13 +89,17 @@ def _verl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
 def _openrlhf_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     seen = run_train_ppo_ray(get_adapter("openrlhf").flags(spec, MODEL, Path("/runs/x")), monkeypatch)
     args = seen.args
-    terms = {"engine.enable_prefix_caching": args.vllm.enable_prefix_caching,
-             "engine.enforce_eager": args.vllm.enforce_eager,
-             # what OpenRLHF hands to create_vllm_engines, not only what it parsed
-             "engine.gpu_memory_utilization": seen.engines.memory, "engine.sleep_mode": seen.engines.sleep,
-             "budget.actor": args.train.max_tokens_per_gpu, "budget.log_prob": args.rollout.max_tokens_per_gpu,
-             "train.packing": args.ds.packing_samples,
-             "train.gradient_checkpointing": args.actor.gradient_checkpointing_enable}
+    terms = {
+        "engine.enable_prefix_caching": args.vllm.enable_prefix_caching,
+        "engine.enforce_eager": args.vllm.enforce_eager,
+        # what OpenRLHF hands to create_vllm_engines, not only what it parsed
+        "engine.gpu_memory_utilization": seen.engines.memory,
+        "engine.sleep_mode": seen.engines.sleep,
+        "budget.actor": args.train.max_tokens_per_gpu,
+        "budget.log_prob": args.rollout.max_tokens_per_gpu,
+        "train.packing": args.ds.packing_samples,
+        "train.gradient_checkpointing": args.actor.gradient_checkpointing_enable,
+    }
     if spec.workload.algorithm.name == "ppo":
         terms["budget.critic"] = args.train.max_tokens_per_gpu  # OpenRLHF's one training budget
     return terms
@@ -98,16 +113,30 @@ def _trl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     resolved = trl.GRPOConfig(**{**config, "bf16": False, "use_cpu": True})
     terms = {"train.gradient_checkpointing": resolved.gradient_checkpointing}
     if resolved.use_vllm:
-        terms.update({"engine.gpu_memory_utilization": resolved.vllm_gpu_memory_utilization,
-                      "engine.sleep_mode": resolved.vllm_enable_sleep_mode})
+        terms.update(
+            {
+                "engine.gpu_memory_utilization": resolved.vllm_gpu_memory_utilization,
+                "engine.sleep_mode": resolved.vllm_enable_sleep_mode,
+            }
+        )
     return terms
 
 
 RESOLVE = {"verl": _verl_resolved, "openrlhf": _openrlhf_resolved, "trl": _trl_resolved}
 # The terms each framework cannot carry on a GPU machine, named in its record (any other is equal).
-CANNOT = {"verl": set(), "openrlhf": {"engine.max_num_seqs", "engine.max_num_batched_tokens"},
-          "trl": {"engine.max_num_seqs", "engine.max_num_batched_tokens", "engine.enable_prefix_caching",
-                  "engine.enforce_eager", "budget.actor", "budget.log_prob", "train.packing"}}
+CANNOT = {
+    "verl": set(),
+    "openrlhf": {"engine.max_num_seqs", "engine.max_num_batched_tokens"},
+    "trl": {
+        "engine.max_num_seqs",
+        "engine.max_num_batched_tokens",
+        "engine.enable_prefix_caching",
+        "engine.enforce_eager",
+        "budget.actor",
+        "budget.log_prob",
+        "train.packing",
+    },
+}
 
 
 def _trl_on_gpu_with_vllm(monkeypatch) -> None:
@@ -217,8 +246,12 @@ def test_run_refuses_exactly_the_tp_and_sp_that_cannot_split_the_heads(workload)
     for n in (2, 3, 4, 6, 7, 8, 12, 14, 16):
         fits = splits_heads(n, heads, kv)  # vLLM (rollout_tp) and Ulysses (sp): KV heads divided or copied
         assert fits == (heads % n == 0 and (kv % n == 0 or n % kv == 0))
-        for framework, knob in (("verl", "rollout_tp"), ("verl", "sp"), ("openrlhf", "rollout_tp"),
-                                ("trl", "rollout_tp")):
+        for framework, knob in (
+            ("verl", "rollout_tp"),
+            ("verl", "sp"),
+            ("openrlhf", "rollout_tp"),
+            ("trl", "rollout_tp"),
+        ):
             error = _check(framework, _spec(framework, workload, dp=n, **{knob: n}))
             assert _heads_refusal(error) is not fits, (framework, knob, n, error)
         even = heads % n == 0 and kv % n == 0  # the trainer's tp (Megatron, DeepSpeed AutoTP): no copies
@@ -229,21 +262,32 @@ def test_run_refuses_exactly_the_tp_and_sp_that_cannot_split_the_heads(workload)
 
 def test_the_refusal_names_the_model_its_heads_and_what_fits():
     # The name is the table's, or the hub id where the Hugging Face cache holds the config.
-    with pytest.raises(RLBenchError, match=r"rollout_tp=4: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 4 does not divide "
-                                           r"its 14 attention heads, so vLLM cannot shard it; use rollout_tp in 1, 2, 14"):
+    with pytest.raises(
+        RLBenchError,
+        match=r"rollout_tp=4: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 4 does not divide "
+        r"its 14 attention heads, so vLLM cannot shard it; use rollout_tp in 1, 2, 14",
+    ):
         get_adapter("verl").check(_spec("verl", "gsm8k-grpo", dp=4, rollout_tp=4))
-    with pytest.raises(RLBenchError, match=r"tp=7: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 7 does not divide its 2 KV "
-                                           r"heads, so Megatron cannot split it over the trainer's TP ranks; "
-                                           r"use tp in 1, 2"):
+    with pytest.raises(
+        RLBenchError,
+        match=r"tp=7: model (Qwen/)?Qwen2.5-0.5B-Instruct .*: 7 does not divide its 2 KV "
+        r"heads, so Megatron cannot split it over the trainer's TP ranks; "
+        r"use tp in 1, 2",
+    ):
         get_adapter("verl").check(_spec("verl", "gsm8k-grpo", dp=4, tp=7))
-    with pytest.raises(RLBenchError, match="sp=8: model (Qwen/)?Qwen2.5-1.5B-Instruct .* 12 attention heads, so Ulysses"):
+    with pytest.raises(
+        RLBenchError, match="sp=8: model (Qwen/)?Qwen2.5-1.5B-Instruct .* 12 attention heads, so Ulysses"
+    ):
         get_adapter("verl").check(_spec("verl", "math-grpo", dp=8, sp=8))
 
 
 def _with_model(workload: str, model: str) -> RunSpec:
     w = load_workload(workload)
-    return RunSpec(framework="verl", workload=dataclasses.replace(w, model=ModelSpec(name=model)),
-                   parallel=Parallelism(dp=2, rollout_tp=2))
+    return RunSpec(
+        framework="verl",
+        workload=dataclasses.replace(w, model=ModelSpec(name=model)),
+        parallel=Parallelism(dp=2, rollout_tp=2),
+    )
 
 
 def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
@@ -251,8 +295,15 @@ def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
 
     folder = tmp_path / "model"
     folder.mkdir()
-    config = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 6,
-              "num_key_value_heads": 3, "intermediate_size": 512, "vocab_size": 1000}
+    config = {
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "hidden_size": 384,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 3,
+        "intermediate_size": 512,
+        "vocab_size": 1000,
+    }
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(RLBenchError, match="rollout_tp=2: .* 2 neither divides its 3 KV heads nor is a multiple"):
         get_adapter("verl").check(_with_model("gsm8k-grpo", str(folder)))
@@ -273,14 +324,21 @@ def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
 
 
 def test_sweep_marks_the_cells_that_cannot_split_the_heads_refused(tmp_path):
-    from rlbench.sweep.executors.local import LocalExecutor
     from rlbench.sweep.driver import SweepRequest, plan
+    from rlbench.sweep.executors.local import LocalExecutor
 
-    request = SweepRequest(frameworks=("verl", "openrlhf"), workloads=("gsm8k-grpo", "math-grpo"),
-                           grid={"rollout_tp": ["2", "4"]}, parallel=("dp=4",))
+    request = SweepRequest(
+        frameworks=("verl", "openrlhf"),
+        workloads=("gsm8k-grpo", "math-grpo"),
+        grid={"rollout_tp": ["2", "4"]},
+        parallel=("dp=4",),
+    )
     index = plan(request, LocalExecutor(), tmp_path)  # no GPU here: the other cells are refused for the machine
-    refused = {(c["framework"], c["workload"], c["parallel"]["rollout_tp"]): c["reason"] for c in index["cells"]
-               if c["status"] == "refused" and "heads" in c["reason"]}
+    refused = {
+        (c["framework"], c["workload"], c["parallel"]["rollout_tp"]): c["reason"]
+        for c in index["cells"]
+        if c["status"] == "refused" and "heads" in c["reason"]
+    }
     assert set(refused) == {("verl", "gsm8k-grpo", "4"), ("openrlhf", "gsm8k-grpo", "4")}
     assert all("14 attention heads" in reason for reason in refused.values())
 
@@ -310,8 +368,8 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
         folders.append(folder)
     html = render_report(folders, tmp_path / "report.html").read_text()
     assert "Equal work: engine settings and token budgets" in html
-    table = html[html.index('equal-work"'):]  # class="sortable equal-work"
-    first = table[table.index("<tbody>"):].split("</tr>")[0]
+    table = html[html.index('equal-work"') :]  # class="sortable equal-work"
+    first = table[table.index("<tbody>") :].split("</tr>")[0]
     assert "engine.max_num_seqs" in first and "256" in first and "differs: OpenRLHF 0.11.2 has no flag" in first
 
 
@@ -337,13 +395,32 @@ def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
 def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
     snapshot = tmp_path / "hub" / "models--someone--six-heads" / "snapshots" / "abc"
     snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text(json.dumps({
-        "model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 6,
-        "num_key_value_heads": 3, "intermediate_size": 512, "vocab_size": 1000}))
+    (snapshot / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "qwen2",
+                "num_hidden_layers": 2,
+                "hidden_size": 384,
+                "num_attention_heads": 6,
+                "num_key_value_heads": 3,
+                "intermediate_size": 512,
+                "vocab_size": 1000,
+            }
+        )
+    )
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("abc")
-    base = ("predict", "--model-config", "someone/six-heads", "--workload", "gsm8k-grpo", "--hardware", "H100-SXM",
-            "--gpus", "6")
+    base = (
+        "predict",
+        "--model-config",
+        "someone/six-heads",
+        "--workload",
+        "gsm8k-grpo",
+        "--hardware",
+        "H100-SXM",
+        "--gpus",
+        "6",
+    )
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     assert run_cli(*base, "--parallel", "rollout_tp=3", env=env).returncode == 0
     result = run_cli(*base, "--parallel", "rollout_tp=2", env=env)

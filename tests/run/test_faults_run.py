@@ -22,26 +22,50 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rlbench.record.store import effective_status, load_record
 from rlbench.record.schema import TERMINAL_STATUSES
+from rlbench.record.store import effective_status, load_record
 from tests.conftest import PROJECT_ROOT, run_cli
 
 TINY = "gsm8k-grpo-tiny"
 
 
-def start_run(out: Path, mode: str, *, steps: int = 2, step_s: float = 0.2, env: dict[str, str] | None = None,
-              total_steps: int = 4) -> subprocess.Popen:
+def start_run(
+    out: Path,
+    mode: str,
+    *,
+    steps: int = 2,
+    step_s: float = 0.2,
+    env: dict[str, str] | None = None,
+    total_steps: int = 4,
+) -> subprocess.Popen:
     """`rlbench run` on the stand-in framework, with SIGINT at its default (as a shell's Ctrl-C, even under nohup)."""
-    full_env = {**os.environ, "FAULT_MODE": mode, "FAULT_STEPS": str(steps), "FAULT_STEP_S": str(step_s),
-                **(env or {})}
-    return subprocess.Popen(run_argv(out, total_steps), cwd=PROJECT_ROOT, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    full_env = {**os.environ, "FAULT_MODE": mode, "FAULT_STEPS": str(steps), "FAULT_STEP_S": str(step_s), **(env or {})}
+    return subprocess.Popen(
+        run_argv(out, total_steps),
+        cwd=PROJECT_ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def run_argv(out: Path, total_steps: int = 4) -> list[str]:
-    return [sys.executable, "-m", "tests.fault.cli", "run", "--framework", "fake", "--workload", TINY,
-            "--steps", str(total_steps), "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "tests.fault.cli",
+        "run",
+        "--framework",
+        "fake",
+        "--workload",
+        TINY,
+        "--steps",
+        str(total_steps),
+        "--out",
+        str(out),
+    ]
 
 
 def run_dir_of(out: Path) -> Path:
@@ -131,10 +155,16 @@ def test_two_quick_ctrl_c_still_record_and_hurry_a_stubborn_framework(tmp_path):
 
 def test_ctrl_c_twice_from_a_terminal_reaches_the_whole_group(tmp_path):
     """A terminal sends SIGINT to its whole foreground group (rlbench and what it started in its group)."""
-    run = subprocess.Popen(run_argv(tmp_path), cwd=PROJECT_ROOT,
-                           env={**os.environ, "FAULT_MODE": "hang", "FAULT_STEPS": "1", "FAULT_STEP_S": "0.2"},
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    run = subprocess.Popen(
+        run_argv(tmp_path),
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "FAULT_MODE": "hang", "FAULT_STEPS": "1", "FAULT_STEP_S": "0.2"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     run_dir = wait_for_steps(tmp_path, 1)
     os.killpg(run.pid, signal.SIGINT)
     time.sleep(0.05)
@@ -256,8 +286,10 @@ def test_read_only_disk_while_recording(small_tmpfs):
     out = small_tmpfs / "results"
     run = start_run(out, "ok", steps=3, step_s=1.0, total_steps=3)
     run_dir = wait_for_steps(out, 1)
-    for command in (["mount", "--bind", str(small_tmpfs), str(small_tmpfs)],
-                    ["mount", "-o", "remount,bind,ro", str(small_tmpfs)]):
+    for command in (
+        ["mount", "--bind", str(small_tmpfs), str(small_tmpfs)],
+        ["mount", "-o", "remount,bind,ro", str(small_tmpfs)],
+    ):
         subprocess.run(command, check=True, capture_output=True)
     line = check_user_view(*finish(run), expected_rc=2)
     assert "Read-only file system" in line
@@ -273,8 +305,15 @@ def test_effective_status_from_pid_heartbeat_or_timeout(tmp_path):
     from rlbench.record.store import write_run_json
 
     now = time.time()
-    here = {"status": "running", "runner": {"host": socket.gethostname(), "pid": os.getpid(),
-                                            "pid_started_unix_s": psutil.Process().create_time(), "heartbeat_s": 30}}
+    here = {
+        "status": "running",
+        "runner": {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "pid_started_unix_s": psutil.Process().create_time(),
+            "heartbeat_s": 30,
+        },
+    }
     assert effective_status(here) == "running"
     reused = {**here, "runner": {**here["runner"], "pid_started_unix_s": 1.0}}  # same PID, another process
     assert effective_status(reused) == "abandoned"
@@ -314,9 +353,11 @@ def test_an_out_folder_that_cannot_hold_a_record_is_refused_before_launch(tmp_pa
     read_only.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", str(read_only)], check=True)
     try:
-        for out, why in ((tmp_path / "a-file" / "results", "Not a directory"),
-                         (read_only / "results", "Read-only file system"),
-                         (small_tmpfs, "No space left on device")):
+        for out, why in (
+            (tmp_path / "a-file" / "results", "Not a directory"),
+            (read_only / "results", "Read-only file system"),
+            (small_tmpfs, "No space left on device"),
+        ):
             line = check_user_view(*finish(start_run(out, "ok")), expected_rc=2)
             assert why in line
         assert not list(small_tmpfs.iterdir())  # the half-made run folder was removed

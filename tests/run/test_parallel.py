@@ -6,19 +6,50 @@ import pytest
 
 from rlbench.errors import RLBenchError
 from rlbench.perfmodel import get_arch
-from rlbench.run.parallel import (KNOBS, Parallelism, check_expert_ranks, check_heads, check_model_split, knob_pairs,
-                                  parse_parallel, recorded_parallel)
+from rlbench.run.parallel import (
+    KNOBS,
+    Parallelism,
+    check_expert_ranks,
+    check_heads,
+    check_model_split,
+    knob_pairs,
+    parse_parallel,
+    recorded_parallel,
+)
 
 
 def test_parse_all_knobs():
-    p = parse_parallel(["dp=8", "tp=2", "rollout_tp=4", "pp=2", "pp_virtual=3", "cp=2", "ep=4", "sp=1",
-                        "placement=disaggregated", "fuse=ref_old", "async=3"])
+    p = parse_parallel(
+        [
+            "dp=8",
+            "tp=2",
+            "rollout_tp=4",
+            "pp=2",
+            "pp_virtual=3",
+            "cp=2",
+            "ep=4",
+            "sp=1",
+            "placement=disaggregated",
+            "fuse=ref_old",
+            "async=3",
+        ]
+    )
     assert (p.dp, p.tp, p.rollout_tp, p.pp, p.pp_virtual, p.cp, p.ep, p.sp) == (8, 2, 4, 2, 3, 2, 4, 1)
     assert p.fuse == ("ref_old",)
     assert (p.async_, p.async_depth, p.async_mode) == ("3", 3, "k-step")
     assert p.world_size == 8 * 2 * 2 * 2  # dp x tp x pp x cp x sp; ep is carved out of dp x sp x cp
-    assert p.non_default() == {"dp": 8, "tp": 2, "rollout_tp": 4, "pp": 2, "pp_virtual": 3, "cp": 2, "ep": 4,
-                               "placement": "disaggregated", "fuse": "ref_old", "async": "3"}
+    assert p.non_default() == {
+        "dp": 8,
+        "tp": 2,
+        "rollout_tp": 4,
+        "pp": 2,
+        "pp_virtual": 3,
+        "cp": 2,
+        "ep": 4,
+        "placement": "disaggregated",
+        "fuse": "ref_old",
+        "async": "3",
+    }
     assert parse_parallel(knob_pairs(p.to_dict())) == p  # what a record stores parses back (sweeps rerun it)
 
 
@@ -29,8 +60,10 @@ def test_every_knob_has_one_field_and_tp_is_the_trainers():
     assert parse_parallel(["rollout_tp=2"]).tp == 1
 
 
-@pytest.mark.parametrize("spelling,depth,mode", [
-    ("off", 0, "off"), ("0", 0, "off"), ("one-step", 1, "one-step"), ("1", 1, "one-step"), ("2", 2, "k-step")])
+@pytest.mark.parametrize(
+    "spelling,depth,mode",
+    [("off", 0, "off"), ("0", 0, "off"), ("one-step", 1, "one-step"), ("1", 1, "one-step"), ("2", 2, "k-step")],
+)
 def test_async_is_a_depth_with_one_spelling_each(spelling, depth, mode):
     p = parse_parallel([f"async={spelling}"])
     assert (p.async_depth, p.async_mode) == (depth, mode)
@@ -51,21 +84,24 @@ def test_defaults_are_single_device_colocated_sync():
     assert parse_parallel(["fuse=none", "async=off"]) == Parallelism()
 
 
-@pytest.mark.parametrize("pair,message", [
-    ("tpp=2", "unknown knob 'tpp'; did you mean 'tp'"),
-    ("rollout-tp=2", "unknown knob 'rollout-tp'; did you mean 'rollout_tp'"),
-    ("dp", "expected key=value"),
-    ("dp=two", "dp must be a positive integer"),
-    ("dp=0", "must be a positive integer"),
-    ("cp=0", "cp=0: must be a positive integer"),
-    ("placement=remote", "placement='remote': must be one of colocated, disaggregated"),
-    ("async=yes", "async='yes': must be one of off, one-step, or a whole number of steps"),
-    ("async=-1", "async='-1': must be one of off, one-step"),
-    ("fuse=ref", "fuse='ref': unknown fusion; did you mean 'ref_old'"),
-    ("pp_virtual=2", "pp_virtual=2: interleaving needs a pipeline"),
-    ("fuse=rollout_logprobs+on_policy_old", "at most one applies"),
-    ("fuse=ref_old+rollout_logprobs", "at most one applies"),
-])
+@pytest.mark.parametrize(
+    "pair,message",
+    [
+        ("tpp=2", "unknown knob 'tpp'; did you mean 'tp'"),
+        ("rollout-tp=2", "unknown knob 'rollout-tp'; did you mean 'rollout_tp'"),
+        ("dp", "expected key=value"),
+        ("dp=two", "dp must be a positive integer"),
+        ("dp=0", "must be a positive integer"),
+        ("cp=0", "cp=0: must be a positive integer"),
+        ("placement=remote", "placement='remote': must be one of colocated, disaggregated"),
+        ("async=yes", "async='yes': must be one of off, one-step, or a whole number of steps"),
+        ("async=-1", "async='-1': must be one of off, one-step"),
+        ("fuse=ref", "fuse='ref': unknown fusion; did you mean 'ref_old'"),
+        ("pp_virtual=2", "pp_virtual=2: interleaving needs a pipeline"),
+        ("fuse=rollout_logprobs+on_policy_old", "at most one applies"),
+        ("fuse=ref_old+rollout_logprobs", "at most one applies"),
+    ],
+)
 def test_bad_knobs_are_refused(pair, message):
     with pytest.raises(RLBenchError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_parallel([pair])
@@ -106,8 +142,14 @@ def test_an_old_records_tp_is_the_rollouts():
 
 
 def _record(parallel: dict) -> dict:
-    return {"schema_version": 1, "status": "succeeded", "seed": 0, "framework": {"name": "verl"},
-            "workload": {"name": "gsm8k-grpo", "version": 1, "steps": 5, "warmup_steps": 1}, "parallel": parallel}
+    return {
+        "schema_version": 1,
+        "status": "succeeded",
+        "seed": 0,
+        "framework": {"name": "verl"},
+        "workload": {"name": "gsm8k-grpo", "version": 1, "steps": 5, "warmup_steps": 1},
+        "parallel": parallel,
+    }
 
 
 def test_old_records_load_and_compare_with_new_ones(tmp_path):

@@ -15,8 +15,14 @@ def test_steps_without_wall_clock_bounds_keep_run_level_telemetry(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     handle = profiling.start(tmp_path, child.pid)
     child.wait()
-    steps = pd.DataFrame({"step": [1, 2], "step_time_s": [0.5, 0.5],
-                          "step_start_unix_s": [math.nan, math.nan], "step_end_unix_s": [math.nan, math.nan]})
+    steps = pd.DataFrame(
+        {
+            "step": [1, 2],
+            "step_time_s": [0.5, 0.5],
+            "step_start_unix_s": [math.nan, math.nan],
+            "step_end_unix_s": [math.nan, math.nan],
+        }
+    )
     joined, notes = profiling.add_telemetry(tmp_path, handle, steps)
     assert joined.equals(steps) and notes["aligned"] is False
     assert (tmp_path / profiling.TELEMETRY_FILE).is_file()

@@ -16,8 +16,14 @@ def test_wall_step_time_is_the_gap_between_stamps_and_stands_in_for_missing_boun
     note_seen(tmp_path, [2], now=200.0)  # a step is stamped once: the first sighting
     (tmp_path / STAMPS_FILE).open("a").write('{"step": 4, "seen_unix')  # cut by a crash
     assert read_stamps(tmp_path) == {1: 100.0, 2: 103.5, 3: 103.5}
-    verl = pd.DataFrame({"step": [1, 2, 3], "step_time_s": [3.0, 3.2, 0.1],
-                         "step_start_unix_s": [math.nan] * 3, "step_end_unix_s": [math.nan] * 3})
+    verl = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "step_time_s": [3.0, 3.2, 0.1],
+            "step_start_unix_s": [math.nan] * 3,
+            "step_end_unix_s": [math.nan] * 3,
+        }
+    )
     steps, note = apply_stamps(verl, tmp_path)
     assert steps["wall_step_time_s"].tolist()[1:] == [3.5, 0.0] and math.isnan(steps["wall_step_time_s"][0])
     assert steps["step_end_unix_s"].tolist() == [100.0, 103.5, 103.5]
@@ -27,8 +33,9 @@ def test_wall_step_time_is_the_gap_between_stamps_and_stands_in_for_missing_boun
 
 def test_a_framework_with_its_own_boundaries_keeps_them(tmp_path):
     note_seen(tmp_path, [1, 2], now=50.0)
-    trl = pd.DataFrame({"step": [1, 2], "step_time_s": [1.0, 1.0],
-                        "step_start_unix_s": [48.0, 49.0], "step_end_unix_s": [49.0, 50.0]})
+    trl = pd.DataFrame(
+        {"step": [1, 2], "step_time_s": [1.0, 1.0], "step_start_unix_s": [48.0, 49.0], "step_end_unix_s": [49.0, 50.0]}
+    )
     steps, note = apply_stamps(trl, tmp_path)
     assert note is None and steps["step_end_unix_s"].tolist() == [49.0, 50.0]
     assert steps["step_seen_unix_s"].tolist() == [50.0, 50.0]

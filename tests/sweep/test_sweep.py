@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
-from rlbench.sweep.executors import RunResult, failure
-from rlbench.sweep.executors.record_transfer import pack, strip_blocks, unpack
 from rlbench.record.store import load_record, write_run_json
 from rlbench.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, parse_grid, run, start
+from rlbench.sweep.executors import RunResult, failure
+from rlbench.sweep.executors.record_transfer import pack, strip_blocks, unpack
 from rlbench.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
 from rlbench.sweep.spread import format_summary, group_spread, spread
 from rlbench.workloads.catalog import WORKLOAD_DIR
@@ -34,7 +34,9 @@ TINY = "gsm8k-grpo-tiny"
 
 def test_parse_grid():
     assert parse_grid(["rollout_tp=1,2,4", "placement=colocated, disaggregated"]) == {
-        "rollout_tp": ["1", "2", "4"], "placement": ["colocated", "disaggregated"]}
+        "rollout_tp": ["1", "2", "4"],
+        "placement": ["colocated", "disaggregated"],
+    }
     with pytest.raises(RLBenchError, match="unknown knob 'tpp'; did you mean 'tp'"):
         parse_grid(["tpp=1,2"])
     for bad in (["tp="], ["tp=1", "tp=2"]):
@@ -43,8 +45,9 @@ def test_parse_grid():
 
 
 def test_expand_runs_repeats_outermost_and_merges_fixed_knobs():
-    request = SweepRequest(frameworks=("trl", "verl"), workloads=(TINY,), grid={"rollout_tp": ["1", "2"]},
-                           parallel=("dp=2",), repeats=2)
+    request = SweepRequest(
+        frameworks=("trl", "verl"), workloads=(TINY,), grid={"rollout_tp": ["1", "2"]}, parallel=("dp=2",), repeats=2
+    )
     cells = expand(request)
     assert len(cells) == 8 and [c["id"] for c in cells[:2]] == ["c000", "c001"]
     assert [c["repeat"] for c in cells] == [1] * 4 + [2] * 4
@@ -70,12 +73,35 @@ def test_sweep_folders_are_unique_and_locked(tmp_path):
 def test_spread_and_groups():
     assert spread([1.0, 2.0, 3.0]) == {"n": 3, "mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0, "cv": 0.5}
     assert spread([4.0])["std"] == 0.0 and spread([])["mean"] is None
-    cells = [{"id": f"c{i}", "framework": "trl", "workload": TINY, "parallel": {"dp": "1"}, "repeat": i + 1,
-              "status": "succeeded", "reason": None, "record": f"r{i}"} for i in range(3)]
-    cells.append({"id": "c3", "framework": "trl", "workload": TINY, "parallel": {"dp": "2"}, "repeat": 1,
-                  "status": "refused", "reason": "needs 2 GPUs", "record": None})
-    summaries = {f"c{i}": {"step_time_s": {"median": t, "unit": "s", "direction": "lower"}}
-                 for i, t in enumerate([1.0, 1.2, 1.4])}
+    cells = [
+        {
+            "id": f"c{i}",
+            "framework": "trl",
+            "workload": TINY,
+            "parallel": {"dp": "1"},
+            "repeat": i + 1,
+            "status": "succeeded",
+            "reason": None,
+            "record": f"r{i}",
+        }
+        for i in range(3)
+    ]
+    cells.append(
+        {
+            "id": "c3",
+            "framework": "trl",
+            "workload": TINY,
+            "parallel": {"dp": "2"},
+            "repeat": 1,
+            "status": "refused",
+            "reason": "needs 2 GPUs",
+            "record": None,
+        }
+    )
+    summaries = {
+        f"c{i}": {"step_time_s": {"median": t, "unit": "s", "direction": "lower"}}
+        for i, t in enumerate([1.0, 1.2, 1.4])
+    }
     groups = group_spread(cells, summaries)
     assert len(groups) == 2 and groups[0]["statuses"] == {"succeeded": 3}
     assert groups[0]["metrics"]["step_time_s"]["mean"] == pytest.approx(1.2)
@@ -123,13 +149,18 @@ class ScriptedExecutor:
         write_run_json(record, {"status": outcome, "summary": {}})
         if outcome == "succeeded":
             return RunResult("succeeded", record, None, {"kind": "local"})
-        return RunResult("failed", record, failure("oom", "CUDA out of memory", ["x", "CUDA out of memory"]),
-                         {"kind": "local"})
+        return RunResult(
+            "failed", record, failure("oom", "CUDA out of memory", ["x", "CUDA out of memory"]), {"kind": "local"}
+        )
 
 
 def test_failures_are_recorded_and_interrupted_sweeps_resume(tmp_path):
-    request = SweepRequest(frameworks=("trl",), workloads=(TINY,),
-                           grid={"placement": ["colocated", "disaggregated"], "dp": ["1", "2"]}, steps=2)
+    request = SweepRequest(
+        frameworks=("trl",),
+        workloads=(TINY,),
+        grid={"placement": ["colocated", "disaggregated"], "dp": ["1", "2"]},
+        steps=2,
+    )
     first = ScriptedExecutor(["failed", "ctrl-c"])
     sweep_dir = start(request, first, tmp_path)
     with pytest.raises(SweepInterrupted, match=f"--resume {sweep_dir}"):
@@ -141,8 +172,20 @@ def test_failures_are_recorded_and_interrupted_sweeps_resume(tmp_path):
     assert failed["error"]["kind"] == "oom" and failed["error"]["log_tail"][-1] == "CUDA out of memory"
     assert failed["reason"] == "oom: CUDA out of memory" and (sweep_dir / failed["record"]).is_dir()
     assert index["cells"][2]["reason"] == "refused: colocated only"
-    assert first.ran[1] == ["--framework", "trl", "--workload", TINY, "--seed", "0", "--steps", "2",
-                            "--parallel", "placement=colocated", "--parallel", "dp=2"]
+    assert first.ran[1] == [
+        "--framework",
+        "trl",
+        "--workload",
+        TINY,
+        "--seed",
+        "0",
+        "--steps",
+        "2",
+        "--parallel",
+        "placement=colocated",
+        "--parallel",
+        "dp=2",
+    ]
 
     with pytest.raises(RLBenchError, match="options differ"):
         check_resume(sweep_dir, SweepRequest(frameworks=("trl",), workloads=(TINY,)))
@@ -177,9 +220,19 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
     from tests.conftest import PROJECT_ROOT
 
     shutil.copytree(PROJECT_ROOT / "tests" / "data" / "records" / "trl-tiny", tmp_path / "r1")
-    index = {"cells": [{"record": "r1", "status": "succeeded"},
-                       {"record": None, "status": "refused", "framework": "trl", "workload": TINY,
-                        "parallel": {"dp": "2"}, "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0"}]}
+    index = {
+        "cells": [
+            {"record": "r1", "status": "succeeded"},
+            {
+                "record": None,
+                "status": "refused",
+                "framework": "trl",
+                "workload": TINY,
+                "parallel": {"dp": "2"},
+                "reason": "--parallel dp=2: needs 2 GPUs, this machine has 0",
+            },
+        ]
+    }
     report = final_report(tmp_path, index, print)
     html = report.read_text()
     assert "Runs that did not finish" in html and f"trl {TINY} dp=2" in html
@@ -187,33 +240,54 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
 
 
 def test_gpus_asked_of_ray():
-    from rlbench.sweep.executors.ray_executor import entrypoint_gpus
     from rlbench.run.parallel import parse_parallel
     from rlbench.run.spec import RunSpec
+    from rlbench.sweep.executors.ray_executor import entrypoint_gpus
     from rlbench.workloads.catalog import load_workload
 
     def gpus(framework: str, workload: str) -> int:
-        return entrypoint_gpus(RunSpec(framework=framework, workload=load_workload(workload),
-                                       parallel=parse_parallel(["dp=4", "rollout_tp=2"])))
+        return entrypoint_gpus(
+            RunSpec(
+                framework=framework, workload=load_workload(workload), parallel=parse_parallel(["dp=4", "rollout_tp=2"])
+            )
+        )
 
     assert gpus("trl", "gsm8k-grpo") == 4 and gpus("trl", TINY) == 0
     assert gpus("verl", "gsm8k-grpo") == 0  # Ray-based: its own placement groups reserve the GPUs
 
 
 def test_sweep_help_imports_no_ray_or_framework():
-    code = ("import sys, rlbench.cli\nfrom click.testing import CliRunner\n"
-            "assert CliRunner().invoke(rlbench.cli.main, ['sweep', '--help']).exit_code == 0\n"
-            "print([m for m in ('ray', 'torch', 'trl', 'transformers') if m in sys.modules])")
+    code = (
+        "import sys, rlbench.cli\nfrom click.testing import CliRunner\n"
+        "assert CliRunner().invoke(rlbench.cli.main, ['sweep', '--help']).exit_code == 0\n"
+        "print([m for m in ('ray', 'torch', 'trl', 'transformers') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_two_sweeps_into_one_folder_do_not_clash(tmp_path):
     # Both sweeps are all refused, so this costs two CLI start-ups and no framework run.
-    args = [sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload", TINY,
-            "--grid", "placement=disaggregated", "--grid", "dp=1,2", "--out", str(tmp_path)]
-    procs = [subprocess.Popen(args, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    args = [
+        sys.executable,
+        "-m",
+        "rlbench",
+        "sweep",
+        "--framework",
+        "trl",
+        "--workload",
+        TINY,
+        "--grid",
+        "placement=disaggregated",
+        "--grid",
+        "dp=1,2",
+        "--out",
+        str(tmp_path),
+    ]
+    procs = [
+        subprocess.Popen(args, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [1, 1]  # nothing ran: not a successful sweep
     dirs = sorted(Path(out.strip().splitlines()[-1]) for out, _ in outputs)
@@ -221,7 +295,9 @@ def test_two_sweeps_into_one_folder_do_not_clash(tmp_path):
     for sweep_dir in dirs:
         index = load_index(sweep_dir)
         assert index["sweep_id"] == sweep_dir.name and [c["status"] for c in index["cells"]] == ["refused"] * 2
-    assert "refused: trl gsm8k-grpo-tiny placement=disaggregated dp=1: --parallel placement=disaggregated" in outputs[0][1]
+    assert (
+        "refused: trl gsm8k-grpo-tiny placement=disaggregated dp=1: --parallel placement=disaggregated" in outputs[0][1]
+    )
 
 
 # ---- real sweeps of TRL tiny runs (slow) ----
@@ -240,8 +316,9 @@ def _broken_workload(tmp_path: Path) -> Path:
     mapping = yaml.safe_load((WORKLOAD_DIR / f"{TINY}.yaml").read_text())
     mapping["include"] = [str(WORKLOAD_DIR / name) for name in mapping["include"]]
     path = tmp_path / "broken.yaml"
-    path.write_text(yaml.safe_dump(mapping | {"name": "broken",
-                                              "model": {"name": str(broken), "dtype": "float32", "tiny": None}}))
+    path.write_text(
+        yaml.safe_dump(mapping | {"name": "broken", "model": {"name": str(broken), "dtype": "float32", "tiny": None}})
+    )
     return path
 
 
@@ -249,8 +326,19 @@ def _broken_workload(tmp_path: Path) -> Path:
 def local_sweep(tmp_path_factory, model_cache):
     pytest.importorskip("trl")
     work = tmp_path_factory.mktemp("sweep")
-    result = run_cli("sweep", "--framework", "trl", "--workload", f"{TINY},{_broken_workload(work)}",
-                     "--grid", "placement=colocated,disaggregated", "--steps", "2", "--out", str(work / "results"))
+    result = run_cli(
+        "sweep",
+        "--framework",
+        "trl",
+        "--workload",
+        f"{TINY},{_broken_workload(work)}",
+        "--grid",
+        "placement=colocated,disaggregated",
+        "--steps",
+        "2",
+        "--out",
+        str(work / "results"),
+    )
     return Path(result.stdout.strip().splitlines()[-1]), result
 
 
@@ -295,10 +383,29 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
     pytest.importorskip("trl")
     out = tmp_path / "results"
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload", TINY, "--steps", "2",
-         "--repeats", "2", "--out", str(out)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=os.environ.copy(),
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a shell's Ctrl-C, even under nohup
+        [
+            sys.executable,
+            "-m",
+            "rlbench",
+            "sweep",
+            "--framework",
+            "trl",
+            "--workload",
+            TINY,
+            "--steps",
+            "2",
+            "--repeats",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # a shell's Ctrl-C, even under nohup
 
     def second_run_started():
         index = _index(out)
@@ -306,8 +413,11 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
             return None
         sweep_dir = out / index["sweep_id"]
         # The framework has written to its log: it is running, not starting.
-        return [p for p in sweep_dir.glob("*/framework.log")
-                if p.parent.name != index["cells"][0]["record"] and p.stat().st_size > 0]
+        return [
+            p
+            for p in sweep_dir.glob("*/framework.log")
+            if p.parent.name != index["cells"][0]["record"] and p.stat().st_size > 0
+        ]
 
     _wait_for(second_run_started, 240, "the second run to start")
     sweep.send_signal(signal.SIGINT)

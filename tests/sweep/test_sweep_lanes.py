@@ -36,22 +36,36 @@ def test_an_environment_without_python_is_refused_with_the_fix(tmp_path):
 @pytest.mark.skipif(len(LANES) < 2, reason="the CPU lanes are not built (.ci/run builds them: nox -s verl_cpu ...)")
 def test_one_sweep_runs_all_three_frameworks_on_equal_work(tmp_path, model_cache):
     envs = [arg for pair in LANES for arg in ("--env", pair)]  # paths relative to the checkout, where run_cli runs
-    result = run_cli("sweep", "--framework", "trl,verl,openrlhf", "--workload", WORKLOAD, "--steps", "2",
-                     "--out", str(tmp_path), *envs, timeout=3000,
-                     env={"RLBENCH_RUN_TIMEOUT_S": "1200"})
+    result = run_cli(
+        "sweep",
+        "--framework",
+        "trl,verl,openrlhf",
+        "--workload",
+        WORKLOAD,
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path),
+        *envs,
+        timeout=3000,
+        env={"RLBENCH_RUN_TIMEOUT_S": "1200"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep_dir = Path(result.stdout.strip().splitlines()[-1])
     index = json.loads((sweep_dir / "sweep.json").read_text())
     cells = {cell["framework"]: cell for cell in index["cells"]}
-    assert {name: cell["status"] for name, cell in cells.items()} == dict.fromkeys(("trl", "verl", "openrlhf"),
-                                                                                 "succeeded")
+    assert {name: cell["status"] for name, cell in cells.items()} == dict.fromkeys(
+        ("trl", "verl", "openrlhf"), "succeeded"
+    )
     records = {name: json.loads((sweep_dir / cell["record"] / "run.json").read_text()) for name, cell in cells.items()}
     # Equal work: the same workload, prompts and lengths; the lanes say what they substituted.
     assert len({json.dumps(r["workload"], sort_keys=True) for r in records.values()}) == 1
     prompts = {(sweep_dir / cells[n]["record"] / "prompts.jsonl").read_text() for n in cells}
     assert len(prompts) == 1
     assert records["trl"]["cpu_lane"] is None
-    assert records["verl"]["cpu_lane"]["lane"] == "verl-cpu" and records["openrlhf"]["cpu_lane"]["lane"] == "openrlhf-cpu"
+    assert (
+        records["verl"]["cpu_lane"]["lane"] == "verl-cpu" and records["openrlhf"]["cpu_lane"]["lane"] == "openrlhf-cpu"
+    )
     report = (sweep_dir / "report.html").read_text()
     assert "CPU lanes: what these runs substituted" in report
     assert all(name in report for name in ("trl", "verl", "openrlhf"))
@@ -61,19 +75,45 @@ def test_one_sweep_runs_all_three_frameworks_on_equal_work(tmp_path, model_cache
 def test_a_framework_runs_in_the_environment_named_for_it(tmp_path, model_cache):
     """`--env trl=<this virtualenv>`: the TRL cell runs as that environment's `rlbench run`, into the sweep."""
     pytest.importorskip("trl")
-    result = run_cli("sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2",
-                     "--out", str(tmp_path), "--env", f"trl={sys.prefix}", timeout=900)
+    result = run_cli(
+        "sweep",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--env",
+        f"trl={sys.prefix}",
+        timeout=900,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sweep_dir = Path(result.stdout.strip().splitlines()[-1])
     cell = json.loads((sweep_dir / "sweep.json").read_text())["cells"][0]
-    assert cell["status"] == "succeeded" and cell["executor"] == {"kind": "environment",
-                                                                  "python": f"{sys.prefix}/bin/python"}
+    assert cell["status"] == "succeeded" and cell["executor"] == {
+        "kind": "environment",
+        "python": f"{sys.prefix}/bin/python",
+    }
     assert json.loads((sweep_dir / cell["record"] / "run.json").read_text())["status"] == "succeeded"
 
 
 def test_a_cell_the_environment_refuses_is_refused_before_anything_runs(tmp_path, model_cache):
-    result = run_cli("sweep", "--framework", "trl", "--workload", "gsm8k-ppo", "--steps", "2",
-                     "--out", str(tmp_path), "--env", f"trl={sys.prefix}", timeout=600)
+    result = run_cli(
+        "sweep",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-ppo",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--env",
+        f"trl={sys.prefix}",
+        timeout=600,
+    )
     assert result.returncode == 1
     sweep_dir = Path(result.stdout.strip().splitlines()[-1])
     cell = json.loads((sweep_dir / "sweep.json").read_text())["cells"][0]

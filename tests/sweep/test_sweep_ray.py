@@ -48,18 +48,52 @@ def ray_head(model_cache):
     # ray.init writes one, e.g. a verl or OpenRLHF run); this loopback head and its clients go without it.
     auth_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
     head = subprocess.Popen(
-        [str(ray_cli), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(_free_port()),
-         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dashboard), "--num-cpus", "2", "--num-gpus", "0",
-         "--temp-dir", str(temp), "--disable-usage-stats",
-         # Every fixed default port on free ones, so other Ray instances on this machine do not clash.
-         *[arg for flag in ("--node-manager-port", "--object-manager-port", "--ray-client-server-port",
-                            "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                            "--runtime-env-agent-port", "--metrics-export-port")
-           for arg in (flag, str(_free_port()))]],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            str(ray_cli),
+            "start",
+            "--head",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(dashboard),
+            "--num-cpus",
+            "2",
+            "--num-gpus",
+            "0",
+            "--temp-dir",
+            str(temp),
+            "--disable-usage-stats",
+            # Every fixed default port on free ones, so other Ray instances on this machine do not clash.
+            *[
+                arg
+                for flag in (
+                    "--node-manager-port",
+                    "--object-manager-port",
+                    "--ray-client-server-port",
+                    "--dashboard-agent-listen-port",
+                    "--dashboard-agent-grpc-port",
+                    "--runtime-env-agent-port",
+                    "--metrics-export-port",
+                )
+                for arg in (flag, str(_free_port()))
+            ],
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     address = f"http://127.0.0.1:{dashboard}"
     end = time.monotonic() + 120
     while True:
@@ -87,10 +121,31 @@ STEPS = 6
 
 def _sweep(ray_head: str, out: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "rlbench", "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny",
-         "--steps", str(STEPS), "--out", str(out), "--executor", "ray", "--ray-address", ray_head, *args],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        [
+            sys.executable,
+            "-m",
+            "rlbench",
+            "sweep",
+            "--framework",
+            "trl",
+            "--workload",
+            "gsm8k-grpo-tiny",
+            "--steps",
+            str(STEPS),
+            "--out",
+            str(out),
+            "--executor",
+            "ray",
+            "--ray-address",
+            ray_head,
+            *args,
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def _training_job(client, sweep: subprocess.Popen) -> str:

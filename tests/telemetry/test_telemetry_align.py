@@ -13,22 +13,48 @@ from rlbench.telemetry.align import OUTPUT_COLUMNS, energy_from_power, per_step_
 TICKS = np.arange(0, 17) * 0.25  # 0, 0.25, ..., 4.0 s: exact in binary, so window edges are exact
 
 
-def _gpu_rows(host: str, device: int, watts: float, counter: bool = True, offset_j: float = 1.0e6,
-              ticks: np.ndarray = TICKS) -> list[dict]:
+def _gpu_rows(
+    host: str, device: int, watts: float, counter: bool = True, offset_j: float = 1.0e6, ticks: np.ndarray = TICKS
+) -> list[dict]:
     """A GPU at constant power; its energy counter (when present) rises linearly from offset_j."""
-    return [{"time_unix_s": t, "host": host, "source": "gpu", "device": device, "power_w": watts,
-             "energy_j": offset_j + watts * t if counter else np.nan, "gpu_util_pct": 50.0 + device * 10,
-             "mem_used_gb": 10.0 + device} for t in ticks]
+    return [
+        {
+            "time_unix_s": t,
+            "host": host,
+            "source": "gpu",
+            "device": device,
+            "power_w": watts,
+            "energy_j": offset_j + watts * t if counter else np.nan,
+            "gpu_util_pct": 50.0 + device * 10,
+            "mem_used_gb": 10.0 + device,
+        }
+        for t in ticks
+    ]
 
 
 def _host_rows(host: str, cpu: float, proc_cpu: float, rss_slope: float) -> list[dict]:
-    return [{"time_unix_s": t, "host": host, "source": "host", "device": -1, "cpu_util_pct": cpu,
-             "proc_cpu_util_pct": proc_cpu, "proc_rss_gb": 1.0 + rss_slope * t} for t in TICKS]
+    return [
+        {
+            "time_unix_s": t,
+            "host": host,
+            "source": "host",
+            "device": -1,
+            "cpu_util_pct": cpu,
+            "proc_cpu_util_pct": proc_cpu,
+            "proc_rss_gb": 1.0 + rss_slope * t,
+        }
+        for t in TICKS
+    ]
 
 
 def _steps(*windows: tuple[float, float]) -> pd.DataFrame:
-    return pd.DataFrame({"step": range(1, len(windows) + 1), "step_start_unix_s": [w[0] for w in windows],
-                         "step_end_unix_s": [w[1] for w in windows]})
+    return pd.DataFrame(
+        {
+            "step": range(1, len(windows) + 1),
+            "step_start_unix_s": [w[0] for w in windows],
+            "step_end_unix_s": [w[1] for w in windows],
+        }
+    )
 
 
 def test_linear_energy_counter_gives_exact_energy_per_step():
@@ -59,8 +85,9 @@ def test_power_only_is_integrated_exactly_with_partial_intervals():
     result = per_step_telemetry(constant, _steps((0.3, 1.3)))
     assert result["energy_j"][0] == pytest.approx(250.0)
     assert result["energy_method"][0] == "power"
-    ramp = pd.DataFrame({"time_unix_s": TICKS, "host": "a", "source": "gpu", "device": 0,
-                         "power_w": 100.0 * TICKS, "energy_j": np.nan})
+    ramp = pd.DataFrame(
+        {"time_unix_s": TICKS, "host": "a", "source": "gpu", "device": 0, "power_w": 100.0 * TICKS, "energy_j": np.nan}
+    )
     # integral of 100 t from 1.1 to 3.3 = 50 (3.3^2 - 1.1^2) = 484
     assert per_step_telemetry(ramp, _steps((1.1, 3.3)))["energy_j"][0] == pytest.approx(484.0)
 
@@ -75,8 +102,9 @@ def test_energy_from_power_trapezoid():
 
 
 def test_multi_node_energy_is_summed_over_hosts_and_devices():
-    table = pd.DataFrame(_gpu_rows("node-a", 0, 100.0) + _gpu_rows("node-b", 0, 200.0)
-                         + _gpu_rows("node-b", 1, 300.0, counter=False))
+    table = pd.DataFrame(
+        _gpu_rows("node-a", 0, 100.0) + _gpu_rows("node-b", 0, 200.0) + _gpu_rows("node-b", 1, 300.0, counter=False)
+    )
     result = per_step_telemetry(table, _steps((1.0, 3.0)))
     assert result["energy_j"][0] == pytest.approx(1200.0)  # (100 + 200 + 300) W x 2 s
     assert result["energy_method"][0] == "mixed"
@@ -113,6 +141,7 @@ def test_steps_table_is_checked():
     with pytest.raises(ValueError, match="step 1"):
         per_step_telemetry(table, _steps((2.0, 1.0)))
     # unsorted steps are fine: rows come back in time order
-    result = per_step_telemetry(table, pd.DataFrame({"step": [2, 1], "step_start_unix_s": [2.0, 0.0],
-                                                     "step_end_unix_s": [3.0, 1.0]}))
+    result = per_step_telemetry(
+        table, pd.DataFrame({"step": [2, 1], "step_start_unix_s": [2.0, 0.0], "step_end_unix_s": [3.0, 1.0]})
+    )
     assert result["step"].tolist() == [1, 2]

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 
 from rlbench.telemetry import gpu_probe
-from rlbench.telemetry import gpu_probe
 from rlbench.telemetry.gpu_probe import GpuProbe, open_gpus
 
 
@@ -69,6 +68,7 @@ class FakeNvml:
     def nvmlDeviceGetFieldValues(self, handle, ids):
         def field(value, ok=True):
             return SimpleNamespace(nvmlReturn=0 if ok else 3, valueType=3, value=SimpleNamespace(ullVal=value))
+
         if ids == [self.NVML_FI_DEV_NVLINK_LINK_COUNT]:
             return [field(2 if handle == 0 else 0)]
         self.nvlink_kib += 1_000_000
@@ -101,8 +101,9 @@ def test_unsupported_reading_is_noted_once_and_not_retried():
     for _ in range(3):
         rows = {row["device"]: row for row in probe.sample()}
     assert "temperature_c" not in rows[1] and rows[0]["temperature_c"] == 61
-    assert [note for note in probe.notes if "temperature" in note] == \
-        ["gpu 1: temperature not available (nvml error 3); column left empty"]
+    assert [note for note in probe.notes if "temperature" in note] == [
+        "gpu 1: temperature not available (nvml error 3); column left empty"
+    ]
     assert ("nvlink_tx_mb_s" in rows[0]) and ("nvlink_tx_mb_s" not in rows[1])  # GPU 1 has no links
 
 

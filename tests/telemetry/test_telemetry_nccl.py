@@ -15,8 +15,10 @@ from rlbench.telemetry.nccl_logs import read_nccl_logs
 DATA = Path(__file__).parents[1] / "data"
 T0 = 1796220000.0  # the timestamped sample's epoch
 STEPS = pd.DataFrame({"step": [1, 2], "step_start_unix_s": [T0 + 1, T0 + 2], "step_end_unix_s": [T0 + 2, T0 + 3]})
-COLL_LINE = ("node-c:77:77 [3] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f0000000000 recvbuff 0x7f0000000000 "
-             "count 8 datatype {dtype} op 0 root 0 comm 0x1 [nranks=8] stream 0x2")
+COLL_LINE = (
+    "node-c:77:77 [3] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f0000000000 recvbuff 0x7f0000000000 "
+    "count 8 datatype {dtype} op 0 root 0 comm 0x1 [nranks=8] stream 0x2"
+)
 
 
 def _sample(name: str = "nccl_coll_sample.log") -> pd.DataFrame:
@@ -39,8 +41,13 @@ def test_parses_every_collective_of_two_interleaved_processes():
 def test_bytes_follow_the_count_semantics_of_each_op():
     table = _sample().set_index(["pid", "opcount"])
     gather = table.loc[(4101, 2)]  # AllGather, count 524288 bf16 per rank
-    assert (gather["op"], gather["datatype"], gather["bytes"], gather["total_bytes"], gather["bus_bytes"]) == \
-        ("AllGather", "bfloat16", 1048576, 2097152, 1048576)
+    assert (gather["op"], gather["datatype"], gather["bytes"], gather["total_bytes"], gather["bus_bytes"]) == (
+        "AllGather",
+        "bfloat16",
+        1048576,
+        2097152,
+        1048576,
+    )
     scatter = table.loc[(4102, 3)]  # ReduceScatter, receive count 524288 fp32, average
     assert (scatter["redop"], scatter["bytes"], scatter["total_bytes"]) == ("avg", 2097152, 4194304)
     send, recv = table.loc[(4101, 5)], table.loc[(4102, 5)]

@@ -91,8 +91,9 @@ def test_without_nvml_the_sampler_says_so_once_and_samples_the_host(tmp_path, ca
     assert (table["source"] == "gpu").sum() == 0
     notes = handle.notes()
     assert notes["nvml"] is False
-    assert [note for note in notes["notes"] if "NVML unavailable" in note] == \
-        ["NVML unavailable (Driver Not Loaded); sampling the host only"]
+    assert [note for note in notes["notes"] if "NVML unavailable" in note] == [
+        "NVML unavailable (Driver Not Loaded); sampling the host only"
+    ]
     assert capfd.readouterr().err.count("NVML unavailable") == 1
 
 

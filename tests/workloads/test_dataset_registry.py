@@ -28,8 +28,11 @@ from tests.conftest import run_cli
 def _workload_file(folder: Path, name: str, data: dict[str, object], reward: str) -> Path:
     """A workload file: the shipped gsm8k-grpo-tiny with its data section and reward replaced."""
     path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"include": str(WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml"), "name": name,
-                                    "data": data, "reward": reward}))
+    path.write_text(
+        yaml.safe_dump(
+            {"include": str(WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml"), "name": name, "data": data, "reward": reward}
+        )
+    )
     return path
 
 
@@ -61,12 +64,15 @@ def test_every_consumer_lists_the_registry() -> None:
     assert dataset_names() == reward_names() == dataset_registry.names() == ("gsm8k", "math")
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("parse", None, "parse must be callable"),
-    ("matches", "numeric.matches", "matches must be callable"),
-    ("splits", (), "splits must name at least one split"),
-    ("hub_path", "", "hub_path must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("parse", None, "parse must be callable"),
+        ("matches", "numeric.matches", "matches must be callable"),
+        ("splits", (), "splits must name at least one split"),
+        ("hub_path", "", "hub_path must be a non-empty string"),
+    ],
+)
 def test_an_incomplete_row_is_refused(field: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(DATASETS["gsm8k"], **{field: value})
@@ -85,16 +91,29 @@ def test_unknown_dataset_is_one_line_naming_the_known_ones() -> None:
             call()
 
 
-@pytest.mark.parametrize("data, reward, message", [
-    ({"dataset": "mmlu", "split": "test"}, "mmlu",
-     "data.dataset: unknown dataset 'mmlu'; valid datasets: gsm8k, math"),
-    ({"dataset": "gsm8", "split": "test"}, "gsm8k",
-     "data.dataset: unknown dataset 'gsm8'; did you mean 'gsm8k'? valid datasets: gsm8k, math"),
-    ({"dataset": "math", "split": "train"}, "math",
-     "data.split: dataset 'math' has no split 'train'; valid splits: test"),
-])
-def test_validate_refuses_an_unknown_dataset_in_one_line(tmp_path: Path, data: dict[str, object], reward: str,
-                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    "data, reward, message",
+    [
+        (
+            {"dataset": "mmlu", "split": "test"},
+            "mmlu",
+            "data.dataset: unknown dataset 'mmlu'; valid datasets: gsm8k, math",
+        ),
+        (
+            {"dataset": "gsm8", "split": "test"},
+            "gsm8k",
+            "data.dataset: unknown dataset 'gsm8'; did you mean 'gsm8k'? valid datasets: gsm8k, math",
+        ),
+        (
+            {"dataset": "math", "split": "train"},
+            "math",
+            "data.split: dataset 'math' has no split 'train'; valid splits: test",
+        ),
+    ],
+)
+def test_validate_refuses_an_unknown_dataset_in_one_line(
+    tmp_path: Path, data: dict[str, object], reward: str, message: str
+) -> None:
     path = _workload_file(tmp_path, "custom", data, reward)
     result = run_cli("validate", str(path))
     assert result.returncode == 2, result.stderr
@@ -109,8 +128,16 @@ def _toy_problem(row: Row) -> Parsed:
     return Parsed(key=row.text("id"), question=row.text("q"), ground_truth=row.text("a"))
 
 
-TOY = Dataset(name="toy", local_dir="toy-arith", splits=("dev",), hub_path="example/toy-arith", hub_config=None,
-              parse=_toy_problem, extract=numeric.extract, matches=numeric.matches)
+TOY = Dataset(
+    name="toy",
+    local_dir="toy-arith",
+    splits=("dev",),
+    hub_path="example/toy-arith",
+    hub_config=None,
+    parse=_toy_problem,
+    extract=numeric.extract,
+    matches=numeric.matches,
+)
 
 
 @pytest.fixture
@@ -121,15 +148,21 @@ def toy_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "toy-arith").mkdir()
     (tmp_path / "toy-arith" / "dev.jsonl").write_text(
-        json.dumps({"id": "a1", "q": "What is 2 + 2?", "a": "4"}) + "\n"
-        + json.dumps({"id": "a2", "q": "What is 6 * 7?", "a": "42"}) + "\n", encoding="utf-8")
+        json.dumps({"id": "a1", "q": "What is 2 + 2?", "a": "4"})
+        + "\n"
+        + json.dumps({"id": "a2", "q": "What is 6 * 7?", "a": "42"})
+        + "\n",
+        encoding="utf-8",
+    )
     return tmp_path
 
 
 def test_a_new_row_loads_scores_and_validates(toy_registered: Path) -> None:
     problems = load_problems("toy", "dev")
-    assert problems == [Problem(uid="toy/a1", question="What is 2 + 2?", ground_truth="4", dataset="toy"),
-                        Problem(uid="toy/a2", question="What is 6 * 7?", ground_truth="42", dataset="toy")]
+    assert problems == [
+        Problem(uid="toy/a1", question="What is 2 + 2?", ground_truth="4", dataset="toy"),
+        Problem(uid="toy/a2", question="What is 6 * 7?", ground_truth="42", dataset="toy"),
+    ]
     assert score("toy", "2 and 2 make 4.", "4") == 1.0
     assert score("toy", "#### 41", "42") == 0.0
     assert "toy" in dataset_names() and "toy" in reward_names()

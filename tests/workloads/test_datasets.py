@@ -40,11 +40,14 @@ def _write_jsonl(path: Path, rows: list[object]) -> None:
 # ---------------------------------------------------------------- real files
 
 
-@pytest.mark.parametrize("dataset, split, rows", [
-    ("gsm8k", "train", 7473),
-    ("gsm8k", "test", 1319),
-    ("math", "test", 500),
-])
+@pytest.mark.parametrize(
+    "dataset, split, rows",
+    [
+        ("gsm8k", "train", 7473),
+        ("gsm8k", "test", 1319),
+        ("math", "test", 500),
+    ],
+)
 def test_real_files_load_completely(real_dir: Path, dataset: str, split: str, rows: int) -> None:
     problems = load_problems(dataset, split)
     assert len(problems) == rows
@@ -125,10 +128,13 @@ def test_env_var_chooses_the_directory(offline_empty_dir: Path) -> None:
 
 
 def test_custom_directory_is_read(offline_empty_dir: Path) -> None:
-    _write_jsonl(offline_empty_dir / "gsm8k" / "test.jsonl", [
-        {"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"},
-        {"question": "Ten hundreds?", "answer": "#### 1,000"},
-    ])
+    _write_jsonl(
+        offline_empty_dir / "gsm8k" / "test.jsonl",
+        [
+            {"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"},
+            {"question": "Ten hundreds?", "answer": "#### 1,000"},
+        ],
+    )
     problems = load_problems("gsm8k", "test")
     assert [p.ground_truth for p in problems] == ["2", "1000"]
     assert [p.uid for p in problems] == ["gsm8k/test/0", "gsm8k/test/1"]
@@ -157,8 +163,7 @@ def test_missing_data_is_one_clear_error(offline_empty_dir: Path) -> None:
     assert caught.value.__cause__ is None and caught.value.__context__ is None
 
 
-def test_hub_failure_is_one_clear_error(offline_empty_dir: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_failure_is_one_clear_error(offline_empty_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HF_HUB_OFFLINE")
 
     def unreachable(*_args: object) -> None:
@@ -175,8 +180,7 @@ def test_hub_failure_is_one_clear_error(offline_empty_dir: Path,
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
-def test_unresolvable_hub_fails_fast(offline_empty_dir: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unresolvable_hub_fails_fast(offline_empty_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Without HF_HUB_OFFLINE an offline machine is caught by a DNS lookup, not 25 s of
     # huggingface_hub retries.
     monkeypatch.delenv("HF_HUB_OFFLINE")
@@ -191,8 +195,7 @@ def test_unresolvable_hub_fails_fast(offline_empty_dir: Path,
         load_problems("gsm8k", "test")
 
 
-def test_no_directory_lists_the_default_places(monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
+def test_no_directory_lists_the_default_places(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("RLBENCH_DATA_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     places = (tmp_path / "a" / "shared" / "data", tmp_path / "b" / "shared" / "data")

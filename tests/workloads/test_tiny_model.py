@@ -12,7 +12,9 @@ pytest.importorskip("transformers")
 from rlbench.workloads.spec import TinyModelSpec  # noqa: E402
 from rlbench.workloads.tiny_model import build_tiny_model  # noqa: E402
 
-CORPUS = ["Janet has 16 eggs and eats 3. How many are left? #### 13"] * 50 + [f"{i} + {i} = {2 * i}" for i in range(200)]
+CORPUS = ["Janet has 16 eggs and eats 3. How many are left? #### 13"] * 50 + [
+    f"{i} + {i} = {2 * i}" for i in range(200)
+]
 SPEC = TinyModelSpec(vocab_size=400, num_layers=2)
 
 

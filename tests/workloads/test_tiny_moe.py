@@ -19,12 +19,19 @@ from rlbench.record.store import load_record  # noqa: E402
 from rlbench.workloads.catalog import load_workload, workload_from_mapping  # noqa: E402
 from rlbench.workloads.spec import ModelSpec, TinyModelSpec  # noqa: E402
 from rlbench.workloads.tiny_model import build_tiny_model, model_key  # noqa: E402
-
 from tests.conftest import run_cli  # noqa: E402
 
-CORPUS = ["Janet has 16 eggs and eats 3. How many are left? #### 13"] * 50 + [f"{i} + {i} = {2 * i}" for i in range(200)]
-SHARED = TinyModelSpec(vocab_size=400, num_layers=2, num_experts=8, experts_per_token=2,
-                       expert_intermediate_size=172, shared_expert_intermediate_size=344)
+CORPUS = ["Janet has 16 eggs and eats 3. How many are left? #### 13"] * 50 + [
+    f"{i} + {i} = {2 * i}" for i in range(200)
+]
+SHARED = TinyModelSpec(
+    vocab_size=400,
+    num_layers=2,
+    num_experts=8,
+    experts_per_token=2,
+    expert_intermediate_size=172,
+    shared_expert_intermediate_size=344,
+)
 ROUTED_ONLY = dataclasses.replace(SHARED, shared_expert_intermediate_size=0)
 
 
@@ -33,8 +40,10 @@ def built(tmp_path_factory) -> dict[str, Path]:
     cache = tmp_path_factory.mktemp("moe-cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RLBENCH_CACHE", str(cache))
-        return {"shared": build_tiny_model(SHARED, CORPUS, seed=0),
-                "routed": build_tiny_model(ROUTED_ONLY, CORPUS, seed=0)}
+        return {
+            "shared": build_tiny_model(SHARED, CORPUS, seed=0),
+            "routed": build_tiny_model(ROUTED_ONLY, CORPUS, seed=0),
+        }
 
 
 def _model(folder: Path):
@@ -102,8 +111,20 @@ def test_workload_arch_matches_the_built_config_and_the_weights(built, which, sp
     folder = built[which]
     arch = workload_arch(ModelSpec(name="tiny", dtype="float32", tiny=spec))
     from_config = load_hf_config(folder)  # what a run's prediction.json is computed from
-    same = ("layers", "hidden", "heads", "kv_heads", "head_dim", "tied_embeddings", "qkv_bias", "moe_experts",
-            "moe_top_k", "moe_ffn", "moe_shared_ffn", "moe_shared_gate")
+    same = (
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "tied_embeddings",
+        "qkv_bias",
+        "moe_experts",
+        "moe_top_k",
+        "moe_ffn",
+        "moe_shared_ffn",
+        "moe_shared_gate",
+    )
     assert {f: getattr(arch, f) for f in same} == {f: getattr(from_config, f) for f in same}
     weights = sum(p.numel() for p in _model(folder).parameters())
     qk_norms = 0 if spec.shared_expert_intermediate_size else spec.num_layers * 2 * 64  # Qwen3-MoE's, not modelled
@@ -114,11 +135,23 @@ def test_moe_workload_differs_from_the_dense_tiny_one_only_in_its_model():
     moe, dense = load_workload("gsm8k-grpo-tiny-moe"), load_workload("gsm8k-grpo-tiny")
     assert moe.model.tiny.is_moe and not dense.model.tiny.is_moe
     same_model = dataclasses.replace(moe.model, tiny=dense.model.tiny)
-    assert dataclasses.replace(moe, name=dense.name, description=dense.description, version=dense.version,
-                               model=same_model) == dense
+    assert (
+        dataclasses.replace(
+            moe, name=dense.name, description=dense.description, version=dense.version, model=same_model
+        )
+        == dense
+    )
     # Only the MLP differs: the attention, sizes and tokenizer of the dense tiny model are kept.
-    assert dataclasses.replace(moe.model.tiny, num_experts=0, experts_per_token=0, expert_intermediate_size=0,
-                               shared_expert_intermediate_size=0) == dense.model.tiny
+    assert (
+        dataclasses.replace(
+            moe.model.tiny,
+            num_experts=0,
+            experts_per_token=0,
+            expert_intermediate_size=0,
+            shared_expert_intermediate_size=0,
+        )
+        == dense.model.tiny
+    )
 
 
 def test_moe_workloads_arch_counts_active_experts_only():
@@ -126,8 +159,12 @@ def test_moe_workloads_arch_counts_active_experts_only():
     tiny = workload.model.tiny
     arch = workload_arch(workload.model)
     assert (arch.moe_experts, arch.moe_top_k, arch.moe_ffn, arch.moe_shared_ffn, arch.moe_shared_gate) == (
-        tiny.num_experts, tiny.experts_per_token, tiny.expert_intermediate_size,
-        tiny.shared_expert_intermediate_size, True)
+        tiny.num_experts,
+        tiny.experts_per_token,
+        tiny.expert_intermediate_size,
+        tiny.shared_expert_intermediate_size,
+        True,
+    )
     count = arch.param_count()
     h, layers = arch.hidden, arch.layers
     idle = layers * (tiny.num_experts - tiny.experts_per_token) * 3 * h * tiny.expert_intermediate_size
@@ -135,8 +172,9 @@ def test_moe_workloads_arch_counts_active_experts_only():
     # Per token, the MoE's FLOPs are a dense model's whose MLP is as wide as the active experts,
     # plus the router (hidden x experts) and the shared expert's gate (hidden x 1) in every layer.
     width = tiny.experts_per_token * tiny.expert_intermediate_size + tiny.shared_expert_intermediate_size
-    dense_equal = dataclasses.replace(arch, ffn=width, moe_experts=0, moe_top_k=0, moe_ffn=None,
-                                      moe_shared_ffn=0, moe_shared_gate=False)
+    dense_equal = dataclasses.replace(
+        arch, ffn=width, moe_experts=0, moe_top_k=0, moe_ffn=None, moe_shared_ffn=0, moe_shared_gate=False
+    )
     extra = flops.forward_flops_per_token(arch, 100) - flops.forward_flops_per_token(dense_equal, 100)
     assert extra == 2 * layers * (tiny.num_experts + 1) * h
     dense = workload_arch(load_workload("gsm8k-grpo-tiny").model).param_count()
@@ -147,20 +185,30 @@ def test_dense_cache_keys_are_unchanged_and_moe_keys_differ():
     # Keys computed before the MoE fields existed: the dense tiny models already cached stay valid.
     assert model_key(TinyModelSpec(), 0, CORPUS) == "613b5adb7f6a50d4"
     assert model_key(TinyModelSpec(vocab_size=400, num_layers=2), 1, CORPUS) == "a3f35441314f66ce"
-    keys = {model_key(spec, 0, CORPUS) for spec in (TinyModelSpec(vocab_size=400, num_layers=2), SHARED,
-                                                     ROUTED_ONLY, dataclasses.replace(SHARED, experts_per_token=3))}
+    keys = {
+        model_key(spec, 0, CORPUS)
+        for spec in (
+            TinyModelSpec(vocab_size=400, num_layers=2),
+            SHARED,
+            ROUTED_ONLY,
+            dataclasses.replace(SHARED, experts_per_token=3),
+        )
+    }
     assert len(keys) == 4
 
 
-@pytest.mark.parametrize("fields, named", [
-    ({"num_experts": 4, "experts_per_token": 5, "expert_intermediate_size": 64}, "model.tiny.experts_per_token"),
-    ({"num_experts": 4, "experts_per_token": 0, "expert_intermediate_size": 64}, "model.tiny.experts_per_token"),
-    ({"num_experts": 4, "experts_per_token": 2}, "model.tiny.expert_intermediate_size"),
-    ({"experts_per_token": 2}, "model.tiny.experts_per_token"),
-    ({"shared_expert_intermediate_size": 64}, "model.tiny.shared_expert_intermediate_size"),
-    ({"num_experts": -1}, "model.tiny.num_experts"),
-    ({"num_experts": True, "experts_per_token": 1, "expert_intermediate_size": 64}, "model.tiny.num_experts"),
-])
+@pytest.mark.parametrize(
+    "fields, named",
+    [
+        ({"num_experts": 4, "experts_per_token": 5, "expert_intermediate_size": 64}, "model.tiny.experts_per_token"),
+        ({"num_experts": 4, "experts_per_token": 0, "expert_intermediate_size": 64}, "model.tiny.experts_per_token"),
+        ({"num_experts": 4, "experts_per_token": 2}, "model.tiny.expert_intermediate_size"),
+        ({"experts_per_token": 2}, "model.tiny.experts_per_token"),
+        ({"shared_expert_intermediate_size": 64}, "model.tiny.shared_expert_intermediate_size"),
+        ({"num_experts": -1}, "model.tiny.num_experts"),
+        ({"num_experts": True, "experts_per_token": 1, "expert_intermediate_size": 64}, "model.tiny.num_experts"),
+    ],
+)
 def test_bad_moe_fields_are_refused_by_name(fields, named):
     from rlbench.workloads.catalog import _read_mapping, resolve_path
 
@@ -173,8 +221,18 @@ def test_bad_moe_fields_are_refused_by_name(fields, named):
 @pytest.mark.slow
 def test_a_tiny_moe_grpo_run_on_cpu_writes_a_full_record(tmp_path, model_cache):
     pytest.importorskip("trl")
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny-moe", "--steps", "2",
-                     "--out", str(tmp_path / "out"), timeout=900)
+    result = run_cli(
+        "run",
+        "--framework",
+        "trl",
+        "--workload",
+        "gsm8k-grpo-tiny-moe",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "out"),
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     record = load_record(run_dir)

@@ -50,23 +50,28 @@ def _write(tmp_path, mapping, name="custom"):
 
 def _base_mapping():
     return yaml.safe_load((WORKLOAD_DIR / "gsm8k-grpo.yaml").read_text()) | {
-        "include": str(WORKLOAD_DIR / "_gsm8k.yaml"), "name": "custom"}
+        "include": str(WORKLOAD_DIR / "_gsm8k.yaml"),
+        "name": "custom",
+    }
 
 
-@pytest.mark.parametrize("field_path,value,expected", [
-    (("algorithm", "group_size"), 1, "algorithm.group_size"),
-    (("algorithm", "name"), "dpo", "algorithm.name"),
-    (("algorithm", "clip_ratio"), 3, "algorithm.clip_ratio"),
-    (("max_response_length",), 0, "max_response_length"),
-    (("mini_batch_prompts",), 7, "mini_batch_prompts"),
-    (("warmup_steps",), 99, "warmup_steps"),
-    (("sampling", "top_p"), 1.5, "sampling.top_p"),
-    (("data", "dataset"), "mmlu", "data.dataset"),
-    (("prompt", "template"), "no field", "prompt.template"),
-    (("model", "dtype"), "int4", "model.dtype"),
-    (("fixed_length",), "yes", "fixed_length"),
-    (("algorithm", "kl_beta"), 0.1, "algorithm.kl_beta: unknown field"),
-])
+@pytest.mark.parametrize(
+    "field_path,value,expected",
+    [
+        (("algorithm", "group_size"), 1, "algorithm.group_size"),
+        (("algorithm", "name"), "dpo", "algorithm.name"),
+        (("algorithm", "clip_ratio"), 3, "algorithm.clip_ratio"),
+        (("max_response_length",), 0, "max_response_length"),
+        (("mini_batch_prompts",), 7, "mini_batch_prompts"),
+        (("warmup_steps",), 99, "warmup_steps"),
+        (("sampling", "top_p"), 1.5, "sampling.top_p"),
+        (("data", "dataset"), "mmlu", "data.dataset"),
+        (("prompt", "template"), "no field", "prompt.template"),
+        (("model", "dtype"), "int4", "model.dtype"),
+        (("fixed_length",), "yes", "fixed_length"),
+        (("algorithm", "kl_beta"), 0.1, "algorithm.kl_beta: unknown field"),
+    ],
+)
 def test_bad_values_name_the_field(tmp_path, field_path, value, expected):
     mapping = _base_mapping()
     target = mapping

@@ -107,8 +107,7 @@ def _parse_boxed(content: str) -> list[Any]:
         return []
     parse, _, config = _math_verify()
     try:
-        return parse("\\boxed{" + content + "}", extraction_config=config,
-                     parsing_timeout=_timeout_s())
+        return parse("\\boxed{" + content + "}", extraction_config=config, parsing_timeout=_timeout_s())
     except Exception:  # noqa: BLE001 - a parser failure means "cannot decide", not an error
         return []
 

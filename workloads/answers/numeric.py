@@ -1,7 +1,7 @@
 """GSM8K-style numeric answers: the number after the last `####`, else the last number.
 
-    extract("... so she makes #### $18.")   # '18'
-    matches("18", "18.0")                   # True
+extract("... so she makes #### $18.")   # '18'
+matches("18", "18.0")                   # True
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rlbench.errors import RLBenchError
+from rlbench.record.schema import Status
 from rlbench.record.store import RUN_FILE
 from rlbench.run.spec import RunSpec
-from rlbench.record.schema import Status
 
 EXECUTORS = ("local", "ray")
 
@@ -91,6 +91,7 @@ def result_from_record(run_dir: Path | None, status: str, executor: dict[str, An
     if run_dir is None:  # the runner records before it raises; keep going if that ever fails
         return RunResult(status, None, failure("launch_error", "the run left no record"), executor)  # type: ignore[arg-type]
     record = json.loads((run_dir / RUN_FILE).read_text())
-    error = record.get("error") or (failure("interrupted", "interrupted before the framework started")
-                                    if status == Status.INTERRUPTED else None)
+    error = record.get("error") or (
+        failure("interrupted", "interrupted before the framework started") if status == Status.INTERRUPTED else None
+    )
     return RunResult(status, run_dir, error, executor)  # type: ignore[arg-type]

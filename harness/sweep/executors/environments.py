@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlbench.errors import RLBenchError
+from rlbench.record.schema import Status
+from rlbench.run.spec import RunSpec
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.local import LocalExecutor, _run_dirs
-from rlbench.run.spec import RunSpec
-from rlbench.record.schema import Status
 
 CHECK_TIMEOUT_S = 600  # a dry run there imports the framework and may build the tiny model
 
@@ -41,8 +41,10 @@ def parse_envs(pairs: tuple[str, ...] | list[str]) -> dict[str, Path]:
         get_adapter(name.strip())  # an unknown framework name is refused with the nearest one
         python = Path(raw.strip()).expanduser() / "bin" / "python"
         if not python.exists():
-            raise RLBenchError(f"--env {pair}: no Python at {python}; build the environment first "
-                               f"(e.g. nox -s {name.strip()}_cpu) or give its virtualenv folder")
+            raise RLBenchError(
+                f"--env {pair}: no Python at {python}; build the environment first "
+                f"(e.g. nox -s {name.strip()}_cpu) or give its virtualenv folder"
+            )
         envs[name.strip()] = python
     return envs
 
@@ -57,8 +59,12 @@ class EnvironmentExecutor:
         python = self.envs.get(spec.framework)
         if python is None or run_args is None:
             return self.here.check(spec, run_args)
-        done = subprocess.run([str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out), "--dry-run"],
-                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+        done = subprocess.run(
+            [str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out), "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+        )
         if done.returncode != 0:
             lines = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
             raise RLBenchError(f"{lines[-1].removeprefix('error: ')} (in {python.parent.parent})")
@@ -72,8 +78,13 @@ class EnvironmentExecutor:
         before = _run_dirs(spec.out)
         env = {**os.environ, "RLBENCH_RUN_TIMEOUT_S": str(spec.timeout_s)}
         # Same process group: a Ctrl-C reaches the child's runner, which stops its framework and records it.
-        process = subprocess.Popen([str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out)],
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        process = subprocess.Popen(
+            [str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
         try:
             for line in process.stdout:  # type: ignore[union-attr]
                 echo(line.rstrip())
@@ -83,11 +94,17 @@ class EnvironmentExecutor:
             process.wait()
             status = Status.INTERRUPTED
         else:
-            status = Status.SUCCEEDED if process.returncode == 0 else \
-                ("interrupted" if process.returncode == 130 else "failed")
+            status = (
+                Status.SUCCEEDED
+                if process.returncode == 0
+                else ("interrupted" if process.returncode == 130 else "failed")
+            )
         created = sorted(_run_dirs(spec.out) - before)
         if not created:
-            return RunResult(Status.INTERRUPTED if status == Status.INTERRUPTED else Status.FAILED, None,
-                             failure("launch_error", f"{python} -m rlbench run exited {process.returncode} "
-                                                     "before recording"), executor)
+            return RunResult(
+                Status.INTERRUPTED if status == Status.INTERRUPTED else Status.FAILED,
+                None,
+                failure("launch_error", f"{python} -m rlbench run exited {process.returncode} before recording"),
+                executor,
+            )
         return result_from_record(created[-1], status, executor)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
-from rlbench.sweep.executors import RunResult, failure, result_from_record
+from rlbench.record.schema import Status
 from rlbench.record.store import RUN_FILE, utc_now, write_run_json
 from rlbench.run.spec import RunSpec
-from rlbench.record.schema import Status
+from rlbench.sweep.executors import RunResult, failure, result_from_record
 
 
 def _run_dirs(out: Path) -> set[Path]:
@@ -57,8 +57,13 @@ def _settle_interrupted(run_dir: Path) -> None:
     if record.get("status") != Status.RUNNING:
         return
     _stop_own_framework()
-    record.update(status=Status.INTERRUPTED, ended_at=utc_now(), error=failure(
-        "interrupted", "interrupted by the user (Ctrl-C) while the framework was starting", log_tail(run_dir)))
+    record.update(
+        status=Status.INTERRUPTED,
+        ended_at=utc_now(),
+        error=failure(
+            "interrupted", "interrupted by the user (Ctrl-C) while the framework was starting", log_tail(run_dir)
+        ),
+    )
     write_run_json(run_dir, record)
 
 
@@ -88,14 +93,18 @@ class LocalExecutor:
         except (RunInterrupted, KeyboardInterrupt):
             run_dir = new_record()
             if run_dir is None:
-                return RunResult(Status.INTERRUPTED, None, failure("interrupted", "interrupted before the run started"),
-                                 executor)
+                return RunResult(
+                    Status.INTERRUPTED, None, failure("interrupted", "interrupted before the run started"), executor
+                )
             _settle_interrupted(run_dir)
             return result_from_record(run_dir, Status.INTERRUPTED, executor)
         except RLBenchError as exc:  # before launch: data, tokenizer, machine
             return RunResult(Status.FAILED, new_record(), failure("launch_error", str(exc)), executor)
         except Exception as exc:  # a bug in rlbench must not end the whole sweep; keep its traceback
             lines = traceback.format_exc().splitlines()[-30:]
-            return RunResult(Status.FAILED, new_record(),
-                             failure("launch_error", f"rlbench internal error: {type(exc).__name__}: {exc}", lines),
-                             executor)
+            return RunResult(
+                Status.FAILED,
+                new_record(),
+                failure("launch_error", f"rlbench internal error: {type(exc).__name__}: {exc}", lines),
+                executor,
+            )

@@ -34,10 +34,10 @@ from typing import Any
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
+from rlbench.record.schema import Status
+from rlbench.run.spec import RunSpec
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
-from rlbench.run.spec import RunSpec
-from rlbench.record.schema import Status
 
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
 STOP_WAIT_S = 60  # RAY_JOB_STOP_WAIT_TIME_S for our jobs: time to stop the framework and send the record
@@ -66,8 +66,10 @@ class RayExecutor:
         try:
             self.client = JobSubmissionClient(address)
         except Exception as exc:  # ray raises ConnectionError, ValueError or RuntimeError here
-            raise RLBenchError(f"cannot reach the Ray job API at {address or '$RAY_ADDRESS'}: {exc}; pass the "
-                               "dashboard address of a running cluster, e.g. --ray-address http://127.0.0.1:8265") from None
+            raise RLBenchError(
+                f"cannot reach the Ray job API at {address or '$RAY_ADDRESS'}: {exc}; pass the "
+                "dashboard address of a running cluster, e.g. --ray-address http://127.0.0.1:8265"
+            ) from None
         self.address = address or self.client.get_address()
 
     def check(self, spec: RunSpec, run_args: list[str] | None = None) -> None:
@@ -86,20 +88,27 @@ class RayExecutor:
                 self._stop(job_id)
             return self._collect(spec, job_id, stopped_by, executor)
         except Exception as exc:  # the job API failed: record it, the sweep goes on
-            return RunResult(Status.FAILED, None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"),
-                             executor)
+            return RunResult(
+                Status.FAILED, None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"), executor
+            )
 
     def _submit(self, spec: RunSpec, run_args: list[str], job_id: str) -> None:
         self.client.submit_job(
             entrypoint=shlex.join(["python", "-m", "rlbench.sweep.executors.ray_job", *run_args]),
-            submission_id=job_id, entrypoint_num_gpus=entrypoint_gpus(spec) or None,
-            runtime_env={"env_vars": {"RLBENCH_RUN_TIMEOUT_S": str(spec.timeout_s),
-                                      "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S),
-                                      # Ray forces OMP_NUM_THREADS=1 on a job left without it, which would
-                                      # make torch run single-threaded; "" is undone by ray_job, so the run
-                                      # threads as `rlbench run` would unless the user set a value here.
-                                      "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "")}},
-            metadata={"rlbench_sweep": spec.out.name})
+            submission_id=job_id,
+            entrypoint_num_gpus=entrypoint_gpus(spec) or None,
+            runtime_env={
+                "env_vars": {
+                    "RLBENCH_RUN_TIMEOUT_S": str(spec.timeout_s),
+                    "RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S),
+                    # Ray forces OMP_NUM_THREADS=1 on a job left without it, which would
+                    # make torch run single-threaded; "" is undone by ray_job, so the run
+                    # threads as `rlbench run` would unless the user set a value here.
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", ""),
+                }
+            },
+            metadata={"rlbench_sweep": spec.out.name},
+        )
 
     def _follow(self, job_id: str, deadline: float, echo: Callable[[str], None]) -> str | None:
         """Echo the job's log until it ends; stop it past the deadline ("timeout")."""
@@ -134,15 +143,24 @@ class RayExecutor:
         run_dir = unpack(log, spec.out)
         tail = strip_blocks(log)[-LOG_TAIL_LINES:]
         if stopped_by == "interrupted":
-            return result_from_record(run_dir, Status.INTERRUPTED, executor) if run_dir else RunResult(
-                "interrupted", None, failure("interrupted", "interrupted by the user (Ctrl-C)", tail), executor)
+            return (
+                result_from_record(run_dir, Status.INTERRUPTED, executor)
+                if run_dir
+                else RunResult(
+                    "interrupted", None, failure("interrupted", "interrupted by the user (Ctrl-C)", tail), executor
+                )
+            )
         if stopped_by == "timeout":
-            message = (f"the Ray job ran past the run timeout ({spec.timeout_s:.0f} s) plus {START_SLACK_S:.0f} s "
-                       "for queueing and setup, and was stopped")
+            message = (
+                f"the Ray job ran past the run timeout ({spec.timeout_s:.0f} s) plus {START_SLACK_S:.0f} s "
+                "for queueing and setup, and was stopped"
+            )
             return RunResult(Status.FAILED, run_dir, failure("timeout", message, tail), executor)
         if info.status == JobStatus.STOPPED:
             message = "the Ray job was stopped outside this sweep (ray job stop, the dashboard or the cluster)"
-            return RunResult(Status.FAILED, run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor)
+            return RunResult(
+                Status.FAILED, run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor
+            )
         if run_dir is not None:
             result = result_from_record(run_dir, Status.FAILED, executor)
             if info.status == JobStatus.SUCCEEDED and result.error is None:
@@ -163,5 +181,7 @@ def _no_record_error(job_message: str, tail: list[str]) -> dict[str, Any]:
     """A job that ended without sending a record: it failed before (or while) starting the run."""
     text = " ".join([job_message, *tail]).lower()
     errors = [line for line in tail if line.startswith("error:")]
-    message = errors[-1][len("error:"):].strip() if errors else (job_message.strip().splitlines() or ["job failed"])[-1]
+    message = (
+        errors[-1][len("error:") :].strip() if errors else (job_message.strip().splitlines() or ["job failed"])[-1]
+    )
     return failure("oom" if any(m in text for m in _OOM_MARKERS) else "launch_error", message, tail)

@@ -22,10 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.sweep.executors import sigterm_as_ctrl_c
-from rlbench.sweep.executors.record_transfer import pack
 from rlbench.record.store import RUN_FILE
 from rlbench.settings import ray_scratch
+from rlbench.sweep.executors import sigterm_as_ctrl_c
+from rlbench.sweep.executors.record_transfer import pack
 
 
 def main(argv: list[str]) -> int:

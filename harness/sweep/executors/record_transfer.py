@@ -30,7 +30,7 @@ def pack(run_dir: Path) -> str:
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         archive.add(run_dir, arcname=run_dir.name)
     text = base64.b64encode(buffer.getvalue()).decode()
-    lines = [text[i:i + _WIDTH] for i in range(0, len(text), _WIDTH)]
+    lines = [text[i : i + _WIDTH] for i in range(0, len(text), _WIDTH)]
     return "\n".join([f"{BEGIN} {run_dir.name}", *lines, END])
 
 
@@ -52,7 +52,7 @@ def unpack(log: str, dest: Path) -> Path | None:
     name, chunks, found = None, None, None
     for line in log.splitlines():
         if line.startswith(BEGIN):
-            name, chunks = line[len(BEGIN):].strip(), []
+            name, chunks = line[len(BEGIN) :].strip(), []
         elif chunks is not None and line.startswith(END):
             found, chunks = (name, "".join(chunks)), None
         elif chunks is not None:
