@@ -23,8 +23,8 @@ from typing import Any
 
 import psutil
 
-from rlbench.telemetry.gpu_probe import GpuProbe, open_gpus
 from rlbench.telemetry.host_probe import ProcessTree
+from rlbench.telemetry.nvml import GpuProbe, open_gpus
 from rlbench.telemetry.store import append_rows, combine_parts, notes_file, write_json
 
 

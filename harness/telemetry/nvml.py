@@ -6,7 +6,7 @@ A reading a device does not support is dropped for that device after the first
 try (one note), so an unsupported call costs nothing on later ticks. The probe
 takes the nvml module as an argument so tests can drive it with a fake.
 
-    python -c "from rlbench.telemetry.gpu_probe import open_gpus; p, notes = open_gpus(); \\
+    python -c "from rlbench.telemetry.nvml import open_gpus; p, notes = open_gpus(); \\
         print(notes or p.sample())"
 """
 
