@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.telemetry import nvml
+from rlbench.telemetry import nvml as nvml_reader
 from rlbench.telemetry.nvml import GpuProbe, open_gpus
 
 
@@ -111,7 +111,7 @@ def test_nvlink_rate_from_counter_deltas(monkeypatch):
     nvml = FakeNvml()
     probe = GpuProbe(nvml, [0])
     clock = iter([100.0, 100.0, 100.5, 100.5])
-    monkeypatch.setattr(nvml.time, "time", lambda: next(clock))
+    monkeypatch.setattr(nvml_reader.time, "time", lambda: next(clock))
     probe.sample()
     row = probe.sample()[0]
     # each call advances every counter by 1e6 KiB; 2 links -> 2e6 KiB more per direction in 0.5 s
@@ -129,7 +129,7 @@ def test_pcie_is_read_at_most_once_a_second():
 
 def test_open_gpus_without_nvidia_ml_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # makes `import pynvml` raise ImportError
-    monkeypatch.setattr(nvml, "nvidia_driver_present", lambda: True)
+    monkeypatch.setattr(nvml_reader, "nvidia_driver_present", lambda: True)
     probe, notes = open_gpus()
     assert probe is None
     assert notes == ["nvidia-ml-py is not installed (pip install nvidia-ml-py); sampling the host only"]
@@ -137,11 +137,11 @@ def test_open_gpus_without_nvidia_ml_py(monkeypatch):
 
 def test_no_nvml_note_on_a_machine_without_gpus(monkeypatch, tmp_path):
     """A CPU machine has no GPU to miss: no advice to install nvidia-ml-py."""
-    present = nvml.nvidia_driver_present
+    present = nvml_reader.nvidia_driver_present
     (tmp_path / "nvidiactl").touch()  # the control node alone is not a GPU
     assert not present(tmp_path)
     (tmp_path / "nvidia0").touch()
     assert present(tmp_path)
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    monkeypatch.setattr(nvml, "nvidia_driver_present", lambda: False)
+    monkeypatch.setattr(nvml_reader, "nvidia_driver_present", lambda: False)
     assert open_gpus() == (None, [])
