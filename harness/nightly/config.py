@@ -67,7 +67,7 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
             raise RLBenchError(f"{name}: '{key}' is required (a name, as for `rlbench run --{key}`)")
     parallel = entry.get("parallel", [])
     if not isinstance(parallel, list) or not all(isinstance(p, str) and "=" in p for p in parallel):
-        raise RLBenchError(f"{name}: 'parallel' must be a list of KEY=VALUE strings, e.g. [dp=8, tp=2]")
+        raise RLBenchError(f"{name}: 'parallel' must be a list of KEY=VALUE strings, e.g. [dp=8, rollout_tp=2]")
     steps, seed = entry.get("steps"), entry.get("seed", 0)
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise RLBenchError(f"{name}: 'steps' must be a positive integer, got {steps!r}")

@@ -40,7 +40,7 @@ UNEXPLAINED = "no reason named"  # marks a launch value that differs from the co
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EngineSettings:
-    """The vLLM engine every framework's rollout gets (each engine, tp GPUs wide)."""
+    """The vLLM engine every framework's rollout gets (each engine, rollout_tp GPUs wide)."""
 
     max_num_seqs: int  # sequences decoded together
     max_num_batched_tokens: int  # tokens per scheduler step (chunked prefill)

@@ -27,7 +27,7 @@ from rlbench.record.schema import Status
 from rlbench.record.store import new_unique_dir, utc_now, write_json
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
-SWEEP_SCHEMA_VERSION = 1
+SWEEP_SCHEMA_VERSION = 2  # 2: `tp` is the trainer's tensor parallelism; version 1's `tp` was the rollout's
 
 # Cell states. `failed` and `refused` are finished results: resume keeps them.
 PENDING, RUNNING, SUCCEEDED, FAILED, REFUSED, INTERRUPTED = (
@@ -140,6 +140,28 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
     )
     if problem:
         raise _damaged(path, problem)
+    return _migrate(index)
+
+
+def _rollout_tp(pairs: Any) -> Any:
+    """Version 1's `tp` (the rollout engine's) as `rollout_tp`, in a {knob: value} mapping or KEY=VALUE list."""
+    if isinstance(pairs, dict):
+        return {("rollout_tp" if k == "tp" else k): v for k, v in pairs.items()}
+    if isinstance(pairs, list):
+        return [f"rollout_tp={p[3:]}" if isinstance(p, str) and p.startswith("tp=") else p for p in pairs]
+    return pairs
+
+
+def _migrate(index: dict[str, Any]) -> dict[str, Any]:
+    """An older index in this version's terms, so a resumed sweep runs the layouts it was started with."""
+    if index["schema_version"] < 2:
+        request = index["request"]
+        for key in ("grid", "parallel"):
+            if key in request:
+                request[key] = _rollout_tp(request[key])
+        for cell in index["cells"]:
+            cell["parallel"] = _rollout_tp(cell["parallel"])
+        index["schema_version"] = SWEEP_SCHEMA_VERSION
     return index
 
 

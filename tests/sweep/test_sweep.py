@@ -441,3 +441,36 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
     assert (sweep_dir / second["record"]).is_dir()  # the interrupted attempt is kept
     step_time = index["groups"][0]["metrics"]["step_time_s"]
     assert step_time["n"] == 2 and step_time["std"] >= 0 and "(n=2, cv" in result.stdout
+
+
+def test_an_index_from_before_trainer_tp_resumes_its_rollout_tp(tmp_path):
+    from rlbench.sweep.index import INDEX_FILE, SWEEP_SCHEMA_VERSION, load_index
+
+    cell = {
+        "id": "c000",
+        "framework": "trl",
+        "workload": "gsm8k-grpo-tiny",
+        "repeat": 0,
+        "parallel": {"tp": 2, "dp": 1},
+        "status": "pending",
+        "record": None,
+        "previous_records": [],
+    }
+    old = {
+        "schema_version": 1,
+        "sweep_id": "s",
+        "status": "interrupted",
+        "cells": [cell],
+        "request": {
+            "frameworks": ["trl"],
+            "workloads": ["gsm8k-grpo-tiny"],
+            "grid": {"tp": ["1", "2"]},
+            "parallel": ["tp=2", "dp=1"],
+        },
+    }
+    (tmp_path / INDEX_FILE).write_text(json.dumps(old))
+    index = load_index(tmp_path)
+    assert index["schema_version"] == SWEEP_SCHEMA_VERSION
+    assert index["cells"][0]["parallel"] == {"rollout_tp": 2, "dp": 1}  # version 1's tp was the rollout's
+    assert index["request"]["grid"] == {"rollout_tp": ["1", "2"]}
+    assert index["request"]["parallel"] == ["rollout_tp=2", "dp=1"]
