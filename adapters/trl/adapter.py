@@ -24,6 +24,8 @@ from rlbench.run.inputs import RunInputs
 from rlbench.run.spec import RunSpec
 
 LAUNCH_FILE = "trl_launch.json"
+# What TRL resolved, written by the launcher once GRPOTrainer is built: {"trl", "args", "generation"}.
+RESOLVED_FILE = "trl_resolved.json"
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
 _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
 # The equal-work contract's terms (rlbench.run.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
@@ -31,6 +33,12 @@ CONTRACT_KEYS = {
     "engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
     "engine.sleep_mode": "vllm_enable_sleep_mode",
     "train.gradient_checkpointing": "gradient_checkpointing",
+}
+# GRPOConfig field -> the attribute of the vLLM engine settings TRL built from it (RESOLVED_FILE's generation.vllm):
+# where TRL ran vLLM, the value it really passed to the engine is the one read back.
+VLLM_ENGINE_KEYS = {
+    "vllm_gpu_memory_utilization": "gpu_memory_utilization",
+    "vllm_enable_sleep_mode": "enable_sleep_mode",
 }
 NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
 # What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
@@ -204,7 +212,11 @@ class TRLAdapter(Adapter):
                 if term.startswith("budget.")
             }
         )
-        return manifest(terms, config, CONTRACT_KEYS, named)
+        resolved, unread = read_resolved(run_dir) if run_dir is not None else (None, None)
+        out = manifest(terms, config, CONTRACT_KEYS, named, resolved=resolved)
+        if unread:
+            out["resolved_missing"] = unread
+        return out
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         launch = {
@@ -213,6 +225,7 @@ class TRLAdapter(Adapter):
             "chat": spec.workload.prompt.chat,
             "prompts_file": str(run_dir / "prompts.jsonl"),
             "metrics_file": str(self.metrics_file(run_dir)),
+            "resolved_file": str(run_dir / RESOLVED_FILE),
             "updates_per_step": spec.workload.updates_per_step,
             "grpo_config": self.grpo_config(spec, run_dir),
         }
@@ -254,6 +267,27 @@ class TRLAdapter(Adapter):
             except json.JSONDecodeError:
                 continue  # the line being written when the launcher was killed: the steps before it count
         return pd.DataFrame([normalize(line) for line in lines if isinstance(line, dict) and "step" in line])
+
+
+def read_resolved(run_dir: Path) -> tuple[tuple[dict[str, Any], str] | None, str | None]:
+    """((GRPOConfig field -> value as TRL resolved it, where read), None), from the launcher's RESOLVED_FILE; or
+    (None, why not) where TRL did not get as far as building its trainer, or the file is damaged."""
+    path = run_dir / RESOLVED_FILE
+    try:
+        saved = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, f"{path.name} not written (TRL did not build its trainer): the launch settings stand unverified"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"{path.name} unreadable ({type(exc).__name__}: {exc}): the launch settings stand unverified"
+    args = saved.get("args") if isinstance(saved, dict) else None
+    if not isinstance(args, dict):
+        return None, f"{path.name} holds no TRL args: the launch settings stand unverified"
+    values = {key: args.get(key) for key in CONTRACT_KEYS.values()}
+    generation = saved.get("generation")
+    engine = generation.get("vllm") if isinstance(generation, dict) else None
+    if isinstance(engine, dict):
+        values.update({key: engine[name] for key, name in VLLM_ENGINE_KEYS.items() if name in engine})
+    return (values, str(path)), None
 
 
 def normalize(line: dict[str, Any]) -> dict[str, float]:

@@ -11,12 +11,15 @@ appends one JSON line per RL step to the metrics file:
 Stage times come from a thin subclass that times TRL's own stage methods
 (`_generate`, `_calculate_rewards`, `_get_per_token_logps_and_entropies`); the
 step wall time and the flush come from a `TrainerCallback`. Nothing of TRL's
-algorithm is changed.
+algorithm is changed. Once the trainer is built, what TRL resolved (the trainer's `args`
+and the generation settings it really uses) is written to the run folder's
+`trl_resolved.json`, which the adapter's `equal_work` reads back.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import resource
 import sys
 import time
@@ -24,6 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rlbench.atomic import write_bytes
 from rlbench.workloads.prompts import read_prompts
 from rlbench.workloads.rewards import score
 
@@ -168,8 +172,65 @@ def main(launch_file: str) -> None:
         callbacks=[callback],
     )
     callback.trainer = trainer
+    if trainer.accelerator.is_main_process and launch.get("resolved_file"):  # absent from older launch files
+        write_resolved(Path(launch["resolved_file"]), trainer.args, generation_settings(trainer))
     _write_start_event(Path(launch["metrics_file"]), trainer)
     trainer.train()
+
+
+def json_safe(value: Any) -> Any:
+    """`value` as plain JSON (strict: no NaN); what JSON cannot hold becomes its repr."""
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(item) for item in value]
+    return repr(value)
+
+
+def generation_settings(trainer) -> dict[str, Any]:
+    """The generation settings GRPOTrainer really uses, where they live outside its args: the vLLM engine
+    it built (colocate mode) or the transformers GenerationConfig it generates with."""
+    vllm = getattr(trainer, "vllm_generation", None) if getattr(trainer, "use_vllm", False) else None
+    if vllm is not None:
+        engine = {
+            name: getattr(vllm, name, None)
+            for name in (
+                "mode",
+                "tensor_parallel_size",
+                "gpu_memory_utilization",
+                "max_num_seqs",
+                "enable_sleep_mode",
+                "max_model_length",
+                "generation_kwargs",
+            )
+        }
+        # What vLLM itself resolved from TRL's arguments (colocate mode holds the LLM in this process).
+        config = getattr(getattr(getattr(vllm, "llm", None), "llm_engine", None), "vllm_config", None)
+        if config is not None:
+            engine["vllm_resolved"] = {
+                "max_num_seqs": getattr(config.scheduler_config, "max_num_seqs", None),
+                "max_num_batched_tokens": getattr(config.scheduler_config, "max_num_batched_tokens", None),
+                "enable_prefix_caching": getattr(config.cache_config, "enable_prefix_caching", None),
+                "gpu_memory_utilization": getattr(config.cache_config, "gpu_memory_utilization", None),
+                "enforce_eager": getattr(config.model_config, "enforce_eager", None),
+                "max_model_len": getattr(config.model_config, "max_model_len", None),
+            }
+        return {"backend": "vllm", "vllm": engine}
+    config = getattr(trainer, "generation_config", None)
+    return {"backend": "transformers", "generation_config": config.to_diff_dict() if config is not None else None}
+
+
+def write_resolved(path: Path, args, generation: dict[str, Any] | None) -> None:
+    """What TRL resolved, as JSON: `args` (the GRPOConfig as GRPOTrainer holds it after construction,
+    `to_dict()`) and the generation settings it really uses; written atomically."""
+    import trl
+
+    resolved = {"trl": trl.__version__, "args": args.to_dict(), "generation": generation}
+    write_bytes(path, json.dumps(json_safe(resolved), indent=1, allow_nan=False).encode())
 
 
 def _write_start_event(metrics_file: Path, trainer) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rlbench.adapters.registry import get_adapter
@@ -91,3 +93,82 @@ def test_model_shape_is_what_trl_launches_on_this_cpu():
         "dtype_bytes": 4,
         "kv_cache": "concat",
     }
+
+
+def _resolved_by_trl(spec: RunSpec, run_dir, generation=None, **changed):
+    """The launcher's dump of TRL's own GRPOConfig (built from the adapter's arguments, `changed` applied)."""
+    from rlbench.adapters.trl import launcher
+    from rlbench.adapters.trl.adapter import RESOLVED_FILE
+
+    config = trl.GRPOConfig(**{**get_adapter("trl").grpo_config(spec, run_dir), **changed})
+    launcher.write_resolved(run_dir / RESOLVED_FILE, config, generation)
+    return run_dir / RESOLVED_FILE
+
+
+def test_the_record_reads_the_contract_back_from_trls_resolved_config(tmp_path):
+    """After a run, equal_work states what TRL itself resolved (the launcher's trl_resolved.json)."""
+    from transformers import GenerationConfig
+
+    from rlbench.adapters.trl import launcher
+
+    spec = _spec()
+    trainer = type("Trainer", (), {"use_vllm": False, "generation_config": GenerationConfig(max_new_tokens=32)})
+    saved = _resolved_by_trl(spec, tmp_path, launcher.generation_settings(trainer))
+    assert json.loads(saved.read_text())["generation"]["generation_config"]["max_new_tokens"] == 32
+    launched = get_adapter("trl").equal_work(spec)
+    record = get_adapter("trl").equal_work(spec, tmp_path)
+    assert record["resolved"]["source"] == str(saved) and "resolved_missing" not in record
+    assert record["applied"] and record["resolved"]["values"] == {t: record["contract"][t] for t in record["applied"]}
+    assert record["differences"] == launched["differences"] and record["applied"] == launched["applied"]
+
+
+def test_a_setting_trl_resolved_otherwise_is_a_named_difference(tmp_path):
+    spec = _spec()
+    checkpointing = spec.workload.gradient_checkpointing
+    _resolved_by_trl(spec, tmp_path, gradient_checkpointing=not checkpointing)
+    record = get_adapter("trl").equal_work(spec, tmp_path)
+    assert "train.gradient_checkpointing" not in record["applied"]
+    assert record["differences"]["train.gradient_checkpointing"] == (
+        f"no reason named (the framework resolved gradient_checkpointing={not checkpointing}; "
+        f"launched gradient_checkpointing={checkpointing})"
+    )
+
+
+def test_the_vllm_engine_trl_built_is_what_is_read_back(tmp_path, monkeypatch):
+    """With vLLM, the engine settings TRL passed to vLLM (not only its args) are read back."""
+    import rlbench.adapters.trl.adapter as module
+    from rlbench.adapters.trl import launcher
+
+    monkeypatch.setattr(module, "gpus", lambda: ([{"name": "GPU"}], None))
+    monkeypatch.setattr(module.TRLAdapter, "_use_vllm", lambda self: True)
+    spec = _spec()
+    engine = type("Engine", (), {"gpu_memory_utilization": 0.9, "enable_sleep_mode": True, "max_num_seqs": 16})
+    generation = launcher.generation_settings(type("Trainer", (), {"use_vllm": True, "vllm_generation": engine}))
+    assert generation["vllm"]["max_num_seqs"] == 16 and generation["vllm"]["mode"] is None
+    _resolved_by_trl(spec, tmp_path, generation)  # args say 0.5 (the contract), the engine got 0.9
+    record = get_adapter("trl").equal_work(spec, tmp_path)
+    assert record["resolved"]["values"]["engine.sleep_mode"] is True and "engine.sleep_mode" in record["applied"]
+    assert record["differences"]["engine.gpu_memory_utilization"].startswith(
+        "no reason named (the framework resolved vllm_gpu_memory_utilization=0.9; launched"
+    )
+
+
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        (None, "trl_resolved.json not written"),
+        ('{"trl": "1.16.0", "args": {"gradient_check', "trl_resolved.json unreadable (JSONDecodeError"),
+        ('["args"]', "trl_resolved.json holds no TRL args"),
+        (b"\xff\xfe", "trl_resolved.json unreadable (UnicodeDecodeError"),
+    ],
+)
+def test_a_missing_or_damaged_resolved_file_leaves_the_launch_manifest(tmp_path, content, why):
+    from rlbench.adapters.trl.adapter import RESOLVED_FILE
+
+    if isinstance(content, bytes):
+        (tmp_path / RESOLVED_FILE).write_bytes(content)
+    elif content is not None:
+        (tmp_path / RESOLVED_FILE).write_text(content)
+    record = get_adapter("trl").equal_work(_spec(), tmp_path)
+    assert "resolved" not in record and record["resolved_missing"].startswith(why)
+    assert {k: v for k, v in record.items() if k != "resolved_missing"} == get_adapter("trl").equal_work(_spec())
