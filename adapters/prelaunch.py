@@ -23,8 +23,12 @@ def run_prelaunch(
     machine_ready: Callable[[], tuple[bool, str]],
     convert: Callable[[Path, Path], int],
     note: str = "",
+    before_exec: Callable[[Path, list[str]], None] | None = None,
 ) -> int:
-    """Check, convert, exec; returns 2 (with one line on stderr) when it cannot start."""
+    """Check, convert, exec; returns 2 (with one line on stderr) when it cannot start.
+
+    before_exec(DATA, COMMAND), when given, runs last before the exec (e.g. OpenRLHF's adapter records
+    the arguments OpenRLHF's own parser resolves from COMMAND); it must not raise."""
     if "--" not in argv or argv.index("--") != 2 or len(argv) < 4:
         print(f"usage: python -m {module} PROMPTS {data_name} -- COMMAND...", file=sys.stderr)
         return 2
@@ -35,5 +39,7 @@ def run_prelaunch(
     count = convert(Path(argv[0]), Path(argv[1]))
     print(f"rlbench: wrote {count} prompts to {argv[1]}; starting {framework}{note}", flush=True)
     command = argv[3:]
+    if before_exec is not None:
+        before_exec(Path(argv[1]), command)
     os.execv(command[0], command)  # same pid and process group: the runner's timeout and Ctrl-C still apply
     return 0  # not reached

@@ -10,10 +10,15 @@ mapping, what is refused and how metrics are read: docs/adapters/openrlhf.md.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import importlib.util
+import io
 import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -37,6 +42,9 @@ TENSORBOARD_DIR = "openrlhf_tensorboard"
 RUN_NAME = "rlbench"  # --logger.wandb.run_name: also the TensorBoard subfolder
 REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
+# OpenRLHF persists none of its parsed arguments (TensorBoard gets scalars and sample text only, wandb's config
+# only with a wandb key): the pre-launch step records them here, as OpenRLHF's own parser resolved them.
+RESOLVED_FILE = "openrlhf_resolved.json"
 CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same critic
 # The equal-work contract's terms (rlbench.run.equal_work) -> the OpenRLHF 0.11 flags that carry them.
 CONTRACT_KEYS = {
@@ -223,7 +231,13 @@ class OpenRLHFAdapter(Adapter):
         launched = {
             flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items() if value is not None
         }  # None: flag left off
-        return manifest(contract(spec.workload, spec.parallel), launched, CONTRACT_KEYS, named)
+        return manifest(
+            contract(spec.workload, spec.parallel),
+            launched,
+            CONTRACT_KEYS,
+            named,
+            resolved=None if run_dir is None else read_resolved(run_dir),
+        )
 
     def _layout(self, spec: RunSpec) -> dict[str, Any]:
         p = spec.parallel
@@ -495,8 +509,110 @@ def write_jsonl(prompts: Path, jsonl: Path) -> int:
     return len(rows)
 
 
+def _openrlhf_root() -> Path:
+    found = importlib.util.find_spec("openrlhf")  # finds the package without importing it (its __init__ is heavy)
+    if found is None or not found.submodule_search_locations:
+        raise RLBenchError("openrlhf is not installed")
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def _plain(value: Any) -> Any:
+    """OpenRLHF's args (nested SimpleNamespaces after its `hierarchize`) as JSON values, nesting kept."""
+    if isinstance(value, SimpleNamespace):
+        return {key: _plain(item) for key, item in vars(value).items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)
+
+
+def _stdlib_import(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Import):
+        return all(alias.name.split(".")[0] in sys.stdlib_module_names for alias in node.names)
+    return isinstance(node, ast.ImportFrom) and not node.level and node.module.split(".")[0] in sys.stdlib_module_names
+
+
+def resolve_arguments(flags: list[str]) -> dict[str, Any]:
+    """The arguments OpenRLHF's `train_ppo_ray` resolves from these flags, nested as it holds them
+    (`--vllm.gpu_memory_utilization` -> args.vllm.gpu_memory_utilization -> {"vllm": {"gpu_memory_utilization": ..}}).
+
+    OpenRLHF 0.11.2 builds its parser inside `if __name__ == "__main__":`, so nothing can import it: this runs
+    the installed file's own `__main__` block (its argparse parser, `hierarchize` and its post-parse fixes, e.g.
+    dynamic batching turning packing on) up to, not including, `train(args)`, with only its standard-library
+    imports: nothing starts. Raises whatever that code raises (SystemExit for a flag OpenRLHF rejects)."""
+    root = _openrlhf_root()
+    path = root / "cli" / "train_ppo_ray.py"
+    tree = ast.parse(path.read_text(), str(path))
+    block = next(
+        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "__name__ == '__main__'"
+    )
+    calls = [
+        i for i, node in enumerate(block.body) if isinstance(node, ast.Expr) and ast.unparse(node) == "train(args)"
+    ]
+    if not calls:
+        raise RLBenchError(f"{path}: no train(args) call in its __main__ block")
+    stdlib = [node for node in tree.body if _stdlib_import(node)]
+    code = compile(ast.Module(body=[*stdlib, *block.body[: calls[0]]], type_ignores=[]), str(path), "exec")
+    # `from openrlhf.utils.config import hierarchize` (stdlib only) without openrlhf.utils' DeepSpeed imports.
+    name = "openrlhf.utils.config"
+    config_spec = importlib.util.spec_from_file_location(name, root / "utils" / "config.py")
+    config = importlib.util.module_from_spec(config_spec)
+    config_spec.loader.exec_module(config)
+    added = name not in sys.modules
+    sys.modules.setdefault(name, config)
+    argv, namespace = sys.argv, {"__name__": "__main__", "__file__": str(path)}
+    sys.argv = [str(path), *flags]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            exec(code, namespace)  # OpenRLHF prints its warnings again when it starts
+    finally:
+        sys.argv = argv
+        if added:
+            sys.modules.pop(name, None)
+    return _plain(namespace["args"])
+
+
+def write_resolved(data: Path, command: list[str]) -> None:
+    """Pre-launch: OpenRLHF's resolved arguments for COMMAND to RESOLVED_FILE in the run folder (DATA's folder),
+    atomically. Never raises: where they cannot be resolved, OpenRLHF reports its own error when it starts."""
+    if command[1:3] != ["-m", TRAIN_MODULE]:
+        return
+    try:
+        args = resolve_arguments(command[3:])
+        document = {
+            "openrlhf": package_version("openrlhf"),
+            "resolved_by": f"{TRAIN_MODULE}'s own parser and post-parse checks (rlbench pre-launch)",
+            "flags": command[3:],
+            "args": args,
+        }
+        write_bytes(data.parent / RESOLVED_FILE, (json.dumps(document, indent=1) + "\n").encode())
+    except (Exception, SystemExit) as error:  # SystemExit: argparse rejected a flag
+        print(f"rlbench: OpenRLHF's arguments not recorded ({type(error).__name__}: {error})", flush=True)
+
+
+def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The contract's settings (CONTRACT_KEYS' flags, read as OpenRLHF's nested attributes) as OpenRLHF's parser
+    resolved them for the run, with the file's path; None where the file is missing or damaged."""
+    path = run_dir / RESOLVED_FILE
+    try:
+        args = json.loads(path.read_text())["args"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    values: dict[str, Any] = {}
+    for flag in CONTRACT_KEYS.values():
+        node: Any = args
+        for part in flag.split("."):  # argparse's dest keeps the dots; OpenRLHF's hierarchize nests on them
+            node = node.get(part) if isinstance(node, dict) else None
+        values[flag] = node
+    return values, str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Pre-launch step: PROMPTS JSONL -- COMMAND. Checks the machine, converts, then execs COMMAND."""
+    """Pre-launch step: PROMPTS JSONL -- COMMAND. Checks the machine, converts, records OpenRLHF's resolved
+    arguments, then execs COMMAND."""
     return run_prelaunch(
         sys.argv[1:] if argv is None else argv,
         module="rlbench.adapters.openrlhf.adapter",
@@ -505,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         machine_ready=machine_ready,
         convert=write_jsonl,
         note=" (it shuffles prompt order)",
+        before_exec=write_resolved,
     )
 
 

@@ -610,3 +610,77 @@ def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
     assert named.pop("openrlhf") == importlib.metadata.version("openrlhf")
     assert {"transformers", "deepspeed", "ray", "flash-attn", "vllm"} <= set(named)
     assert named == {name: pins[name] for name in named}
+
+
+# ---------------------------------------------------------------- the arguments OpenRLHF itself resolved
+
+
+def _prelaunch(spec: RunSpec, run_dir: Path, monkeypatch) -> list[list[str]]:
+    """The generated launch's pre-launch step up to its exec (recorded, not run)."""
+    launched: list[list[str]] = []
+    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
+    write_prompts(_records(), run_dir / "prompts.jsonl")
+    plan = get_adapter("openrlhf").plan(spec, RunInputs(model=MODEL, prompts=_records()), run_dir)
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
+    module.main(plan.argv[3:])
+    return launched
+
+
+@pytest.mark.parametrize("workload,parallel", [("gsm8k-grpo", {}), ("gsm8k-ppo", {"dp": 2, **DISAGG})])
+def test_prelaunch_records_what_openrlhfs_own_parser_resolved(workload, parallel, tmp_path, monkeypatch):
+    _openrlhf_root()
+    spec = _spec(workload, **parallel)
+    launched = _prelaunch(spec, tmp_path, monkeypatch)
+    flags = get_adapter("openrlhf").flags(spec, MODEL, tmp_path)
+    assert launched == [[sys.executable, "-m", module.TRAIN_MODULE, *flags]]  # the launch itself is unchanged
+    saved = json.loads((tmp_path / module.RESOLVED_FILE).read_text())
+    # Exactly the args OpenRLHF's train() receives when the installed file runs as __main__ with these flags.
+    assert saved["args"] == module._plain(run_train_ppo_ray(flags, monkeypatch).args)
+    assert saved["flags"] == flags and saved["openrlhf"].startswith("0.11")
+    # Values only OpenRLHF's parser and post-parse fixes set: rlbench passes neither flag.
+    assert saved["args"]["rollout"]["vllm_generate_batch_size"] == spec.workload.prompts_per_step
+    assert saved["args"]["ds"]["attn_implementation"] == "flash_attention_2"
+    record = get_adapter("openrlhf").equal_work(spec, tmp_path)
+    resolved = record["resolved"]
+    assert resolved["source"] == str(tmp_path / module.RESOLVED_FILE)
+    assert set(resolved["values"]) == set(record["applied"]) == set(record["contract"]) - set(record["differences"])
+    assert resolved["values"]["engine.gpu_memory_utilization"] == saved["args"]["vllm"]["gpu_memory_utilization"]
+    assert resolved["values"]["train.packing"] is True  # --ds.packing_samples, nested under args.ds
+    assert not [why for why in record["differences"].values() if "no reason named" in why]
+    if spec.workload.algorithm.name == "ppo":
+        assert resolved["values"]["budget.critic"] == saved["args"]["train"]["max_tokens_per_gpu"]
+
+
+def test_a_term_openrlhf_resolved_otherwise_is_a_named_difference(tmp_path, monkeypatch):
+    """Launched with --vllm.enable_sleep but without --train.colocate_all, OpenRLHF's parser turns sleep off."""
+    _openrlhf_root()
+    spec = _spec()
+    flags = [f for f in get_adapter("openrlhf").flags(spec, MODEL, tmp_path) if f != "--train.colocate_all"]
+    module.write_resolved(tmp_path / module.JSONL_FILE, [sys.executable, "-m", module.TRAIN_MODULE, *flags])
+    record = get_adapter("openrlhf").equal_work(spec, tmp_path)
+    assert "engine.sleep_mode" not in record["applied"] and record["resolved"]["values"]["engine.sleep_mode"] is False
+    assert record["differences"]["engine.sleep_mode"] == (
+        "no reason named (the framework resolved vllm.enable_sleep=False; launched vllm.enable_sleep=True)"
+    )
+    assert record["resolved"]["values"]["engine.enable_prefix_caching"] is True
+
+
+def test_a_flag_openrlhf_rejects_still_launches_without_a_resolved_file(tmp_path, monkeypatch, capsys):
+    _openrlhf_root()
+    launched = []
+    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    command = [sys.executable, "-m", module.TRAIN_MODULE, "--vllm_num_engines", "1"]
+    module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / module.JSONL_FILE), "--", *command])
+    assert launched == [command] and not (tmp_path / module.RESOLVED_FILE).exists()
+    assert "OpenRLHF's arguments not recorded (SystemExit: 2)" in capsys.readouterr().out
+    assert "resolved" not in get_adapter("openrlhf").equal_work(_spec(), tmp_path)
+
+
+@pytest.mark.parametrize("text", ['{"args": {"vllm": ', "[1, 2]", '{"args": [1]}', '{"flags": []}'])
+def test_a_damaged_resolved_file_is_no_crash_and_no_resolved(text, tmp_path):
+    (tmp_path / module.RESOLVED_FILE).write_text(text)
+    record = get_adapter("openrlhf").equal_work(_spec(), tmp_path)
+    assert "resolved" not in record and record["applied"]
