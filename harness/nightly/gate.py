@@ -63,7 +63,6 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     from rlbench.run.spec import build_run_spec
 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
-    before = set(night_dir.iterdir())
     try:
         spec = build_run_spec(
             bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed, out=night_dir
@@ -72,8 +71,7 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     except RunInterrupted:
         raise
     except RunFailed as exc:
-        created = sorted(p for p in set(night_dir.iterdir()) - before if p.is_dir())
-        entry.update(status=Status.FAILED, error=str(exc), record=str(created[-1]) if created else None)
+        entry.update(status=Status.FAILED, error=str(exc), record=str(exc.run_dir))
     except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
         entry.update(status="not run", error=str(exc))
     return entry

@@ -53,7 +53,11 @@ from rlbench.workloads.prompts import write_prompts
 
 
 class RunFailed(RLBenchError):
-    """The framework ran and failed; the record folder says how."""
+    """The framework ran and failed; the record folder (`run_dir`) says how."""
+
+    def __init__(self, message: str, run_dir: Path):
+        super().__init__(message)
+        self.run_dir = run_dir
 
 
 class RunInterrupted(RLBenchError):
@@ -356,7 +360,9 @@ def _finish(
         )
     if error is not None:
         raise RunFailed(
-            f"run failed ({error['kind']}): {error['message'][:300]}; record: {run_dir}, full log: {run_dir / LOG_FILE}"
+            f"run failed ({error['kind']}): {error['message'][:300]}; record: {run_dir}, "
+            f"full log: {run_dir / LOG_FILE}",
+            run_dir,
         )
     return run_dir
 

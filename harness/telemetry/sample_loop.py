@@ -25,7 +25,7 @@ import psutil
 
 from rlbench.telemetry.host_probe import ProcessTree
 from rlbench.telemetry.nvml import GpuProbe, open_gpus
-from rlbench.telemetry.store import append_rows, combine_parts, notes_file, write_json
+from rlbench.telemetry.store import append_rows, combine_parts, notes_file, write_notes
 
 
 def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str) -> list[dict[str, Any]]:
@@ -99,7 +99,7 @@ def run(
         "notes": notes,
     }
     try:
-        write_json(meta, notes_file(out_file))
+        write_notes(notes_file(out_file), meta)
     except OSError as error:
         print(
             f"rlbench telemetry: cannot write in {out_file.parent}: {error.strerror or error}",
@@ -169,7 +169,7 @@ def run(
             }
         )
         try:
-            write_json(meta, notes_file(out_file))
+            write_notes(notes_file(out_file), meta)
         except OSError:
             pass  # said above when it was the parquet; the notes file alone is not worth a second line
     return meta

@@ -68,7 +68,8 @@ def combine_parts(out_file: Path, tail: list[dict[str, Any]] | None = None) -> P
     return out_file
 
 
-def write_json(data: dict[str, Any], path: Path) -> Path:
+def write_notes(path: Path, data: dict[str, Any]) -> Path:
+    """The sampler's notes beside its parquet (path first, as record.store.write_json takes it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
     return path

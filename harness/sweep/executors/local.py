@@ -88,8 +88,8 @@ class LocalExecutor:
 
         try:
             return RunResult(Status.SUCCEEDED, execute(spec, echo=echo), None, executor)
-        except RunFailed:
-            return result_from_record(new_record(), Status.FAILED, executor)
+        except RunFailed as exc:
+            return result_from_record(exc.run_dir, Status.FAILED, executor)
         except (RunInterrupted, KeyboardInterrupt):
             run_dir = new_record()
             if run_dir is None:

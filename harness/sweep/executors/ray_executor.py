@@ -35,6 +35,7 @@ from typing import Any
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
 from rlbench.record.schema import Status
+from rlbench.run.failure_cause import OOM_TEXT, TAIL_LINES
 from rlbench.run.spec import RunSpec
 from rlbench.sweep.executors import RunResult, failure, result_from_record
 from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
@@ -42,8 +43,8 @@ from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
 STOP_WAIT_S = 60  # RAY_JOB_STOP_WAIT_TIME_S for our jobs: time to stop the framework and send the record
 POLL_S = 2.0
-LOG_TAIL_LINES = 30
-_OOM_MARKERS = ("out of memory", "outofmemoryerror", "cannot allocate memory", "running low on memory")
+# The runner's evidence of OOM, plus Ray's own memory monitor's words for a job it killed.
+_OOM_MARKERS = (*(text.lower() for text in OOM_TEXT), "running low on memory")
 
 
 def entrypoint_gpus(spec: RunSpec) -> int:
@@ -141,7 +142,7 @@ class RayExecutor:
         info = self.client.get_job_info(job_id)
         log = self.client.get_job_logs(job_id)
         run_dir = unpack(log, spec.out)
-        tail = strip_blocks(log)[-LOG_TAIL_LINES:]
+        tail = strip_blocks(log)[-TAIL_LINES:]
         if stopped_by == "interrupted":
             return (
                 result_from_record(run_dir, Status.INTERRUPTED, executor)
