@@ -222,9 +222,10 @@ RUN_FIELDS: dict[str, str] = {
     "workload": "the resolved workload (every field, after includes)",
     "parallel": "the resolved parallelism knobs",
     "seed": "integer seed given to the framework",
-    "equal_work": "{contract, applied, differences}: the equal-work contract (rlbench.run.equal_work: vLLM engine "
-    "settings, token budgets per role), the framework setting that carried each term, and what the "
-    "framework could not match, by name (Adapter.equal_work); null for an adapter without a mapping",
+    "equal_work": "{contract, applied, differences, resolved?}: the equal-work contract (rlbench.run.equal_work: vLLM "
+    "engine settings, token budgets per role), the framework setting that carried each term, what the "
+    "framework could not match, by name (Adapter.equal_work), and {source, values}: the terms as the framework "
+    "itself resolved them (docs/equal-work.md); null for an adapter without a mapping",
     "command": "the exact argv launched",
     "rlbench": "{version, git_sha}",
     "environment": "python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), "
