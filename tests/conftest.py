@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,3 +128,39 @@ def stop_ray_head(head, started, temp: Path) -> None:
         except psutil.NoSuchProcess:
             pass
     shutil.rmtree(temp, ignore_errors=True)
+
+
+BROWSER = os.environ.get("RLBENCH_BROWSER", "/usr/bin/chromium")
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@contextlib.contextmanager
+def report_page(report: Path) -> Iterator[tuple[Any, list[str]]]:
+    """A report opened in the system Chromium (playwright): (page, problems), problems collecting console
+    errors and warnings, page errors and failed requests. Skips where there is no Chromium, fails where
+    RLBENCH_BROWSER names one that is missing (CI sets it)."""
+    if not Path(BROWSER).is_file():
+        if os.environ.get("RLBENCH_BROWSER"):
+            pytest.fail(f"RLBENCH_BROWSER={BROWSER} is set but missing")
+        pytest.skip("no Chromium here (apt-get install chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    problems: list[str] = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=BROWSER, args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        try:
+            yield page, problems
+        finally:
+            browser.close()

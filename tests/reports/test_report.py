@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from rlbench.reports.html import render_report
-from tests.conftest import run_cli
+from tests.conftest import report_page, run_cli
 
 pytestmark = pytest.mark.slow
-BROWSER = os.environ.get("RLBENCH_BROWSER", "/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -73,34 +72,10 @@ def test_summary_values_come_from_the_record(report, report_run):
 
 
 def test_a_real_browser_renders_the_report_without_errors(report, tmp_path):
-    if not Path(BROWSER).is_file():
-        if os.environ.get("RLBENCH_BROWSER"):
-            pytest.fail(f"RLBENCH_BROWSER={BROWSER} is set but missing")
-        pytest.skip("no Chromium here (apt-get install chromium; .ci/run installs it)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    problems: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=BROWSER,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-        page.goto(report.as_uri())
-        page.wait_for_load_state("load")
+    with report_page(report) as (page, problems):
         sizes = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
         shot = Path(os.environ.get("RLBENCH_SCREENSHOT_DIR", tmp_path)) / "report.png"
         page.screenshot(path=str(shot), full_page=True)
-        browser.close()
     assert problems == []
     assert len(sizes) == 3 and all(done and w > 300 and h > 100 for done, w, h in sizes)
     assert shot.stat().st_size > 50_000  # a page with figures, not a blank one

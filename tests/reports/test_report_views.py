@@ -30,8 +30,8 @@ from rlbench.reports.sweep_views import find_sweeps, grid_rows, swept_axes
 from rlbench.reports.timeline import stage_bars, timeline_view
 from rlbench.sweep.index import save_index
 from rlbench.workloads.catalog import load_workload
+from tests.conftest import report_page
 
-BROWSER = os.environ.get("RLBENCH_BROWSER", "/usr/bin/chromium")
 T0 = 1_800_000_000.0
 
 
@@ -361,36 +361,9 @@ def test_every_view_of_a_real_run_is_drawn_with_hover_values(real_report, report
     assert "<script>" in html and not re.search(r'(src|href)="(https?:|//)', html)
 
 
-def _browser():
-    if not Path(BROWSER).is_file():
-        if os.environ.get("RLBENCH_BROWSER"):
-            pytest.fail(f"RLBENCH_BROWSER={BROWSER} is set but missing")
-        pytest.skip("no Chromium here (apt-get install chromium; .ci/run installs it)")
-    return pytest.importorskip("playwright.sync_api")
-
-
 @pytest.mark.slow
 def test_the_views_render_in_chromium_hover_and_sort(real_report, tmp_path):
-    sync_api = _browser()
-    problems: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=BROWSER,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
-        page.goto(real_report.as_uri())
-        page.wait_for_load_state("load")
+    with report_page(real_report) as (page, problems):
         sizes = page.evaluate(
             "Array.from(document.querySelectorAll('svg.figure'))"
             ".map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; })"
@@ -419,7 +392,6 @@ def test_the_views_render_in_chromium_hover_and_sort(real_report, tmp_path):
         sort_state = grid.locator("thead th").nth(column).get_attribute("aria-sort")
         shot = Path(os.environ.get("RLBENCH_SCREENSHOT_DIR", tmp_path)) / "report-views.png"
         page.screenshot(path=str(shot), full_page=True)
-        browser.close()
     assert problems == []
     assert len(sizes) == 5 and all(w > 300 and h > 150 for w, h in sizes), sizes
     bar, zone = hovered
@@ -432,18 +404,13 @@ def test_the_views_render_in_chromium_hover_and_sort(real_report, tmp_path):
 
 @pytest.mark.slow
 def test_numeric_columns_sort_as_numbers(tmp_path):
-    sync_api = _browser()
     for name, times in (("aaaaaa", [3.0, 10.0, 10.0]), ("bbbbbb", [3.0, 9.0, 9.0]), ("cccccc", [3.0, 100.0, 100.0])):
         _record(tmp_path / "runs" / f"20260101T00000{len(name)}Z-trl-gsm8k-grpo-tiny-{name}", times)
     report = render_report([tmp_path / "runs"], tmp_path / "r.html")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=BROWSER, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
-        page.goto(report.as_uri())
+    with report_page(report) as (page, _):
         table = page.locator("table.summary")
         table.locator("thead th").nth(2).click()  # step time (s)
         cells = table.locator("tbody tr td:nth-child(3)").all_inner_texts()
-        browser.close()
     # As text "100 ± ..." would sort before "9 ± ..."; as numbers 9 < 10 < 100.
     assert [float(c.split(" ")[0].replace(",", "")) for c in cells] == [9.0, 10.0, 100.0]
 
