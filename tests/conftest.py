@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -109,6 +110,29 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
         folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times, "tokens_per_s": 1000 / times})
     )
     return folder
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# Every port `ray start --head` otherwise takes at a fixed default, so other Ray instances on this machine do not clash.
+_RAY_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--ray-client-server-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+)
+
+
+def ray_free_port_args() -> list[str]:
+    """`ray start` arguments putting each of Ray's default ports on a free one."""
+    return [arg for flag in _RAY_PORT_FLAGS for arg in (flag, str(free_port()))]
 
 
 def stop_ray_head(head, started, temp: Path) -> None:

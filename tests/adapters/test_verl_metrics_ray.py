@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import stop_ray_head
+from tests.conftest import free_port, ray_free_port_args, stop_ray_head
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -56,12 +56,6 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VERL_FILE_LOGGER_PATH", "RAY_ADDRESS", "RLBENCH_CPU_LANE")}
     # Ray 2.60 turns token authentication on once ~/.ray/auth_token exists; this loopback head goes without.
@@ -69,7 +63,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path):
-    port = _free_port()
+    port = free_port()
     temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
     head = subprocess.Popen(
         [
@@ -89,19 +83,7 @@ def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path):
             "--temp-dir",
             str(temp),
             "--disable-usage-stats",
-            *[
-                arg
-                for flag in (
-                    "--node-manager-port",
-                    "--object-manager-port",
-                    "--ray-client-server-port",
-                    "--dashboard-agent-listen-port",
-                    "--dashboard-agent-grpc-port",
-                    "--runtime-env-agent-port",
-                    "--metrics-export-port",
-                )
-                for arg in (flag, str(_free_port()))
-            ],
+            *ray_free_port_args(),
         ],
         env=_clean_env(),
         stdout=subprocess.DEVNULL,

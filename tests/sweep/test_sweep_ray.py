@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,17 +22,11 @@ import pytest
 
 from rlbench.record.store import load_record
 from rlbench.sweep.index import INDEX_FILE, load_index
-from tests.conftest import PROJECT_ROOT, stop_ray_head
+from tests.conftest import PROJECT_ROOT, free_port, ray_free_port_args, stop_ray_head
 
 pytest.importorskip("trl")
 job_submission = pytest.importorskip("ray.job_submission")
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +35,7 @@ def ray_head(model_cache):
 
     ray_cli = Path(sys.executable).with_name("ray")
     temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    dashboard = _free_port()
+    dashboard = free_port()
     # The jobs' `python` must be this interpreter: put its folder first on the head's PATH.
     # Ray 2.60 turns token authentication on for clusters it starts once ~/.ray/auth_token exists (any local
     # ray.init writes one, e.g. a verl or OpenRLHF run); this loopback head and its clients go without it.
@@ -62,7 +55,7 @@ def ray_head(model_cache):
             "--node-ip-address",
             "127.0.0.1",
             "--port",
-            str(_free_port()),
+            str(free_port()),
             "--dashboard-host",
             "127.0.0.1",
             "--dashboard-port",
@@ -74,20 +67,7 @@ def ray_head(model_cache):
             "--temp-dir",
             str(temp),
             "--disable-usage-stats",
-            # Every fixed default port on free ones, so other Ray instances on this machine do not clash.
-            *[
-                arg
-                for flag in (
-                    "--node-manager-port",
-                    "--object-manager-port",
-                    "--ray-client-server-port",
-                    "--dashboard-agent-listen-port",
-                    "--dashboard-agent-grpc-port",
-                    "--runtime-env-agent-port",
-                    "--metrics-export-port",
-                )
-                for arg in (flag, str(_free_port()))
-            ],
+            *ray_free_port_args(),
         ],
         env=env,
         stdout=subprocess.DEVNULL,
