@@ -31,7 +31,7 @@ from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import write_bytes
 from rlbench.errors import RLBenchError
 from rlbench.run.environment import package_version
-from rlbench.run.equal_work import contract, manifest
+from rlbench.run.equal_work import contract, manifest, nested_values
 from rlbench.run.inputs import RunInputs
 from rlbench.run.parallel import knob_label
 from rlbench.run.spec import RunSpec
@@ -601,13 +601,8 @@ def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
         return None
     if not isinstance(args, dict):
         return None
-    values: dict[str, Any] = {}
-    for flag in CONTRACT_KEYS.values():
-        node: Any = args
-        for part in flag.split("."):  # argparse's dest keeps the dots; OpenRLHF's hierarchize nests on them
-            node = node.get(part) if isinstance(node, dict) else None
-        values[flag] = node
-    return values, str(path)
+    # argparse's dest keeps the flag's dots; OpenRLHF's hierarchize nests on them
+    return nested_values(args, CONTRACT_KEYS.values()), str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

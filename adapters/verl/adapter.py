@@ -30,7 +30,7 @@ from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import replacing
 from rlbench.errors import RLBenchError
 from rlbench.run.environment import package_version
-from rlbench.run.equal_work import contract, manifest
+from rlbench.run.equal_work import contract, manifest, nested_values
 from rlbench.run.inputs import RunInputs
 from rlbench.run.parallel import Parallelism, check_expert_ranks, check_model_split, knob_label
 from rlbench.run.spec import RunSpec
@@ -561,13 +561,7 @@ def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
         config = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
         return None
-    values: dict[str, Any] = {}
-    for key in CONTRACT_KEYS.values():
-        node: Any = config
-        for part in key.lstrip("+").split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        values[key] = node
-    return values, str(path)
+    return nested_values(config, CONTRACT_KEYS.values()), str(path)
 
 
 def on_cpu_lane() -> bool:

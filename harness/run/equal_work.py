@@ -24,6 +24,7 @@ budget OpenRLHF 0.11 has for training (`--train.max_tokens_per_gpu`, actor and c
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +142,18 @@ def manifest(
                     UNEXPLAINED + f" (the framework resolved {keys[term]}={value}; launched {applied.pop(term)})"
                 )
     return out
+
+
+def nested_values(tree: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """{key: the value at that dotted path of a framework's resolved config tree} (None where absent); a leading
+    `+` (Hydra's force-add) is not part of the path."""
+    values: dict[str, Any] = {}
+    for key in keys:
+        node = tree
+        for part in key.lstrip("+").split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[key] = node
+    return values
 
 
 def manifest_changes(baseline: dict[str, Any] | None, candidate: dict[str, Any] | None) -> list[str]:
