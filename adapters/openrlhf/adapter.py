@@ -213,6 +213,12 @@ class OpenRLHFAdapter(Adapter):
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {**NOT_SETTABLE, "step_time": STEP_TIME}
+        if spec.parallel.tp > 1:  # the trainer's sharding changes with its tensor parallelism
+            named["train.sharding"] = (
+                f"tp={spec.parallel.tp}: DeepSpeed AutoTP with ZeRO-{TP_ZERO_STAGE} (parameters replicated across "
+                "data-parallel ranks; DeepSpeed does not validate AutoTP with ZeRO-3), where verl runs Megatron "
+                "tensor parallelism"
+            )
         if on_cpu_lane():
             named.update(
                 {

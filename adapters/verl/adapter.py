@@ -208,7 +208,7 @@ class VerlAdapter(Adapter):
                 f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off"
             )
         if megatron(p) and w.model.dtype == "float32":
-            chosen = knob_label({k: getattr(p, k) for k in MEGATRON_KNOBS if getattr(p, k) > 1})
+            chosen = megatron_label(p)
             raise RLBenchError(
                 f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
                 "mixed precision only; use a bfloat16 workload with verl's Megatron backend"
@@ -284,6 +284,11 @@ class VerlAdapter(Adapter):
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
+        if megatron(spec.parallel):  # another trainer backend: its own sharding, kernels and micro-batching
+            named["train.sharding"] = (
+                f"{megatron_label(spec.parallel)}: verl's Megatron backend (Megatron-Core tensor/pipeline/"
+                "context/expert parallelism), not its FSDP backend"
+            )
         if "rollout_logprobs" in spec.parallel.fuse:
             named["passes.old_log_prob"] = (
                 "fuse=rollout_logprobs: verl takes vLLM's sampling log-probs as the old log-probs "
@@ -428,6 +433,11 @@ class VerlAdapter(Adapter):
 def megatron(parallel: Parallelism) -> bool:
     """Whether the trainer's layout needs verl's Megatron backend (FSDP has no tp, pp, cp or ep)."""
     return any(getattr(parallel, knob) > 1 for knob in MEGATRON_KNOBS)
+
+
+def megatron_label(parallel: Parallelism) -> str:
+    """The Megatron knobs set, as `tp=2 pp=2`: what selected the backend."""
+    return knob_label({k: getattr(parallel, k) for k in MEGATRON_KNOBS if getattr(parallel, k) > 1})
 
 
 def _algorithm(spec: RunSpec) -> dict[str, Any]:

@@ -425,3 +425,17 @@ def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
     assert run_cli(*base, "--parallel", "rollout_tp=3", env=env).returncode == 0
     result = run_cli(*base, "--parallel", "rollout_tp=2", env=env)
     assert result.returncode == 2 and "2 neither divides its 3 KV heads" in result.stderr
+
+
+@pytest.mark.parametrize("framework", ["verl", "openrlhf"])
+def test_a_trainer_tensor_parallel_launch_names_its_sharding(framework):
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.run.parallel import Parallelism
+    from rlbench.run.spec import RunSpec
+    from rlbench.workloads.catalog import load_workload
+
+    spec = RunSpec(framework=framework, workload=load_workload("gsm8k-grpo"), parallel=Parallelism(dp=2, tp=2))
+    named = get_adapter(framework).equal_work(spec)["differences"]
+    assert "tp=2" in named["train.sharding"]  # the backend that shards the trainer differs: the record says so
+    plain = RunSpec(framework=framework, workload=load_workload("gsm8k-grpo"), parallel=Parallelism(dp=2))
+    assert "train.sharding" not in get_adapter(framework).equal_work(plain)["differences"]
