@@ -8,6 +8,8 @@ verl adapter, because they are plain config overrides.
 
 from __future__ import annotations
 
+import os
+import socket
 import types
 from contextlib import contextmanager
 from types import ModuleType
@@ -133,6 +135,12 @@ def _register_platform(manager: ModuleType) -> None:
     registry.register(platform="cpu")(PlatformCPU)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _single_gloo_backend(distributed: ModuleType) -> None:
     import torch.distributed
 
@@ -145,7 +153,17 @@ def _single_gloo_backend(distributed: ModuleType) -> None:
     def init_process_group(*args, backend=None, **kwargs):
         if isinstance(backend, str) and set(backend.split(",")) == {"cpu:gloo"}:
             backend = "gloo"
-        return original(*args, backend=backend, **kwargs)
+        try:
+            return original(*args, backend=backend, **kwargs)
+        except torch.distributed.DistNetworkError as exc:
+            # verl's worker group picks MASTER_PORT free and binds it only here; on a busy host another process
+            # (Ray starts many) can take it in between. The lane's one rank has nobody waiting on the old port,
+            # so one retry on a fresh port is safe; with more ranks the error stands.
+            world = kwargs.get("world_size", os.environ.get("WORLD_SIZE", "1"))
+            if "EADDRINUSE" not in str(exc) or str(world) != "1":
+                raise
+            os.environ["MASTER_PORT"] = str(_free_port())
+            return original(*args, backend=backend, **kwargs)
 
     init_process_group._rlbench = True  # type: ignore[attr-defined]
     torch.distributed.init_process_group = init_process_group

@@ -94,3 +94,22 @@ def test_verl_shims_register_a_cpu_platform_and_a_gloo_group_that_torch_accepts(
     """)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-3:] == ["gloo", "[1.0,", "1.0]"]
+
+
+def test_the_lanes_one_rank_takes_a_fresh_port_when_its_master_port_was_taken(tmp_path):
+    pytest.importorskip("verl")
+    done = _in_lane("""
+        import os
+        import socket
+        import torch.distributed as dist
+        from verl.utils.distributed import initialize_global_process_group
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()  # what another process did between verl choosing the port and binding it
+        port = taken.getsockname()[1]
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        initialize_global_process_group()
+        print(dist.is_initialized(), os.environ["MASTER_PORT"] != str(port))
+    """)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["True", "True"]
