@@ -56,7 +56,48 @@ NO_ENGINE = (
 COUNT_BATCHES = (
     "TRL micro-batches by count, not tokens: per_device_train_batch_size={n} responses per device, padded, not packed"
 )
+
+
 # What TRL 1.16's GRPOTrainer (as rlbench launches it) cannot honour, by knob: the reason, one line.
+def vllm_range() -> str | None:
+    """The vLLM versions the installed TRL's own `[vllm]` extra accepts (">=0.22.0,<=0.31.0" for TRL 1.16)."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        requirements = [Requirement(line) for line in importlib.metadata.requires("trl") or []]
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for req in requirements:
+        if req.name == "vllm" and req.marker is not None and req.marker.evaluate({"extra": "vllm"}):
+            return str(req.specifier)
+    return None
+
+
+def gpu_install_command() -> str:
+    return f"pip install 'trl[vllm]=={package_version('trl') or '1.16.0'}' 'vllm=={TESTED_VLLM}'"
+
+
+# The vLLM of the README's TRL GPU recipe: inside TRL 1.16's range, and the release OpenRLHF 0.11.2 pins, so two
+# frameworks' rollouts run one engine version where their pins allow it.
+TESTED_VLLM = "0.29.0"
+
+
+def vllm_problem() -> str | None:
+    """A vLLM TRL's colocated rollout does not support, named with the fix; None when absent (transformers
+    generates instead) or inside TRL's own range."""
+    from packaging.specifiers import SpecifierSet
+
+    vllm, accepted = package_version("vllm"), vllm_range()
+    if vllm is None or not accepted or SpecifierSet(accepted).contains(vllm, prereleases=True):
+        return None
+    return (
+        f"vLLM {vllm} is installed, but TRL {package_version('trl')} supports vllm{accepted} (its [vllm] extra); "
+        f"{gpu_install_command()}"
+    )
+
+
 REFUSED_KNOBS = {
     "tp": "TRL 1.16's GRPOConfig has no trainer tensor parallelism (its only TP is vLLM's: rollout_tp)",
     "pp": "TRL 1.16 trains through accelerate (DDP/FSDP/DeepSpeed ZeRO), which has no pipeline parallelism",
@@ -85,7 +126,13 @@ class TRLAdapter(Adapter):
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
             return False, "not installed (pip install 'rlbench[trl]')"
-        return True, "CPU and GPU" if gpus()[0] else "CPU (tiny workloads)"
+        if not gpus()[0]:
+            return True, "CPU (tiny workloads)"
+        problem = vllm_problem()
+        if problem:
+            return False, problem
+        vllm = package_version("vllm")
+        return True, f"GPU, vLLM {vllm} rollout" if vllm else "GPU, transformers generate (no vLLM installed)"
 
     def _use_vllm(self) -> bool:
         return bool(gpus()[0]) and package_version("vllm") is not None

@@ -74,8 +74,9 @@ STEP_METRICS: dict[str, Metric] = {
             "wall_step_time_s",
             "s",
             "lower",
-            "time between consecutive step_seen_unix_s: one step-time definition for "
-            "every framework, beside its own step_time_s (NaN for the first step)",
+            "time between consecutive step-end stamps (the moment each step was logged: the writer's own "
+            "stamp, else rlbench's arrival stamp): one step-time definition for every framework, beside "
+            "its own step_time_s (NaN for the first step)",
         ),
         *[
             _m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")

@@ -1,16 +1,19 @@
-"""Step-end stamps rlbench takes itself: when each step's metrics line appeared, the same way for every framework.
+"""One step-time definition for every framework: the gap between consecutive step-end stamps.
 
 Frameworks time a step differently (verl's timer leaves out metric computation,
-OpenRLHF sync sums its stages, TRL times the optimizer step), and verl logs no
-wall clock at all. While the framework runs, the runner's progress poll (every
-POLL_S) notes the wall time at which it first sees each step in the metrics file;
-the record then carries
-- `step_seen_unix_s`: that stamp (resolution: the poll interval),
-- `wall_step_time_s`: the time between consecutive stamps, one definition of step
-  time for every framework, beside the framework's own `step_time_s`;
-and where a framework logged no step boundaries (verl), the stamps stand in for
-them (`step_end_unix_s` = the stamp, start = end - the framework's step time), so
-telemetry can still be aligned to steps. The record says when it did.
+OpenRLHF sync sums its stages, TRL times the optimizer step), so the record also
+carries `wall_step_time_s`: the wall-clock time between the moments consecutive
+steps' metrics were logged, taken the same way for every framework:
+- where the framework's log stamps each step with the writer's wall clock, that
+  stamp (`step_end_unix_s`): TRL's line, written by rlbench's callback as the step
+  is logged; OpenRLHF's TensorBoard events, stamped at `add_scalar` (their arrival
+  on disk follows TensorBoard's batched flushes, so arrival would be wrong there);
+- where it logs no wall clock (verl), the moment rlbench's progress poll (every
+  POLL_S) first saw the step's line; verl writes its file unbuffered, so this is the
+  logging moment to within the poll interval. These stamps also stand in for verl's
+  missing step boundaries (end = the stamp, start = end - the framework's step
+  time), so telemetry can still be aligned to steps; the record says when they did.
+`step_seen_unix_s` (the arrival stamp) is kept for every framework.
 """
 
 from __future__ import annotations
@@ -56,13 +59,16 @@ def apply_stamps(steps: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, str 
     stamps = read_stamps(run_dir)
     steps = steps.copy()
     steps["step_seen_unix_s"] = [stamps.get(int(step), math.nan) for step in steps["step"]]
-    steps["wall_step_time_s"] = steps["step_seen_unix_s"].diff()
     missing = "step_end_unix_s" not in steps or steps["step_end_unix_s"].isna().all()
-    if not missing or steps["step_seen_unix_s"].isna().all():
-        return steps, None
-    steps["step_end_unix_s"] = steps["step_seen_unix_s"]
-    steps["step_start_unix_s"] = steps["step_seen_unix_s"] - steps["step_time_s"]
-    return steps, (
-        "the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "
-        "in for them (end = when the line appeared, start = end - its step time)"
-    )
+    note = None
+    if missing and not steps["step_seen_unix_s"].isna().all():
+        steps["step_end_unix_s"] = steps["step_seen_unix_s"]
+        steps["step_start_unix_s"] = steps["step_seen_unix_s"] - steps["step_time_s"]
+        note = (
+            "the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "
+            "in for them (end = when the line appeared, start = end - its step time), and wall_step_time_s "
+            "is the gap between them"
+        )
+    ends = steps["step_end_unix_s"] if "step_end_unix_s" in steps else pd.Series(math.nan, index=steps.index)
+    steps["wall_step_time_s"] = ends.diff()
+    return steps, note

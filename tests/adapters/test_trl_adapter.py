@@ -172,3 +172,41 @@ def test_a_missing_or_damaged_resolved_file_leaves_the_launch_manifest(tmp_path,
     record = get_adapter("trl").equal_work(_spec(), tmp_path)
     assert "resolved" not in record and record["resolved_missing"].startswith(why)
     assert {k: v for k, v in record.items() if k != "resolved_missing"} == get_adapter("trl").equal_work(_spec())
+
+
+def test_the_readme_gpu_recipe_is_inside_trls_own_vllm_range():
+    """The README's TRL recipe pins the installed TRL and a vLLM its own [vllm] extra accepts."""
+    import importlib.metadata
+    import re
+
+    from packaging.specifiers import SpecifierSet
+
+    from rlbench.adapters.trl.adapter import TESTED_VLLM, vllm_range
+    from tests.conftest import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    start = readme.index("python -m venv ~/venv-trl")
+    section = readme[start : readme.index("# trl: usable", start)]
+    named = dict(re.findall(r"`?'?([a-z][a-z0-9_-]*)(?:\[[a-z,-]+\])?==([0-9][0-9.]*)", section))
+    assert named == {"trl": importlib.metadata.version("trl"), "vllm": TESTED_VLLM}
+    assert vllm_range() and SpecifierSet(vllm_range()).contains(TESTED_VLLM)
+
+
+@pytest.mark.parametrize(
+    "vllm,usable,why",
+    [
+        (None, True, "transformers generate"),
+        ("0.29.0", True, "vLLM 0.29.0 rollout"),
+        ("0.35.0", False, "vLLM 0.35.0 is installed, but TRL .* supports vllm.*pip install 'trl\\[vllm\\]=="),
+    ],
+)
+def test_a_gpu_machine_with_a_vllm_trl_does_not_support_is_refused(monkeypatch, vllm, usable, why):
+    import re
+
+    import rlbench.adapters.trl.adapter as module
+
+    real = module.package_version
+    monkeypatch.setattr(module, "gpus", lambda: ([{"index": 0}], None))
+    monkeypatch.setattr(module, "package_version", lambda name: vllm if name == "vllm" else real(name))
+    ok, reason = get_adapter("trl").usable_here()
+    assert ok is usable and re.search(why, reason), reason

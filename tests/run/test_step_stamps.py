@@ -39,6 +39,25 @@ def test_a_framework_with_its_own_boundaries_keeps_them(tmp_path):
     steps, note = apply_stamps(trl, tmp_path)
     assert note is None and steps["step_end_unix_s"].tolist() == [49.0, 50.0]
     assert steps["step_seen_unix_s"].tolist() == [50.0, 50.0]
+    assert steps["wall_step_time_s"].tolist()[1:] == [1.0]  # the writer's stamps, not the shared arrival
+
+
+def test_event_wall_times_not_delayed_arrivals_define_openrlhf_wall_step_time(tmp_path):
+    """TensorBoard flushes in batches: steps 1-3 appear on disk together, long after they were logged."""
+    note_seen(tmp_path, [1, 2, 3], now=130.0)
+    note_seen(tmp_path, [4], now=150.0)
+    openrlhf = pd.DataFrame(
+        {
+            "step": [1, 2, 3, 4],
+            "step_time_s": [2.0, 2.1, 2.2, 2.3],  # OpenRLHF's own figure: the sum of its stage timers
+            "step_start_unix_s": [98.0, 100.0, 102.6, 105.3],
+            "step_end_unix_s": [100.0, 102.6, 105.3, 108.0],  # the events' wall times
+        }
+    )
+    steps, note = apply_stamps(openrlhf, tmp_path)
+    assert note is None
+    assert steps["wall_step_time_s"].tolist()[1:] == pytest.approx([2.6, 2.7, 2.7])
+    assert steps["step_seen_unix_s"].tolist() == [130.0, 130.0, 130.0, 150.0]
 
 
 def test_no_stamps_no_change(tmp_path):
