@@ -200,6 +200,37 @@ HARDWARE: dict[str, Hardware] = {
             "https://glennklockwood.com/garden/processors/B200 (some HGX listings give 7.7 TB/s)",
         ),
         Hardware(
+            name="GB200",
+            bf16_flops=2500 * TB,
+            fp32_flops=90 * TB,
+            hbm_bytes_per_s=8 * TB,
+            hbm_bytes=186 * GB,
+            intra_node_bytes_per_s=900 * GB,
+            inter_node_bytes_per_s=50 * GB,
+            tdp_w=1200,
+            # NVL72: one NVLink domain of 72 GPUs, so every collective of up to 72 ranks stays on NVLink
+            gpus_per_node=72,
+            source="https://glennklockwood.com/garden/processors/B200 (GB200 variant at 1,200 W: BF16 2,500 dense "
+            "/ 5,000 sparse, FP32 90, 8 TB/s, NVLink 5 2x 900 GB/s); https://www.nvidia.com/en-us/data-center/"
+            "gb200-nvl72/ (13.4 TB HBM3e for 72 GPUs -> 186 GB each, 130 TB/s NVLink domain of 72 GPUs); NIC "
+            "as DGX B200 (ConnectX-7 400 Gb/s per GPU)",
+        ),
+        Hardware(
+            name="RTX-4090",
+            bf16_flops=165.2 * TB,
+            fp32_flops=82.6 * TB,
+            hbm_bytes_per_s=1008 * GB,
+            hbm_bytes=24 * GB,
+            intra_node_bytes_per_s=32 * GB,
+            inter_node_bytes_per_s=None,
+            tdp_w=450,
+            gpus_per_node=1,
+            source="NVIDIA Ada GPU architecture whitepaper, appendix A, GeForce RTX 4090 (https://images.nvidia.com/"
+            "aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf): BF16 tensor with FP32 accumulate "
+            "165.2 dense / 330.4 sparse, FP32 82.6, 24 GB GDDR6X at 1,008 GB/s, 450 W; no NVLink: PCIe Gen4 x16 "
+            "32 GB/s per direction; inter-node: system-dependent -> n/a",
+        ),
+        Hardware(
             name="L40S",
             bf16_flops=362 * TB,
             fp32_flops=91.6 * TB,
@@ -224,6 +255,9 @@ _ALIASES = {
     "H200-SXM": "H200",
     "NVIDIA H100 80GB HBM3": "H100-SXM",
     "NVIDIA H200": "H200",
+    "NVIDIA GB200": "GB200",
+    "RTX4090": "RTX-4090",
+    "NVIDIA GeForce RTX 4090": "RTX-4090",
 }
 
 

@@ -30,8 +30,17 @@ what no datasheet states, and the estimate adds it, stage by stage:
   rollout_tp minus the weights, the sequence's KV at prompt + mean response (vLLM's own accounting);
   the limits come from the launch (WorkloadShape.engine_max_seqs, engine_memory_fraction).
 
-Nothing here is fitted to the published runs in benchmarks/published_runs.yaml; each constant
-comes from the measurement cited beside it.
+* Fitted terms (FittedTerms, FITTED): two costs no datasheet or micro-benchmark gives, fitted on the
+  declared training subset of benchmarks/published_runs.yaml (`training_subset`) and judged on the
+  other runs (`python benchmarks/validate_published.py --fit` prints the fit; a test keeps FITTED
+  equal to it):
+  - decode_token_s: seconds per generated token of an engine beyond the roofline and the step floor
+    (sampling, detokenization, scheduling and output processing of every live sequence, the tail of
+    the batch); decode time += the busiest engine's tokens x decode_token_s.
+  - refit_bytes_per_s: the rate at which a colocated engine takes its new weights from the trainer
+    (gather, conversion to the engine's layout, CUDA IPC hand-off, the engine's wake-up); the
+    colocated weight sync takes at least its weights per GPU / this rate.
+Every other constant comes from the measurement cited beside it, not from the published runs.
 
     from rlbench.perfmodel.overheads import estimate_hardware, ENGINE_STEP_FLOOR_S
     hw = estimate_hardware(get_hardware("H100-SXM"))      # op_latency_s = 36 kernels x 4.7 us
@@ -41,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.hardware import Hardware
@@ -84,7 +94,58 @@ SOURCES = {
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
     "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200: eager 3.454 s, full CUDA graph "
     "1.093 s for 209 tokens)",
+    "FITTED": "fitted on the training subset of benchmarks/published_runs.yaml "
+    "(python benchmarks/validate_published.py --fit); judged on the other runs",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class FittedTerms:
+    decode_token_s: float = 0.0  # s per generated token of the busiest engine (0: no term)
+    refit_bytes_per_s: float = math.inf  # colocated weight-sync rate per GPU (inf: no term)
+    fitted_on: tuple[str, ...] = ()  # the published runs (benchmarks/published_runs.yaml ids) fitted on
+
+
+NO_FITTED_TERMS = FittedTerms()
+# From `python benchmarks/validate_published.py --fit`: the training subset's single run, NeMo-RL v0.3's
+# Llama-3.1-8B Megatron row (gen 58 s, refit 5 s on 8 GPUs), the one row the source gives its command for.
+FITTED = FittedTerms(
+    decode_token_s=1.38e-4,
+    refit_bytes_per_s=3.21e9,
+    fitted_on=("nemo-rl-0.3-llama3.1-8b-megatron",),
+)
+
+
+def engine_tokens(shape: WorkloadShape, par: ParallelShape) -> float:
+    """Tokens the busiest engine generates in one step: its share of the sequences x the mean response."""
+    return math.ceil(shape.sequences / par.rollout_replicas) * shape.mean_response
+
+
+def token_cost(stage: StageCost, tokens: float, terms: FittedTerms) -> StageCost:
+    """The decode stage plus the engine's per-token cost (FittedTerms.decode_token_s)."""
+    if stage.time_s is None or not terms.decode_token_s:
+        return stage
+    extra = tokens * terms.decode_token_s
+    return dataclasses.replace(
+        stage,
+        time_s=stage.time_s + extra,
+        note=f"{stage.note}; + {tokens:.0f} tokens x {terms.decode_token_s * 1e6:.0f} us (fitted)".lstrip("; "),
+    )
+
+
+def refit_floor(stage: StageCost, arch: ModelArch, par: ParallelShape, terms: FittedTerms) -> StageCost:
+    """A colocated weight sync no faster than its weights per GPU at the fitted refit rate."""
+    if par.placement != "colocated" or stage.time_s is None or math.isinf(terms.refit_bytes_per_s):
+        return stage
+    floor = arch.weight_bytes() / par.rollout_tp / terms.refit_bytes_per_s
+    if stage.time_s >= floor:
+        return stage
+    return dataclasses.replace(
+        stage,
+        time_s=floor,
+        bound="refit",
+        note=f"{stage.note}; refit at {terms.refit_bytes_per_s / 1e9:.2f} GB/s (fitted)",
+    )
 
 
 def estimate_hardware(hw: Hardware) -> Hardware:

@@ -55,13 +55,18 @@ from rlbench.perfmodel.hardware import Hardware, get_hardware
 from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
 from rlbench.perfmodel.overheads import (
     ACHIEVABLE_FRACTION,
+    FITTED,
     SOURCES,
     TRAINER_MFU,
+    FittedTerms,
     engine_floor,
     engine_steps,
+    engine_tokens,
     estimate_hardware,
     in_flight,
+    refit_floor,
     stepped_shape,
+    token_cost,
 )
 from rlbench.perfmodel.parallelism import async_staleness
 from rlbench.perfmodel.rollout import decode_stage
@@ -201,6 +206,7 @@ def estimate_stages(
     hw: Hardware,
     achievable: float,
     stages: list[StageCost],
+    fitted: FittedTerms = FITTED,
 ) -> tuple[list[StageCost], dict[str, Any]]:
     """The stages with the GPU overhead terms (overheads.py), and which terms were used.
 
@@ -222,8 +228,13 @@ def estimate_stages(
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
     steps = engine_steps(arch, shape, parallel, hw)
     plain_decode = decode_stage(arch, stepped_shape(shape, steps), parallel, hw, achievable=a)
+    decode = token_cost(engine_floor(plain_decode, steps, shape.engine_mode), engine_tokens(shape, parallel), fitted)
     out = [
-        engine_floor(plain_decode, steps, shape.engine_mode) if s.name == "generation_decode" else s
+        decode
+        if s.name == "generation_decode"
+        else refit_floor(s, arch, parallel, fitted)
+        if s.name == "weight_sync"
+        else s
         for s in with_launch
     ]
     terms = {
@@ -234,6 +245,9 @@ def estimate_stages(
         "op_latency_s": estimate_hardware(hw).op_latency_s,
         "decode_steps": steps,
         "sequences_in_flight": in_flight(arch, shape, parallel, hw),
+        "decode_token_s": fitted.decode_token_s,
+        "refit_bytes_per_s": fitted.refit_bytes_per_s,
+        "fitted_on": list(fitted.fitted_on),
         "sources": dict(SOURCES),
     }
     return out, terms
@@ -249,6 +263,7 @@ def predict(
     kwh_usd: float = 0.0,
     achievable: float = 1.0,
     floor: FrameworkFloor | None = None,
+    fitted: FittedTerms = FITTED,
 ) -> Prediction:
     """Predict one steady-state RL step; see the module docstring for every definition.
 
@@ -270,7 +285,7 @@ def predict(
         notes.append(
             f"async_mode={parallel.async_mode!r} ignored for timing: colocated pools share the GPUs, so stages add"
         )
-    estimated, terms = estimate_stages(arch, shape, parallel, hw, achievable, stages)
+    estimated, terms = estimate_stages(arch, shape, parallel, hw, achievable, stages, fitted)
     step_estimate = _combine(_group(estimated, "time_s"), overlap)
     groups = _group(stages, "time_s")
     step = _combine(groups, overlap)

@@ -30,7 +30,7 @@ def test_published_bandwidths() -> None:
 
 
 def test_every_row_cites_a_source() -> None:
-    assert set(HARDWARE) == {"A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "L40S"}
+    assert set(HARDWARE) == {"A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200", "GB200", "RTX-4090", "L40S"}
     for hw in HARDWARE.values():
         assert "https://" in hw.source, hw.name
 

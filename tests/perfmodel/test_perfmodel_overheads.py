@@ -51,9 +51,14 @@ def test_the_estimate_is_never_below_the_bound_stage_by_stage():
 
 def test_a_small_models_decode_is_held_at_the_engines_per_step_floor():
     shape = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=100, response_len=256)
-    graphs = predict("Qwen2.5-0.5B-Instruct", shape, ParallelShape(gpus=8), "H100-SXM")
+    none = overheads.NO_FITTED_TERMS  # the floor alone; the fitted per-token cost is tested below
+    graphs = predict("Qwen2.5-0.5B-Instruct", shape, ParallelShape(gpus=8), "H100-SXM", fitted=none)
     eager = predict(
-        "Qwen2.5-0.5B-Instruct", dataclasses.replace(shape, engine_mode="eager"), ParallelShape(gpus=8), "H100-SXM"
+        "Qwen2.5-0.5B-Instruct",
+        dataclasses.replace(shape, engine_mode="eager"),
+        ParallelShape(gpus=8),
+        "H100-SXM",
+        fitted=none,
     )
     bound = graphs.stage("generation_decode").time_s
     decode = {s.name: s for s in graphs.estimate_stages}["generation_decode"]
@@ -172,3 +177,26 @@ def test_the_gpu_measurement_protocol_refuses_without_cuda(capsys):
     spec.loader.exec_module(module)
     assert module.main([]) == 2
     assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor():
+    shape = WorkloadShape(
+        prompts_per_step=64, group_size=32, prompt_len=130, response_len=4096, fixed_length=False, mean_response_len=800
+    )
+    terms = overheads.FittedTerms(decode_token_s=1e-4, refit_bytes_per_s=2e9, fitted_on=("a-run",))
+    for placement, rollout_gpus in (("colocated", 0), ("disaggregated", 8)):
+        layout = ParallelShape(gpus=16, placement=placement, rollout_gpus=rollout_gpus)
+        plain = predict("Llama-3.1-8B", shape, layout, "H100-SXM", fitted=overheads.NO_FITTED_TERMS)
+        fitted = predict("Llama-3.1-8B", shape, layout, "H100-SXM", fitted=terms)
+        before = {s.name: s.time_s for s in plain.estimate_stages}
+        after = {s.name: s.time_s for s in fitted.estimate_stages}
+        tokens = overheads.engine_tokens(shape, layout)  # the busiest engine's share x the mean response
+        assert tokens == pytest.approx(2048 / layout.rollout_replicas * 800)
+        assert after["generation_decode"] == pytest.approx(before["generation_decode"] + tokens * 1e-4)
+        weights = get_arch("Llama-3.1-8B").weight_bytes()
+        if placement == "colocated":  # the engine takes its weights through the trainer's GPUs: the fitted rate
+            assert after["weight_sync"] == pytest.approx(weights / 2e9)
+        else:  # the links' bound stays: no disaggregated refit was published to fit on
+            assert after["weight_sync"] == before["weight_sync"]
+        assert plain.step_time_bound_s == fitted.step_time_bound_s  # the bound never takes a fitted term
+        assert fitted.to_dict()["estimate_terms"]["fitted_on"] == ["a-run"]

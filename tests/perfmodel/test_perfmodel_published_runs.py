@@ -28,7 +28,9 @@ def test_every_run_states_its_source_configuration_and_measurement():
     assert len(ids) >= 4 and len(set(ids)) == len(ids)
     assert set(data["training_subset"]) <= set(ids)  # a fitted run is named by id
     for run in data["runs"]:
-        assert run["source"].startswith("https://") and run["recipe"].startswith("https://")
+        # a source that has no address (a note found through a search index) says so in `unlinked`
+        assert run["source"].startswith("https://") or run.get("unlinked"), run["id"]
+        assert run["recipe"].startswith("https://")
         for key in ("model", "hardware", "gpus", "placement", "async", "workload", "train", "rollout"):
             assert key in run, f"{run['id']}: {key}"
         for key in ("prompts_per_step", "group_size", "prompt_len", "response_len", "mini_batch_prompts"):
@@ -57,3 +59,29 @@ def test_a_bad_entry_is_refused_by_name(tmp_path):
     bad.write_text("version: 1\nruns: []\n")
     with pytest.raises(ValueError, match="non-empty 'runs'"):
         _script().load_runs(bad)
+
+
+def test_the_fitted_terms_are_the_fit_of_the_declared_training_subset_alone():
+    """overheads.FITTED is what `validate_published.py --fit` computes from the training subset, and
+    changing a validation run's measurements does not move it."""
+    from rlbench.perfmodel.overheads import FITTED
+
+    script = _script()
+    data = script.load_runs()
+    subset = data["training_subset"]
+    assert subset and list(FITTED.fitted_on) == subset
+    terms = script.fit(data["runs"], subset)
+    assert FITTED.decode_token_s == pytest.approx(terms.decode_token_s, rel=0.01)
+    assert FITTED.refit_bytes_per_s == pytest.approx(terms.refit_bytes_per_s, rel=0.01)
+    for run in data["runs"]:
+        if run["id"] not in subset:
+            run["measured"] = {key: value * 3 for key, value in run["measured"].items()}
+    assert script.fit(data["runs"], subset) == terms
+    with pytest.raises(ValueError, match="not in the file: nope"):
+        script.fit(data["runs"], ["nope"])
+
+
+def test_the_summary_counts_runs_within_the_targets(capsys):
+    assert _script().main([]) == 0
+    printed = capsys.readouterr().out
+    assert "step within 30%:" in printed and "gen within 50%:" in printed
