@@ -25,6 +25,8 @@ from rlbench.record.schema import Status
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
+# The largest job `predict` plans: today's largest training clusters are ~100k GPUs; a larger count is a typo.
+MAX_PREDICT_GPUS = 100_000
 
 
 def _user_errors(fn):
@@ -281,7 +283,13 @@ def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
 @click.option("--model-config", required=True, help="HF config.json, a model folder, or a built-in name.")
 @click.option("--workload", required=True, help="Workload name or YAML path.")
 @click.option("--hardware", required=True, help="Hardware row, e.g. H100-SXM, H200, A100-80GB, or 'cpu' (measured).")
-@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1, max=MAX_PREDICT_GPUS),
+    default=1,
+    show_default=True,
+    help=f"GPUs of the job (at most {MAX_PREDICT_GPUS:,}: beyond that a count is a typo, not a plan).",
+)
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
 @click.option(
     "--sweep",

@@ -145,7 +145,7 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
     """
     total = gpus or parallel.world_size
     rollout_gpus = total // 2 if parallel.placement == "disaggregated" else 0
-    return ParallelShape(
+    shape = ParallelShape(
         gpus=total,
         dp=None if gpus else parallel.dp,
         tp=parallel.tp,
@@ -163,6 +163,13 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
         async_mode=parallel.async_mode,
         async_staleness=parallel.async_depth if parallel.async_mode == "k-step" else 1,
     )
+    if gpus and "dp" in parallel.non_default() and shape.data_parallel != parallel.dp:
+        raise RLBenchError(
+            f"--parallel dp={parallel.dp} does not agree with --gpus {gpus}: the trainer's "
+            f"{shape.trainer_gpus} GPUs over tp x pp x sp x cp = {shape.tp * shape.pp * shape.sp * shape.cp} "
+            f"give dp={shape.data_parallel}; drop dp (it follows from --gpus) or set --gpus to match"
+        )
+    return shape
 
 
 def megatron_layout(parallel: Parallelism) -> bool:

@@ -202,3 +202,13 @@ def test_bound_and_estimate_are_both_given_and_labelled():
     text = run_cli(*BASE).stdout
     for label in ("  bound ", "  estimate ", "MFU bound", "MFU estimate", "estimate s"):
         assert label in text
+
+
+def test_predict_refuses_a_dp_that_disagrees_with_gpus_and_an_implausible_gpu_count():
+    base = ["predict", "--workload", "gsm8k-grpo", "--hardware", "H100-SXM", "--model-config", "Qwen2.5-0.5B-Instruct"]
+    result = run_cli(*base, "--gpus", "8", "--parallel", "dp=4")
+    assert result.returncode == 2 and "dp=4 does not agree with --gpus 8" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert run_cli(*base, "--gpus", "8", "--parallel", "dp=8").returncode == 0  # a dp that agrees is honoured
+    result = run_cli(*base, "--gpus", "200000")
+    assert result.returncode == 2 and "200000 is not in the range" in result.stderr
