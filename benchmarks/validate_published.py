@@ -58,6 +58,15 @@ def _arch(model: str) -> ModelArch:
     return load_hf_config(model) if model.endswith(".json") else get_arch(model)
 
 
+def _async_mode(value: str) -> str:
+    """off | one-step | K-step (K policy versions of staleness: the model's k-step mode)."""
+    return "k-step" if value.endswith("-step") and value != "one-step" else value
+
+
+def _staleness(value: str) -> int:
+    return int(value.removesuffix("-step")) if _async_mode(value) == "k-step" else 1
+
+
 def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
     """The model's inputs for one published run, from its YAML entry."""
     w, train, rollout = run["workload"], run["train"], run["rollout"]
@@ -73,6 +82,7 @@ def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
         recompute_old_logprob=w.get("recompute_old_logprob", True),
         algorithm=w.get("algorithm", "grpo"),
         micro_batch_tokens=train.get("micro_batch_tokens"),
+        padded_prompt_len=train.get("padded_prompt_len"),
         micro_batch_size=train.get("micro_batch_size", 1),
         gradient_checkpointing=train.get("gradient_checkpointing", False),
         engine_mode=rollout.get("engine_mode", "cuda_graphs"),
@@ -89,7 +99,9 @@ def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
         rollout_tp=rollout.get("tp", 1),
         placement=run.get("placement", "colocated"),
         rollout_gpus=run.get("rollout_gpus", 0),
-        async_mode=run.get("async", "off"),
+        async_mode=_async_mode(run.get("async", "off")),
+        async_staleness=_staleness(run.get("async", "off")),
+        cp=train.get("cp", 1),
     )
     return work, layout
 
@@ -213,8 +225,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     fitted = set(data.get("training_subset") or [])
-    rows = [row for run in data["runs"] for row in compare(run)]
+    rows, refused = [], []
+    for run in data["runs"]:
+        try:
+            rows += compare(run)
+        except ValueError as exc:  # a layout the model cannot express: named, never dropped silently
+            refused.append(f"{run['id']}: {exc}")
     print(table(rows, fitted))
+    if refused:
+        print(f"\nnot predicted ({len(refused)}): the model cannot express the run's layout")
+        print("\n".join(f"  {line}" for line in refused))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

@@ -280,6 +280,31 @@ BUILTIN_ARCHS: dict[str, ModelArch] = {
             qkv_bias=False,
             source=_hub("meta-llama/Llama-3.1-8B"),
         ),
+        ModelArch(
+            name="Llama-3.1-70B",
+            layers=80,
+            hidden=8192,
+            heads=64,
+            kv_heads=8,
+            ffn=28672,
+            vocab=128256,
+            tied_embeddings=False,
+            qkv_bias=False,
+            source=_hub("meta-llama/Llama-3.1-70B"),
+        ),
+        ModelArch(
+            name="Llama-3.2-1B",
+            layers=16,
+            hidden=2048,
+            heads=32,
+            kv_heads=8,
+            head_dim=64,
+            ffn=8192,
+            vocab=128256,
+            tied_embeddings=True,
+            qkv_bias=False,
+            source=_hub("meta-llama/Llama-3.2-1B"),
+        ),
         # Qwen3 adds a per-head RMSNorm on q and k (2 x 128 weights a layer), not counted: 16K of 32.8B.
         ModelArch(
             name="Qwen3-32B",
@@ -312,6 +337,23 @@ BUILTIN_ARCHS: dict[str, ModelArch] = {
             moe_top_k=8,
             moe_ffn=768,
             source=_hub("Qwen/Qwen3-30B-A3B"),
+        ),
+        # Qwen3-235B-A22B: 235B total, 22B active on its model card.
+        ModelArch(
+            name="Qwen3-235B-A22B",
+            layers=94,
+            hidden=4096,
+            heads=64,
+            kv_heads=4,
+            head_dim=128,
+            ffn=12288,
+            vocab=151936,
+            tied_embeddings=False,
+            qkv_bias=False,
+            moe_experts=128,
+            moe_top_k=8,
+            moe_ffn=1536,
+            source=_hub("Qwen/Qwen3-235B-A22B"),
         ),
         # 14.3B total, 2.7B active on its model card; q/k/v biases as every qwen2-family config.
         ModelArch(
@@ -353,6 +395,8 @@ BUILTIN_ARCHS: dict[str, ModelArch] = {
 # The Instruct and base checkpoints share one architecture.
 _ALIASES = {
     "Llama-3.1-8B-Instruct": "Llama-3.1-8B",
+    "Llama-3.1-70B-Instruct": "Llama-3.1-70B",
+    "Llama-3.2-1B-Instruct": "Llama-3.2-1B",
     "Qwen1.5-MoE-A2.7B-Chat": "Qwen1.5-MoE-A2.7B",
     "OLMoE-1B-7B": "OLMoE-1B-7B-0924",
     "OLMoE-1B-7B-0924-Instruct": "OLMoE-1B-7B-0924",
