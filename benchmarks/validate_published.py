@@ -210,11 +210,46 @@ def table(rows: list[dict[str, Any]], fitted: set[str]) -> str:
     return "\n".join(lines)
 
 
+def markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]], fitted: set[str], summary: str) -> str:
+    """docs/measurements/published-runs.md: the summary and one table row per run and metric."""
+    by_id = {run["id"]: run for run in runs}
+    lines = [
+        "# Published runs against the work-depth model's estimate",
+        "",
+        "Written by `python benchmarks/validate_published.py --markdown docs/measurements/published-runs.md` from",
+        "`benchmarks/published_runs.yaml` (each run's source, recipe and configuration are there). The fitted",
+        'terms (`overheads.FITTED`) come from the runs marked "fitted on"; every other row is validation.',
+        '`docs/perfmodel.md` ("Published runs") says what the set holds and why the misses miss.',
+        "",
+        "```",
+        summary,
+        "```",
+        "",
+        "| run | model | GPUs | metric | measured s | bound s | estimate s | measured / bound | measured / estimate |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    previous = None
+    for r in rows:
+        run, first = by_id[r["run"]], r["run"] != previous
+        previous = r["run"]
+        gpus = f"{run['gpus']} {run['hardware']}" + (
+            f" ({run['rollout_gpus']} rollout)" if run.get("rollout_gpus") else ""
+        )
+        name = r["run"] + (" (fitted on)" if r["run"] in fitted else "")
+        lines.append(
+            f"| {name if first else ''} | {run['model'] if first else ''} | {gpus if first else ''} | {r['metric']} | "
+            f"{_fmt(r['measured_s'])} | {_fmt(r['bound_s'])} | {_fmt(r['estimate_s'])} | "
+            f"{_fmt(r['measured_over_bound'])} | {_fmt(r['measured_over_estimate'])} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="?", type=Path, default=DEFAULT, help="published runs YAML")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--fit", action="store_true", help="print FittedTerms fitted on the training subset")
+    parser.add_argument("--markdown", type=Path, help="also write the summary and table as Markdown here")
     args = parser.parse_args(argv)
     data = load_runs(args.runs)
     if args.fit:
@@ -231,10 +266,14 @@ def main(argv: list[str] | None = None) -> int:
             rows += compare(run)
         except ValueError as exc:  # a layout the model cannot express: named, never dropped silently
             refused.append(f"{run['id']}: {exc}")
-    print(table(rows, fitted))
+    printed = table(rows, fitted)
     if refused:
-        print(f"\nnot predicted ({len(refused)}): the model cannot express the run's layout")
-        print("\n".join(f"  {line}" for line in refused))
+        printed += f"\n\nnot predicted ({len(refused)}): the model cannot express the run's layout\n"
+        printed += "\n".join(f"  {line}" for line in refused)
+    print(printed)
+    if args.markdown:
+        summary = printed.split("\n\n", 1)[1] if "\n\n" in printed else ""
+        args.markdown.write_text(markdown(rows, data["runs"], fitted, summary))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
     return 0

@@ -174,7 +174,7 @@ def engine_floor(stage: StageCost, steps: int, mode: str) -> StageCost:
 
 def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
     """Sequences one engine decodes at once: its share of the batch, capped by its limits."""
-    per_replica = math.ceil(shape.sequences / par.rollout_replicas)
+    per_replica = math.ceil(shape.sequences / par.rollout_replicas) * par.batches_in_flight
     limit = min(per_replica, shape.engine_max_seqs or per_replica)
     if shape.engine_memory_fraction is None or hw.hbm_bytes is None:
         return limit
@@ -188,13 +188,8 @@ def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Har
 
 
 def engine_steps(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
-    """Decode steps of the busiest engine: its longest response, or its tokens / sequences in flight."""
+    """Decode steps of the busiest engine per RL step: its longest response (over the batches it decodes at
+    once, ParallelShape.batches_in_flight), or its tokens / sequences in flight."""
     per_replica = math.ceil(shape.sequences / par.rollout_replicas)
-    return max(shape.response_len, math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw)))
-
-
-def stepped_shape(shape: WorkloadShape, steps: int) -> WorkloadShape:
-    """The shape whose decode runs `steps` steps with the same mean response (FLOPs and KV unchanged)."""
-    if steps == shape.response_len:
-        return shape
-    return dataclasses.replace(shape, response_len=steps, fixed_length=False, mean_response_len=shape.mean_response)
+    longest = math.ceil(shape.response_len / par.batches_in_flight)
+    return max(longest, math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw)))

@@ -46,7 +46,7 @@ Anything that needs an unknown number (a link, a TDP, a price, a latency) is Non
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlbench.perfmodel.arch import ModelArch, get_arch
@@ -65,7 +65,6 @@ from rlbench.perfmodel.overheads import (
     estimate_hardware,
     in_flight,
     refit_floor,
-    stepped_shape,
     token_cost,
 )
 from rlbench.perfmodel.parallelism import async_staleness
@@ -227,7 +226,7 @@ def estimate_stages(
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
     steps = engine_steps(arch, shape, parallel, hw)
-    plain_decode = decode_stage(arch, stepped_shape(shape, steps), parallel, hw, achievable=a)
+    plain_decode = decode_stage(arch, shape, parallel, hw, achievable=a, engine_steps=steps)
     decode = token_cost(engine_floor(plain_decode, steps, shape.engine_mode), engine_tokens(shape, parallel), fitted)
     out = [
         decode
@@ -294,6 +293,12 @@ def predict(
     if step is None:
         notes.append(f"step time n/a: a collective crosses a link {hw.name} gives no bandwidth for")
     staleness, first = _asynchrony(groups, depth, overlap)
+    if first is not None and parallel.batches_in_flight > 1:
+        # the first batch has no other batch to share the engine's steps with: it decodes alone
+        alone = replace(parallel, async_mode="one-step", async_staleness=1)
+        lone = build_stages(arch, shape, alone, hw, achievable=achievable)
+        lone = apply_floor(lone, floor, shape.response_len) if floor is not None else lone
+        first = _combine(_group(lone, "time_s"), False)
     model_flops = sum(s.model_flops for s in stages)
     actor = next(s for s in stages if s.name == "actor_update")
     mfu_actor = _ratio(

@@ -17,7 +17,9 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
   token costs per step depends on the engine's cache (kv_traffic_per_cached_token).
   Steps = the longest response: a batch of an RL step is fixed, so the engine keeps
   stepping (and reading its weights) until its last sequence ends. FLOPs and KV reads use
-  the mean response length.
+  the mean response length. With k batches in flight (k-step async on its own pool,
+  ParallelShape.batches_in_flight) the engine decodes k batches at once, so one RL step's
+  share is longest / k steps, each over k batches' sequences.
   Depth: every step is one forward of the batch, L + 2 units (roofline.pass_units), so a
   decode of R steps has depth R * (L + 2): on a latency-bound device (a small model, a CPU)
   the span, not the roofline, sets the time.
@@ -122,10 +124,19 @@ def prefill_stage(
 
 
 def decode_stage(
-    arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float
+    arch: ModelArch,
+    shape: WorkloadShape,
+    par: ParallelShape,
+    hw: Hardware,
+    *,
+    achievable: float,
+    engine_steps: int | None = None,
 ) -> StageCost:
+    """engine_steps: the engine's decode steps for this RL step (the estimate's, overheads.engine_steps);
+    None: the bound's, the longest response over the batches in flight."""
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
-    seqs, steps = shape.sequences, shape.response_len
+    seqs = shape.sequences
+    steps = engine_steps if engine_steps is not None else math.ceil(shape.response_len / par.batches_in_flight)
     per_replica = math.ceil(seqs / replicas)
     busy = min(replicas, seqs)
     # a left-padded batch's cache holds its pads: attention reads them and torch.cat copies them
@@ -134,8 +145,9 @@ def decode_stage(
     kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
     traffic = kv_traffic_per_cached_token(shape.kv_cache)
     per_seq_kv = kvb * (traffic * fl.decode_kv_read_tokens(prompt, mean_r) + mean_r)  # reads + writes
-    weights = step_weight_bytes(arch, per_replica, shape.dtype_bytes)
-    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica, steps, shape.dtype_bytes))
+    live = per_replica * par.batches_in_flight  # sequences an engine step decodes
+    weights = step_weight_bytes(arch, live, shape.dtype_bytes)
+    comm = merge(_tp_all_reduces(arch, hw, tp, live, steps, shape.dtype_bytes))
     replica_kv = per_replica * per_seq_kv * kv_bytes_per_token_per_gpu(arch, tp, shape.dtype_bytes) / kvb
     critical = Work(
         flops=per_replica * per_seq_flops / tp,
@@ -146,6 +158,8 @@ def decode_stage(
     note = "memory-bound below ~peak/bandwidth sequences per engine"
     if not shape.fixed_length:
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
+    if par.batches_in_flight > 1:
+        note += f"; {par.batches_in_flight} batches in flight"
     return build_stage(
         "generation_decode",
         hw=hw,
@@ -158,7 +172,7 @@ def decode_stage(
         critical=critical,
         note=note,
         # one token per sequence per step; each step reads the engine's whole weight shard
-        matmul_rows=per_replica,
+        matmul_rows=live,
         matmul_dim=arch.hidden,
         weight_bytes=weights / tp,
     )

@@ -324,6 +324,14 @@ class ParallelShape:
         return {"off": 0, "one-step": 1}.get(self.async_mode, self.async_staleness)
 
     @property
+    def batches_in_flight(self) -> int:
+        """Generation batches an engine decodes at once: k for k-step async on a rollout pool of its own
+        (the engine keeps generating while batches wait their turn, so one batch's straggler tail overlaps
+        the next batches), else 1 (one-step-off generates one batch ahead, one batch at a time)."""
+        disaggregated = self.placement == "disaggregated"
+        return self.async_staleness if disaggregated and self.async_mode == "k-step" else 1
+
+    @property
     def trainer_gpus(self) -> int:
         return self.gpus if self.placement == "colocated" else self.gpus - self.rollout_gpus
 

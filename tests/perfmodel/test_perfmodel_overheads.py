@@ -200,3 +200,35 @@ def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor(
             assert after["weight_sync"] == before["weight_sync"]
         assert plain.step_time_bound_s == fitted.step_time_bound_s  # the bound never takes a fitted term
         assert fitted.to_dict()["estimate_terms"]["fitted_on"] == ["a-run"]
+
+
+def test_k_step_async_decodes_k_batches_at_once_so_a_batch_pays_a_kth_of_the_longest_response():
+    """With k batches in flight on its own pool, the engine's straggler tail of one batch overlaps the next
+    batches: the bound's decode steps per RL step are longest / k; one-step-off and colocated keep one batch."""
+    shape = WorkloadShape(
+        prompts_per_step=64,
+        group_size=32,
+        prompt_len=110,
+        response_len=4096,
+        fixed_length=False,
+        mean_response_len=3200,
+    )
+
+    def decode(async_mode: str, staleness: int = 1, placement: str = "disaggregated"):
+        layout = ParallelShape(
+            gpus=64,
+            placement=placement,
+            rollout_gpus=32 if placement == "disaggregated" else 0,
+            async_mode=async_mode,
+            async_staleness=staleness,
+        )
+        p = predict("Qwen3-30B-A3B", shape, layout, "H100-SXM", fitted=overheads.NO_FITTED_TERMS)
+        return layout, p.stage("generation_decode"), p.to_dict()["estimate_terms"]["decode_steps"]
+
+    one, one_stage, one_steps = decode("one-step")
+    eight, eight_stage, eight_steps = decode("k-step", 8)
+    assert one.batches_in_flight == 1 and eight.batches_in_flight == 8
+    assert decode("k-step", 8, "colocated")[0].batches_in_flight == 1  # a shared pool holds one batch
+    assert "8 batches in flight" in eight_stage.note
+    assert eight_stage.time_s < one_stage.time_s / 3  # weight reads per RL step shrink ~k-fold
+    assert one_steps >= 4096 and eight_steps >= 4096 / 8 and eight_steps < one_steps

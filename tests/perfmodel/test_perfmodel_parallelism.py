@@ -248,8 +248,11 @@ def test_k_step_asynchrony_overlap_and_staleness() -> None:
     k = predict(QWEN7B, WORK, ParallelShape(**split, async_mode="k-step", async_staleness=3), H100)
     g = off.group_times_s
     rest = g["experience"] + g["training"] + g["sync"]
-    assert k.step_time_s == pytest.approx(max(g["generation"], rest))
-    assert k.staleness_steps == (3 if g["generation"] < rest else 1)
+    # the engine decodes 3 batches at once, so a batch's share of the straggler tail is a third
+    kg = k.group_times_s["generation"]
+    assert kg < g["generation"]
+    assert k.step_time_s == pytest.approx(max(kg, rest))
+    assert k.staleness_steps == (3 if kg < rest else 1)
     assert k.first_step_s == pytest.approx(off.step_time_s)
     assert k.to_dict()["async"] == {"depth": 3, "staleness_steps": k.staleness_steps, "first_step_s": k.first_step_s}
     colocated = predict(QWEN7B, WORK, ParallelShape(gpus=8, async_mode="k-step", async_staleness=2), H100)
