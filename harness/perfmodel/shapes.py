@@ -98,6 +98,9 @@ class WorkloadShape:
     # prompt (TRL: Hugging Face generate and the loss's forward run on rows x that width, pads
     # included); None: the mean prompt_len (vLLM pages each sequence; verl and OpenRLHF pack).
     padded_prompt_len: int | None = None
+    # The same for the critic alone, where it pads while the actor packs (verl's critic.model.use_remove_padding
+    # false beside the actor's true): its value and update passes compute each sequence at this + response_len.
+    critic_padded_prompt_len: int | None = None
     # How the rollout engine runs a decode step: "cuda_graphs" (vLLM's default, enforce_eager=False)
     # or "eager" (enforce_eager=True; Hugging Face generate). Used by the estimate only
     # (overheads.ENGINE_STEP_FLOOR_S), never by the roofline bound.
@@ -144,8 +147,9 @@ class WorkloadShape:
                     f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
                     f"prompts_per_step={self.prompts_per_step}"
                 )
-        if self.padded_prompt_len is not None:
-            _positive(own, "padded_prompt_len", self.padded_prompt_len, minimum=self.prompt_len)
+        for field in ("padded_prompt_len", "critic_padded_prompt_len"):
+            if getattr(self, field) is not None:
+                _positive(own, field, getattr(self, field), minimum=self.prompt_len)
         if self.mean_response_len is not None:
             if self.fixed_length:
                 raise ValueError(f"{own}.mean_response_len: only meaningful with fixed_length=False")

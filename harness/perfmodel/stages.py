@@ -39,6 +39,7 @@ Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
@@ -247,12 +248,21 @@ def build_stages(
     MFU, overheads.py); the bound leaves it at 1.0."""
     kw = {"achievable": achievable}
     critic = critic_params(arch)
+    # a critic that pads while the actor packs (verl: critic.model.use_remove_padding false) computes its
+    # passes at the padded width; everything else keeps the actor's shape
+    critic_shape = (
+        replace(shape, padded_prompt_len=shape.critic_padded_prompt_len)
+        if shape.critic_padded_prompt_len is not None
+        else shape
+    )
 
-    def forward(name: str, value_head: bool = False, params: int | None = None, models: int = 1) -> StageCost:
+    def forward(
+        name: str, value_head: bool = False, params: int | None = None, models: int = 1, on: WorkloadShape = shape
+    ) -> StageCost:
         return trainer_pass(
             name,
             arch,
-            shape,
+            on,
             par,
             hw,
             training=False,
@@ -263,11 +273,11 @@ def build_stages(
             **kw,
         )
 
-    def update(name: str, value_head: bool, params: int | None = None) -> StageCost:
+    def update(name: str, value_head: bool, params: int | None = None, on: WorkloadShape = shape) -> StageCost:
         return trainer_pass(
             name,
             arch,
-            shape,
+            on,
             par,
             hw,
             training=True,
@@ -286,10 +296,14 @@ def build_stages(
         else empty_stage("reward", note="rule-based reward on CPU: not modelled"),
         ref,
         old,
-        forward("critic_values", True, critic) if shape.has_critic else empty_stage("critic_values", note="no critic"),
+        forward("critic_values", True, critic, on=critic_shape)
+        if shape.has_critic
+        else empty_stage("critic_values", note="no critic"),
         advantage_stage(shape, par, hw, **kw),
         update("actor_update", False),
-        update("critic_update", True, critic) if shape.has_critic else empty_stage("critic_update", note="no critic"),
+        update("critic_update", True, critic, on=critic_shape)
+        if shape.has_critic
+        else empty_stage("critic_update", note="no critic"),
         weight_sync_stage(arch, par, hw, **kw),
     ]
 

@@ -79,3 +79,19 @@ def test_trl_rows_carry_the_padded_width() -> None:
     }
     row = normalize(line)
     assert row["padded_prompt_tokens"] == 1920 and row["prompt_tokens"] == 1500
+
+
+def test_a_critic_that_pads_while_the_actor_packs_pays_the_padded_width_on_its_passes_alone() -> None:
+    """verl lets the critic run without padding removal while the actor packs (critic.model.use_remove_padding)."""
+    ppo = dataclasses.replace(
+        WORK, algorithm="ppo", group_size=1, prompts_per_step=16, fixed_length=False, mean_response_len=16
+    )
+    packed = predict(ARCH, ppo, ParallelShape(gpus=1), HW)
+    critic_pads = predict(ARCH, dataclasses.replace(ppo, critic_padded_prompt_len=120), ParallelShape(gpus=1), HW)
+    for stage in ("critic_values", "critic_update"):  # 120 + 32 positions per sequence instead of 90 + 16
+        assert critic_pads.stage(stage).flops > packed.stage(stage).flops * 1.3
+        assert critic_pads.stage(stage).model_flops == pytest.approx(packed.stage(stage).model_flops)
+    for stage in ("generation_prefill", "generation_decode", "actor_update"):  # the actor's passes keep packing
+        assert critic_pads.stage(stage).flops == packed.stage(stage).flops
+    with pytest.raises(ValueError, match=r"WorkloadShape\.critic_padded_prompt_len"):
+        dataclasses.replace(ppo, critic_padded_prompt_len=80)
