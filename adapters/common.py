@@ -1,11 +1,16 @@
-"""Helpers every framework adapter shares: the GPUs here, and counts read from a framework's logged means."""
+"""Helpers every framework adapter shares: the GPUs here, counts read from a framework's logged means, and the
+requirements a framework declares (its pins, read from its installed metadata)."""
 
 from __future__ import annotations
 
 import importlib.util
 import math
+from typing import TYPE_CHECKING
 
 from rlbench.run.environment import gpus
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 
 def gpu_count() -> int:
@@ -23,3 +28,15 @@ def gpu_count() -> int:
 def whole_count(value: float) -> float:
     """A count rebuilt from logged means (tokens = mean length x responses), rounded; NaN stays NaN."""
     return round(value) if math.isfinite(value) else math.nan
+
+
+def declared_requirements(distribution: str) -> list[Requirement]:
+    """The installed distribution's own `Requires-Dist` lines as `packaging` Requirements ([] if not installed)."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    try:
+        return [Requirement(line) for line in importlib.metadata.requires(distribution) or []]
+    except importlib.metadata.PackageNotFoundError:
+        return []

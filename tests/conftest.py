@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def readme_section(start: str, end: str) -> str:
+    """The README's text from `start` up to `end` (a GPU recipe, for the pin tests)."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    begin = readme.index(start)
+    return readme[begin : readme.index(end, begin)]
+
+
+def readme_pins(start: str, end: str) -> dict[str, str]:
+    """{distribution: version} of every `name==version` (extras allowed) in that README section."""
+    return dict(re.findall(r"`?'?([a-z][a-z0-9_-]*)(?:\[[a-z,-]+\])?==([0-9][0-9.]*)", readme_section(start, end)))
 
 
 @pytest.fixture(scope="session")

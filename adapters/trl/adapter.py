@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
+from rlbench.adapters.common import declared_requirements
 from rlbench.errors import RLBenchError
 from rlbench.run.environment import gpus, package_version
 from rlbench.run.equal_work import contract, manifest
@@ -61,15 +62,7 @@ COUNT_BATCHES = (
 # What TRL 1.16's GRPOTrainer (as rlbench launches it) cannot honour, by knob: the reason, one line.
 def vllm_range() -> str | None:
     """The vLLM versions the installed TRL's own `[vllm]` extra accepts (">=0.22.0,<=0.31.0" for TRL 1.16)."""
-    import importlib.metadata
-
-    from packaging.requirements import Requirement
-
-    try:
-        requirements = [Requirement(line) for line in importlib.metadata.requires("trl") or []]
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    for req in requirements:
+    for req in declared_requirements("trl"):
         if req.name == "vllm" and req.marker is not None and req.marker.evaluate({"extra": "vllm"}):
             return str(req.specifier)
     return None

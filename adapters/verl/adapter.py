@@ -25,7 +25,7 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import Adapter, LaunchPlan
-from rlbench.adapters.common import gpu_count, whole_count
+from rlbench.adapters.common import declared_requirements, gpu_count, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import replacing
 from rlbench.errors import RLBenchError
@@ -595,14 +595,7 @@ def gpu_install_command() -> str:
 
 def pinned_by_verl(extras: tuple[str, ...] = GPU_EXTRAS) -> dict[str, str]:
     """{distribution: version} that these extras of the installed verl pin with `==`, nested extras followed."""
-    import importlib.metadata
-
-    from packaging.requirements import Requirement
-
-    try:
-        requirements = [Requirement(line) for line in importlib.metadata.requires("verl") or []]
-    except importlib.metadata.PackageNotFoundError:
-        return {}
+    requirements = declared_requirements("verl")
     pins: dict[str, str] = {}
     todo, seen = list(extras), set()
     while todo:

@@ -591,11 +591,10 @@ def test_cpu_lane_refuses_what_it_was_not_made_to_run(monkeypatch):
 def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
     """Every `name==version` of the README's OpenRLHF recipe is what the installed OpenRLHF itself pins."""
     import importlib.metadata
-    import re
 
     from packaging.requirements import Requirement
 
-    from tests.conftest import PROJECT_ROOT
+    from tests.conftest import readme_pins
 
     pins = {}
     for line in importlib.metadata.requires("openrlhf") or []:
@@ -603,10 +602,7 @@ def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
         exact = [spec.version for spec in req.specifier if spec.operator == "=="]
         if exact and (req.marker is None or req.marker.evaluate({"extra": "vllm"})):
             pins[req.name] = exact[0]
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    start = readme.index("### OpenRLHF on a GPU machine")
-    section = readme[start : readme.index("# openrlhf: usable", start)]
-    named = dict(re.findall(r"`?'?([a-z][a-z0-9_-]*)(?:\[[a-z,-]+\])?==([0-9][0-9.]*)", section))
+    named = readme_pins("### OpenRLHF on a GPU machine", "# openrlhf: usable")
     assert named.pop("openrlhf") == importlib.metadata.version("openrlhf")
     assert {"transformers", "deepspeed", "ray", "flash-attn", "vllm"} <= set(named)
     assert named == {name: pins[name] for name in named}

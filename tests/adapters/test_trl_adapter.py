@@ -177,17 +177,13 @@ def test_a_missing_or_damaged_resolved_file_leaves_the_launch_manifest(tmp_path,
 def test_the_readme_gpu_recipe_is_inside_trls_own_vllm_range():
     """The README's TRL recipe pins the installed TRL and a vLLM its own [vllm] extra accepts."""
     import importlib.metadata
-    import re
 
     from packaging.specifiers import SpecifierSet
 
     from rlbench.adapters.trl.adapter import TESTED_VLLM, vllm_range
-    from tests.conftest import PROJECT_ROOT
+    from tests.conftest import readme_pins
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    start = readme.index("python -m venv ~/venv-trl")
-    section = readme[start : readme.index("# trl: usable", start)]
-    named = dict(re.findall(r"`?'?([a-z][a-z0-9_-]*)(?:\[[a-z,-]+\])?==([0-9][0-9.]*)", section))
+    named = readme_pins("python -m venv ~/venv-trl", "# trl: usable")
     assert named == {"trl": importlib.metadata.version("trl"), "vllm": TESTED_VLLM}
     assert vllm_range() and SpecifierSet(vllm_range()).contains(TESTED_VLLM)
 

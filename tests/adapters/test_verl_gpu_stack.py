@@ -11,7 +11,7 @@ import re
 import pytest
 
 from rlbench.errors import RLBenchError
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import readme_section
 
 pytest.importorskip("verl")
 from rlbench.adapters.verl import adapter as verl_adapter  # noqa: E402
@@ -22,9 +22,7 @@ from rlbench.workloads.catalog import load_workload  # noqa: E402
 
 
 def _recipe() -> str:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    start = readme.index("python -m venv ~/venv-verl")
-    return readme[start : readme.index("# verl: usable", start)]
+    return readme_section("python -m venv ~/venv-verl", "# verl: usable")
 
 
 def test_the_readme_recipe_is_verls_own_pins():

@@ -44,11 +44,9 @@ PUBLISHED = [  # (label, mean response, layout, measured step seconds)
 ]
 
 
-@pytest.mark.parametrize(("label", "mean_response", "layout", "measured"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
-def test_nemo_rl_llama8b_grpo_step_time(
-    label: str, mean_response: float, layout: ParallelShape, measured: float
-) -> None:
-    work = WorkloadShape(
+def _work(mean_response: float) -> WorkloadShape:
+    """The published runs' workload (64 prompts x 32, up to 4,096 tokens, KL reference) at their mean response."""
+    return WorkloadShape(
         prompts_per_step=64,
         group_size=32,
         prompt_len=130,
@@ -60,7 +58,13 @@ def test_nemo_rl_llama8b_grpo_step_time(
         micro_batch_tokens=4096,
         use_kl_reference=True,
     )
-    predicted = predict("Llama-3.1-8B-Instruct", work, layout, "H100-SXM")
+
+
+@pytest.mark.parametrize(("label", "mean_response", "layout", "measured"), PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_nemo_rl_llama8b_grpo_step_time(
+    label: str, mean_response: float, layout: ParallelShape, measured: float
+) -> None:
+    predicted = predict("Llama-3.1-8B-Instruct", _work(mean_response), layout, "H100-SXM")
     assert predicted.step_time_s is not None
     ratio = measured / predicted.step_time_s
     assert 1.0 <= ratio <= 10.0, f"{label}: predicted {predicted.step_time_s:.1f} s vs measured {measured} s"
@@ -71,16 +75,5 @@ def test_async_gain_direction_matches_publication() -> None:
     """Published: one-step-off is faster (74.6 s vs 97.7 s); the model must agree on the direction."""
     times = []
     for _, mean_response, layout, _ in PUBLISHED:
-        work = WorkloadShape(
-            prompts_per_step=64,
-            group_size=32,
-            prompt_len=130,
-            response_len=4096,
-            fixed_length=False,
-            mean_response_len=mean_response,
-            mini_batch_prompts=16,
-            gradient_checkpointing=True,
-            micro_batch_tokens=4096,
-        )
-        times.append(predict("Llama-3.1-8B-Instruct", work, layout, "H100-SXM").step_time_s)
+        times.append(predict("Llama-3.1-8B-Instruct", _work(mean_response), layout, "H100-SXM").step_time_s)
     assert times[1] < times[0]
