@@ -274,9 +274,13 @@ def predict(
     if kwh_usd < 0 or (gpu_hour_usd is not None and gpu_hour_usd < 0):
         raise ValueError("gpu_hour_usd and kwh_usd must not be negative")
     notes: list[str] = []
-    stages = build_stages(arch, shape, parallel, hw, achievable=achievable)
+
+    def stages_of(layout: ParallelShape) -> list[StageCost]:
+        built = build_stages(arch, shape, layout, hw, achievable=achievable)
+        return apply_floor(built, floor, shape.response_len) if floor is not None else built
+
+    stages = stages_of(parallel)
     if floor is not None:
-        stages = apply_floor(stages, floor, shape.response_len)
         notes.append(f"includes the framework floor measured by {floor.source or 'calibration runs'}")
     depth = parallel.async_depth
     overlap = depth > 0 and parallel.placement == "disaggregated"
@@ -295,10 +299,8 @@ def predict(
     staleness, first = _asynchrony(groups, depth, overlap)
     if first is not None and parallel.batches_in_flight > 1:
         # the first batch has no other batch to share the engine's steps with: it decodes alone
-        alone = replace(parallel, async_mode="one-step", async_staleness=1)
-        lone = build_stages(arch, shape, alone, hw, achievable=achievable)
-        lone = apply_floor(lone, floor, shape.response_len) if floor is not None else lone
-        first = _combine(_group(lone, "time_s"), False)
+        alone = stages_of(replace(parallel, async_mode="one-step", async_staleness=1))
+        first = _combine(_group(alone, "time_s"), False)
     model_flops = sum(s.model_flops for s in stages)
     actor = next(s for s in stages if s.name == "actor_update")
     mfu_actor = _ratio(
