@@ -96,6 +96,7 @@ def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
         pp=train.get("pp", 1),
         sp=train.get("sp", 1),
         ep=train.get("ep", 1),
+        etp=train.get("etp"),
         sharding=train.get("sharding", "full"),
         rollout_tp=rollout.get("tp", 1),
         placement=run.get("placement", "colocated"),

@@ -96,7 +96,7 @@ def main() -> None:
     "parallel",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, sp, "
+    help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, etp (expert tp), sp, "
     "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).",
 )
 @click.option(

@@ -90,6 +90,7 @@ REFUSED_KNOBS = {
     "pp": "OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism; use pp=1",
     "pp_virtual": "OpenRLHF trains with DeepSpeed ZeRO, which has no pipeline parallelism; use pp_virtual=1",
     "ep": "OpenRLHF 0.11.2 has no expert parallelism (--ds.experts_implementation picks MoE kernels only); use ep=1",
+    "etp": "OpenRLHF 0.11.2 has no expert parallelism, so no expert tensor parallelism; drop etp",
     "sp": "OpenRLHF's sequence parallelism is ring attention (--ds.ring_attn_size), which rlbench calls cp, not "
     "Ulysses; use cp instead",
     "fuse": "OpenRLHF 0.11.2's make_experience always runs its old-log-prob and reference passes (no flag skips or "

@@ -98,6 +98,7 @@ REFUSED_KNOBS = {
     "cp": "TRL 1.16's GRPOTrainer refuses context parallelism (parallelism_config cp_size > 1)",
     "sp": "TRL 1.16's GRPOTrainer refuses sequence parallelism (parallelism_config sp_size > 1)",
     "ep": "TRL 1.16 has no expert parallelism",
+    "etp": "TRL 1.16 has no expert parallelism, so no expert tensor parallelism",
     "fuse": "TRL 1.16 decides itself whether the old-log-prob pass runs (skipped when a generation feeds one "
     "update and vLLM's importance-sampling correction is off); rlbench has no switch for it",
     "async": "TRL 1.16's asynchronous GRPO is experimental (trl.experimental.async_grpo) and not launched by "

@@ -57,6 +57,7 @@ MEGATRON_SIZES = {
     "pp_virtual": "virtual_pipeline_model_parallel_size",
     "cp": "context_parallel_size",
     "ep": "expert_model_parallel_size",
+    "etp": "expert_tensor_parallel_size",  # unset: null, which Megatron-Core reads as tp
 }
 # What verl 0.9.1 cannot honour, by knob value: the reason, one line (docs/parallelism.md).
 REFUSED_FUSIONS = {
@@ -167,7 +168,7 @@ class VerlAdapter(Adapter):
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
     supported_knobs = frozenset(
-        {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "placement", "fuse", "async"}
+        {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp", "placement", "fuse", "async"}
     )
     brings_own_ray = True
     runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)

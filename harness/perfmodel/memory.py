@@ -8,9 +8,10 @@ The frozen reference model keeps 2 bytes per parameter (sharded alike), a PPO cr
 full 16, a reward model 2.
 
 Expert parallelism (MoE): ep ranks split the routed experts, so a rank's model-parallel shard
-is dense / (tp x pp) + experts / (tp x pp x ep). Whatever dp x sp x cp shards ("full", and the
-optimizer states under "optimizer") comes out the same either way, since the experts are then
-sharded over the remaining dp x sp x cp / ep ranks; ep saves what is not sharded (weights and
+is dense / (tp x pp) + experts / (etp x pp x ep) (etp = tp unless set). Whatever dp x sp x cp shards
+("full", and the optimizer states under "optimizer") comes out the same either way, since the
+experts are then sharded over the remaining (tp / etp) x dp x sp x cp / ep ranks; ep saves what is
+not sharded (weights and
 gradients under the distributed optimizer, everything under DDP). Context parallelism divides
 the activations by cp, as Ulysses' sp does.
 
@@ -77,12 +78,13 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
 
     def shard(count: int, sharded: bool) -> float:
         """Parameters per GPU under expert parallelism: sharded over dp x sp x cp (dense part over all of
-        them, experts over dp x sp x cp / ep after ep split them: count / (mp x dp_group) either way),
-        or else the model-parallel shard, experts / ep."""
+        them, experts over the expert data-parallel group after etp x ep split them: count / (mp x dp_group)
+        either way), or else the model-parallel shard (trainer_comm.local_params)."""
         return count / (mp * par.dp_group) if sharded else local_params(arch, par, count)  # type: ignore[return-value]
 
     full, zero = par.sharding == "full", par.sharding != "none"
-    if par.ep == 1 or not arch.is_moe:
+    ep_moe = arch.is_moe and par.splits_experts
+    if not ep_moe:
         parts = {"params": 2 * params / split, "grads": 2 * params / split, "optimizer": 12 * params / opt_split}
     else:
         parts = {
@@ -91,7 +93,6 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
             "optimizer": 12 * shard(params, zero),
         }
     critic = critic_params(arch)
-    ep_moe = par.ep > 1 and arch.is_moe
     if shape.use_kl_reference:
         parts["ref_params"] = 2 * shard(params, full) if ep_moe else 2 * params / split
     if shape.has_critic:
@@ -103,10 +104,11 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
     if shape.reward_model:
         parts["reward_params"] = 2 * shard(critic, full) if ep_moe else 2 * critic / split
     if par.param_shards > 1:  # two layers gathered at once (current + prefetch); ep ranks gather their experts only
-        body = arch.param_count().non_embedding
+        body = arch.param_count().non_embedding / par.tp
         if ep_moe:
-            body -= arch.expert_params() * (par.ep - 1) / par.ep
-        parts["fsdp_buffers"] = 2 * 2 * body / arch.layers / par.tp
+            experts = arch.expert_params()
+            body += experts / (par.expert_tp * par.ep) - experts / par.tp
+        parts["fsdp_buffers"] = 2 * 2 * body / arch.layers
     states = sum(parts.values())
     parts["activations"] = _activations(arch, shape, par)
     per_engine = math.ceil(shape.sequences / par.rollout_replicas)

@@ -15,6 +15,10 @@ parallelism (all-to-all over heads), `cp` ring-attention context parallelism (th
 K and V passed round a ring); FSDP and the distributed optimizer shard over dp x sp x cp, as
 verl's FSDP workers and Megatron-LM's context parallelism do. `ep` (expert parallelism) is
 carved out of those dp x sp x cp ranks, not added to them (Megatron-Core: ep divides dp x cp).
+`etp` (expert tensor parallelism, Megatron-Core's expert_tensor_parallel_size) splits each expert
+over etp of the tp ranks; unset it is tp, Megatron's default. Below tp it is MoE parallel folding:
+the MoE layers regroup the same GPUs as etp x ep x expert-dp (etp innermost), so the tp / etp ranks
+that split attention hold different experts and ep is carved out of (tp / etp) x dp x sp x cp.
 Every knob beyond the first issue's (cp, ep, pp_schedule, pp_virtual, async k-step, fuse) is
 neutral at its default, so a layout that does not set them predicts exactly as before;
 docs/parallelism.md has the whole taxonomy.
@@ -238,7 +242,8 @@ class ParallelShape:
     # "optimizer" = ZeRO-1 / Megatron distributed optimizer, "none" = plain DDP.
     sharding: Literal["full", "optimizer", "none"] = "full"
     cp: int = 1  # ring-attention context parallel size of the trainer
-    ep: int = 1  # expert parallel size of the trainer (MoE); divides dp x sp x cp
+    ep: int = 1  # expert parallel size of the trainer (MoE); divides (tp / etp) x dp x sp x cp
+    etp: int | None = None  # expert tensor parallel size (divides tp); None: tp, Megatron-Core's default
     # None: dropless routing (every token reaches its top-k experts, Megatron's default); a float: the
     # expert capacity factor (Switch Transformer), which pads (or drops) each expert's buffer to it.
     ep_capacity_factor: float | None = None
@@ -282,10 +287,18 @@ class ParallelShape:
             raise ValueError(
                 f"{own}.rollout_tp={self.rollout_tp}: must divide the rollout pool's {self.rollout_pool_gpus} GPUs"
             )
-        if self.dp_group % self.ep:
+        if self.etp is not None:
+            _positive(own, "etp", self.etp)
+            if self.tp % self.etp:
+                raise ValueError(
+                    f"{own}.etp={self.etp}: must divide tp={self.tp} (each expert is split over etp of the tp ranks)"
+                )
+        if self.expert_pool % self.ep:
+            pool = "dp*sp*cp" if self.expert_tp == self.tp else "(tp/etp)*dp*sp*cp"
+            fold = "; etp=1 folds the tp ranks in" if self.expert_tp == self.tp > 1 else ""
             raise ValueError(
-                f"{own}.ep={self.ep}: must divide dp*sp*cp = {self.dp_group} (expert parallel "
-                "ranks are data-parallel ranks that split the experts, as in Megatron-Core)"
+                f"{own}.ep={self.ep}: must divide {pool} = {self.expert_pool} (expert parallel "
+                f"ranks are data-parallel ranks that split the experts, as in Megatron-Core{fold})"
             )
 
     def _check_new_knobs(self, own: str) -> None:
@@ -357,6 +370,32 @@ class ParallelShape:
     def dp_group(self) -> int:
         """Ranks holding the same (non-expert) model shard: dp x sp x cp."""
         return self.data_parallel * self.sp * self.cp
+
+    @property
+    def splits_experts(self) -> bool:
+        """Whether the routed experts are laid out apart from the dense part (ep > 1 or etp below tp)."""
+        return self.ep > 1 or self.expert_tp != self.tp
+
+    @property
+    def expert_tp(self) -> int:
+        """Ranks one expert's weights are split over: etp, or tp when unset."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_pool(self) -> int:
+        """Ranks expert parallelism is carved out of: (tp / etp) x dp x sp x cp."""
+        return self.tp // self.expert_tp * self.dp_group
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same expert shard (Megatron-Core's expert data parallel group)."""
+        return self.expert_pool // self.ep
+
+    @property
+    def expert_stride(self) -> int:
+        """Rank stride of an ep group: after tp, sp and cp (tp-cp-ep-dp-pp); with etp < tp after etp
+        alone (the MoE layers' own etp-ep-edp grid)."""
+        return self.tp * self.sp * self.cp if self.expert_tp == self.tp else self.expert_tp
 
     @property
     def pp_slots(self) -> float:

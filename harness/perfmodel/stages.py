@@ -184,11 +184,12 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
     weights = arch.weight_bytes()
     shard_bytes = weights / (par.tp * par.pp)
     comm: list[Collective] = []
-    experts = arch.expert_params() * 2 / (par.tp * par.pp) if par.ep > 1 else 0.0
-    if par.param_shards > 1 and experts:  # dense part over dp x sp x cp, experts over their dp group / ep
+    # the experts of one etp x pp shard, before ep splits them
+    experts = arch.expert_params() * 2 / (par.expert_tp * par.pp) if arch.is_moe and par.splits_experts else 0.0
+    if par.param_shards > 1 and experts:  # dense part over dp x sp x cp, experts over the expert dp group
         groups = (
-            (par.param_shards, shard_bytes - experts, par.tp),
-            (par.param_shards // par.ep, experts / par.ep, par.tp * par.ep),
+            (par.param_shards, shard_bytes - arch.expert_params() * 2 / (par.tp * par.pp), par.tp),
+            (par.expert_dp, experts / par.ep, par.expert_tp * par.ep),
         )
         comm += [
             Collective(
@@ -210,7 +211,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
             Collective(
                 kind="ep_all_gather",
                 bytes_per_gpu=all_gather_bytes(par.ep, experts),
-                bandwidth=link_bandwidth(hw, par.ep, par.tp * par.sp * par.cp),
+                bandwidth=link_bandwidth(hw, par.ep, par.expert_stride),
             )
         )
     received = weights / par.rollout_tp

@@ -4,8 +4,8 @@ Data parallel (sharding over dp x sp x cp): FSDP all-gathers the shard every for
 for backward and reduce-scatters gradients per micro-batch; the distributed optimizer
 reduce-scatters and all-gathers once per optimizer step; DDP all-reduces once per step. With
 expert parallelism the routed experts are a separate group: ep ranks split them, and the
-remaining dp x sp x cp / ep ranks (Megatron-Core's expert data parallel group) shard and
-reduce them, while the dense part keeps the whole dp x sp x cp group.
+remaining (tp / etp) x dp x sp x cp / ep ranks (Megatron-Core's expert data parallel group) shard
+and reduce them, while the dense part keeps the whole dp x sp x cp group.
 
 Model parallel, per micro-batch (parallelism.py has each formula and its source): TP 2
 all-reduces per layer and pass; Ulysses SP 4 all-to-alls per layer and pass; CP ring K/V
@@ -37,24 +37,24 @@ from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 
 def local_params(arch: ModelArch, par: ParallelShape, params: int) -> float | None:
-    """Parameters of one rank's model-parallel shard before data-parallel sharding, when expert
-    parallelism splits the experts: dense / (tp x pp) + experts / (tp x pp x ep). None without
-    expert parallelism (the caller keeps its own params / (tp x pp), bit for bit as before)."""
-    if par.ep == 1 or not arch.is_moe:
+    """Parameters of one rank's model-parallel shard before data-parallel sharding, when the experts are
+    laid out apart (ParallelShape.splits_experts): dense / (tp x pp) + experts / (etp x pp x ep). None
+    otherwise (the caller keeps its own params / (tp x pp), bit for bit as before)."""
+    if not (arch.is_moe and par.splits_experts):
         return None
     experts = arch.expert_params()
-    return (params - experts) / (par.tp * par.pp) + experts / (par.tp * par.pp * par.ep)
+    return (params - experts) / (par.tp * par.pp) + experts / (par.expert_tp * par.pp * par.ep)
 
 
 def _dp_groups(arch: ModelArch, par: ParallelShape, params: int, dtype: int) -> list[tuple[int, float, int]]:
     """(ranks, shard bytes, rank stride) of each data-parallel group a shard is reduced over."""
     mp = par.tp * par.pp
-    if par.ep == 1 or not arch.is_moe:
+    if not (arch.is_moe and par.splits_experts):
         return [(par.dp_group, params * dtype / mp, par.tp)]
     experts = arch.expert_params()
     return [
         (par.dp_group, (params - experts) * dtype / mp, par.tp),
-        (par.dp_group // par.ep, experts * dtype / (mp * par.ep), par.tp * par.ep),
+        (par.expert_dp, experts * dtype / (par.expert_tp * par.pp * par.ep), par.expert_tp * par.ep),
     ]
 
 
@@ -164,7 +164,7 @@ def trainer_comm(
         out.append(
             Collective(
                 kind="ep_all_to_all",
-                bandwidth=link_bandwidth(hw, par.ep, tp * sp * cp),
+                bandwidth=link_bandwidth(hw, par.ep, par.expert_stride),
                 bytes_per_gpu=ep_all_to_all_bytes(
                     par.ep,
                     tokens,

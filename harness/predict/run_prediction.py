@@ -154,6 +154,7 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
         pp_virtual=parallel.pp_virtual,
         cp=parallel.cp,
         ep=parallel.ep,
+        etp=parallel.etp,
         sp=parallel.sp,
         rollout_tp=parallel.rollout_tp,
         placement=parallel.placement,

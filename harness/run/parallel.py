@@ -28,11 +28,12 @@ ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
 # Stage fusion, as the performance model names it (ParallelShape.fuse): which pass is removed or merged.
 FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
 INTEGER_KNOBS = ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp")
+OPTIONAL_INTEGER_KNOBS = ("etp",)  # unset (None) means the framework's default: etp = tp
 
 
 def knob_pairs(knobs: Mapping[str, object]) -> list[str]:
-    """`{"dp": 2, "tp": 1}` as the command line's `["dp=2", "tp=1"]`."""
-    return [f"{k}={v}" for k, v in knobs.items()]
+    """`{"dp": 2, "tp": 1}` as the command line's `["dp=2", "tp=1"]`; an unset optional knob (None) has no pair."""
+    return [f"{k}={v}" for k, v in knobs.items() if v is not None]
 
 
 def knob_label(knobs: Mapping[str, object], empty: str = "defaults") -> str:
@@ -43,7 +44,8 @@ def knob_label(knobs: Mapping[str, object], empty: str = "defaults") -> str:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Parallelism:
     """Trainer GPUs = dp x tp x pp x cp x sp; expert ranks (ep) are carved out of dp x sp x cp, as in
-    Megatron. The rollout engine's tensor-parallel groups of size rollout_tp divide those same GPUs
+    Megatron, and with etp below tp out of (tp / etp) x dp x sp x cp (MoE parallel folding). The rollout
+    engine's tensor-parallel groups of size rollout_tp divide those same GPUs
     when colocated (verl's hybrid engine, OpenRLHF's colocate_all, TRL's colocated vLLM)."""
 
     dp: int = 1  # data parallel (FSDP / ZeRO / Megatron DP) degree of the trainer
@@ -53,6 +55,7 @@ class Parallelism:
     pp_virtual: int = 1  # virtual stages per pipeline rank (interleaved 1F1B); needs pp > 1
     cp: int = 1  # context parallel (ring attention over the sequence) size of the trainer
     ep: int = 1  # expert parallel size of the trainer's MoE layers
+    etp: int | None = None  # expert tensor parallel size (divides tp); unset: tp, Megatron-Core's default
     sp: int = 1  # sequence parallel (Ulysses all-to-all over heads) size of the trainer
     placement: Literal["colocated", "disaggregated"] = "colocated"
     fuse: tuple[str, ...] = ()  # stage fusion (FUSIONS), the model's tuple; spelled `fuse=NAME` or `fuse=none`
@@ -63,6 +66,14 @@ class Parallelism:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RLBenchError(f"--parallel {name}={value!r}: must be a positive integer")
+        if self.etp is not None:
+            if not isinstance(self.etp, int) or isinstance(self.etp, bool) or self.etp < 1:
+                raise RLBenchError(f"--parallel etp={self.etp!r}: must be a positive integer")
+            if self.tp % self.etp:
+                raise RLBenchError(
+                    f"--parallel etp={self.etp}: must divide tp={self.tp} (each expert is split over etp of the "
+                    "tensor-parallel ranks); use etp=1 to fold tp into expert parallelism"
+                )
         if self.placement not in PLACEMENTS:
             raise RLBenchError(f"--parallel placement={self.placement!r}: must be one of {', '.join(PLACEMENTS)}")
         object.__setattr__(self, "fuse", _fusions(self.fuse))
@@ -169,7 +180,7 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
                 f"--parallel {key}= is given twice ({seen[key]} and {pair.strip()}); give each knob once"
             )
         seen[key] = pair.strip()
-        if key in INTEGER_KNOBS:
+        if key in INTEGER_KNOBS + OPTIONAL_INTEGER_KNOBS:
             try:
                 values[key] = int(raw)
             except ValueError:
@@ -286,10 +297,13 @@ def check_model_split(parallel: Parallelism, arch: ModelArch | None, model: str)
 
 
 def check_expert_ranks(parallel: Parallelism) -> None:
-    """Refuse an ep that does not divide dp x sp x cp: Megatron carves expert ranks out of the data-parallel ones."""
-    expert_ranks = parallel.dp * parallel.sp * parallel.cp
+    """Refuse an ep that does not divide (tp / etp) x dp x sp x cp: Megatron carves expert ranks out of the
+    data-parallel ones, and with etp below tp out of the tensor-parallel ones too."""
+    folded = parallel.tp // parallel.etp if parallel.etp is not None else 1
+    expert_ranks = folded * parallel.dp * parallel.sp * parallel.cp
     if expert_ranks % parallel.ep:
+        pool = f"(tp/etp)*dp*sp*cp = {folded}*{parallel.dp * parallel.sp * parallel.cp}" if folded > 1 else "dp*sp*cp"
         raise RLBenchError(
-            f"--parallel ep={parallel.ep}: must divide dp*sp*cp = {expert_ranks} (expert ranks are "
-            "carved out of the data-parallel ones); raise dp or lower ep"
+            f"--parallel ep={parallel.ep}: must divide {pool} = {expert_ranks} (expert ranks are "
+            "carved out of the data-parallel ones); raise dp, lower ep, or fold tp in with etp=1"
         )

@@ -132,6 +132,7 @@ def _assert_parallel_lands(c: dict, spec: RunSpec) -> None:
             "virtual_pipeline_model_parallel_size": p.pp_virtual if p.pp_virtual > 1 else None,
             "context_parallel_size": p.cp,
             "expert_model_parallel_size": p.ep,
+            "expert_tensor_parallel_size": p.etp,  # None: Megatron-Core's default, tp
         }
         assert actor["strategy"] == c["actor_rollout_ref"]["ref"]["strategy"] == "megatron"
         for role in (actor, c["actor_rollout_ref"]["ref"], c["critic"]):
@@ -228,6 +229,11 @@ def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
     get_adapter("verl").check(spec)
     resolved = _verl_checks(_compose(spec, tiny_model))
     _assert_parallel_lands(resolved, spec)
+    folded = _spec("gsm8k-grpo", dp=4, ep=8, tp=2, etp=1, rollout_tp=4)  # ep takes the tp ranks too
+    get_adapter("verl").check(folded)
+    _assert_parallel_lands(_verl_checks(_compose(folded, tiny_model)), folded)
+    with pytest.raises(RLBenchError, match="ep=8: must divide dp"):
+        get_adapter("verl").check(_spec("gsm8k-grpo", dp=4, ep=8, tp=2))
     with pytest.raises(RLBenchError, match="ep=3: does not divide the 128 experts of model Qwen3-30B-A3B"):
         get_adapter("verl").check(_spec("gsm8k-grpo", dp=3, ep=3))
 

@@ -208,6 +208,39 @@ def test_moe_flops_count_active_experts_memory_counts_all() -> None:
     assert zero1["optimizer"] == pytest.approx(12 * count.total / 8 / 1e9)
 
 
+def test_expert_tensor_parallelism_folds_tp_ranks_into_ep() -> None:
+    """Megatron-Core's MoE parallel folding: etp below tp lets ep take the tp ranks too."""
+    work = dataclasses.replace(WORK, micro_batch_tokens=16384)
+    # unset etp is tp: the layout predicts exactly as before (tp=2, ep=4 out of dp=4)
+    plain = ParallelShape(gpus=8, tp=2, ep=4, sharding="optimizer")
+    assert (plain.expert_tp, plain.expert_pool, plain.expert_dp) == (2, 4, 1)
+    assert (
+        predict(MOE30B, work, plain, H100).step_time_s
+        == predict(MOE30B, work, dataclasses.replace(plain, etp=2), H100).step_time_s
+    )
+    # ep=8 over dp=4 needs the tp ranks: refused unless etp=1 folds them in
+    with pytest.raises(ValueError, match=r"ParallelShape\.ep=8: must divide dp\*sp\*cp = 4"):
+        ParallelShape(gpus=8, tp=2, ep=8)
+    folded = ParallelShape(gpus=8, tp=2, ep=8, etp=1, sharding="optimizer")
+    assert (folded.expert_pool, folded.expert_dp, folded.expert_stride) == (8, 1, 1)
+    with pytest.raises(ValueError, match=r"ParallelShape\.etp=3: must divide tp=2"):
+        ParallelShape(gpus=8, tp=2, etp=3)
+    # each rank holds 128 / 8 whole experts (not split by tp) beside its half of the dense part
+    count, experts = MOE30B.param_count().total, MOE30B.expert_params()
+    mem = estimate_memory(MOE30B, work, folded, H100).breakdown_gb
+    assert mem["params"] == pytest.approx(2 * ((count - experts) / 2 + experts / 8) / 1e9)
+    # the ep group of 8 lies inside one 8-GPU node (stride 1), where tp-then-ep order would span 16 ranks
+    assert stage(folded, "ref_logprob", work, MOE30B).comm_bytes["ep_all_to_all"] > 0
+    wide = ParallelShape(gpus=16, tp=2, ep=8, sharding="optimizer")  # stride tp = 2: ranks 0, 2, ..., 14
+    fold16 = dataclasses.replace(wide, etp=1)
+    a2a = {
+        name: next(c for c in stage(layout, "ref_logprob", work, MOE30B).comm if c.kind == "ep_all_to_all")
+        for name, layout in (("wide", wide), ("folded", fold16))
+    }
+    assert a2a["wide"].bandwidth == H100.inter_node_bytes_per_s
+    assert a2a["folded"].bandwidth == H100.intra_node_bytes_per_s
+
+
 # ---- stage fusion ---------------------------------------------------------------------------------
 
 

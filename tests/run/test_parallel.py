@@ -28,13 +28,14 @@ def test_parse_all_knobs():
             "pp_virtual=3",
             "cp=2",
             "ep=4",
+            "etp=1",
             "sp=1",
             "placement=disaggregated",
             "fuse=ref_old",
             "async=3",
         ]
     )
-    assert (p.dp, p.tp, p.rollout_tp, p.pp, p.pp_virtual, p.cp, p.ep, p.sp) == (8, 2, 4, 2, 3, 2, 4, 1)
+    assert (p.dp, p.tp, p.rollout_tp, p.pp, p.pp_virtual, p.cp, p.ep, p.etp, p.sp) == (8, 2, 4, 2, 3, 2, 4, 1, 1)
     assert p.fuse == ("ref_old",)
     assert (p.async_, p.async_depth, p.async_mode) == ("3", 3, "k-step")
     assert p.world_size == 8 * 2 * 2 * 2  # dp x tp x pp x cp x sp; ep is carved out of dp x sp x cp
@@ -46,6 +47,7 @@ def test_parse_all_knobs():
         "pp_virtual": 3,
         "cp": 2,
         "ep": 4,
+        "etp": 1,
         "placement": "disaggregated",
         "fuse": "ref_old",
         "async": "3",
@@ -54,7 +56,10 @@ def test_parse_all_knobs():
 
 
 def test_every_knob_has_one_field_and_tp_is_the_trainers():
-    assert KNOBS == ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "placement", "fuse", "async")
+    assert KNOBS == (
+        *("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp"),
+        *("placement", "fuse", "async"),
+    )
     p = parse_parallel(["tp=2"])
     assert (p.tp, p.rollout_tp) == (2, 1)
     assert parse_parallel(["rollout_tp=2"]).tp == 1
@@ -121,6 +126,13 @@ def test_experts_and_layers_bound_ep_and_pp():
     check_expert_ranks(Parallelism(dp=2, cp=2, ep=4))
     with pytest.raises(RLBenchError, match=r"ep=8: must divide dp\*sp\*cp = 4"):
         check_expert_ranks(Parallelism(dp=2, cp=2, ep=8))
+    check_expert_ranks(Parallelism(dp=2, cp=2, tp=2, etp=1, ep=8))  # etp=1 folds the 2 tp ranks in
+    with pytest.raises(RLBenchError, match=r"ep=16: must divide \(tp/etp\)\*dp\*sp\*cp = 2\*4 = 8"):
+        check_expert_ranks(Parallelism(dp=2, cp=2, tp=2, etp=1, ep=16))
+    with pytest.raises(RLBenchError, match=r"etp=3: must divide tp=2"):
+        parse_parallel(["tp=2", "etp=3"])
+    with pytest.raises(RLBenchError, match=r"'etp=x': etp must be a positive integer"):
+        parse_parallel(["etp=x"])
     with pytest.raises(RLBenchError, match="ep=3: does not divide the 128 experts"):
         check_model_split(Parallelism(dp=3, ep=3), qwen3, qwen3.name)
     with pytest.raises(RLBenchError, match="pp=5: does not divide the 48 layers"):
