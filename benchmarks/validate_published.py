@@ -86,6 +86,8 @@ def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
         critic_padded_prompt_len=train.get("critic_padded_prompt_len"),
         micro_batch_size=train.get("micro_batch_size", 1),
         gradient_checkpointing=train.get("gradient_checkpointing", False),
+        offload=train.get("offload", False),
+        ref_offload=train.get("ref_offload", False),
         engine_mode=rollout.get("engine_mode", "cuda_graphs"),
         engine_max_seqs=rollout.get("max_num_seqs"),
         engine_memory_fraction=rollout.get("memory_fraction"),

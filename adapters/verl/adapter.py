@@ -412,10 +412,13 @@ class VerlAdapter(Adapter):
         return {"VERL_FILE_LOGGER_PATH": str(self.metrics_file(run_dir).absolute()), "WANDB_MODE": "disabled"}
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
-        """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked."""
+        """Dynamic batch size: micro-batches packed to ppo_max_token_len_per_gpu tokens; fp32 when asked; the
+        reference model's parameters in host memory (verl's FSDP engine forces CPUOffload(offload_params=True)
+        on every forward-only model: "We force reference policy to use CPUOffload to save memory")."""
         return {
             "micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
             "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2,
+            "ref_offload": not megatron(spec.parallel),
         }
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:

@@ -45,6 +45,9 @@ class Hardware:
     hbm_bytes: float | None  # device memory capacity (decimal bytes, as the datasheet states it)
     intra_node_bytes_per_s: float | None  # per GPU, one direction (NVLink, or PCIe where none)
     inter_node_bytes_per_s: float | None  # per GPU, one direction (the reference system's NIC)
+    # GPU <-> host memory, one direction: what CPU offload (parameters or optimizer states in host memory)
+    # moves over; None: unknown, or no separate host (CPU rows)
+    host_link_bytes_per_s: float | None = None
     tdp_w: float | None  # maximum board power
     usd_per_gpu_hour: float | None = None  # default price; pass gpu_hour_usd to predict() instead
     gpus_per_node: int = 8
@@ -135,6 +138,14 @@ _DGX_H100 = "https://docs.nvidia.com/dgx/dgxh100-user-guide/introduction-to-dgxh
 # e.g. https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour); prices vary 2-5x by provider.
 _P5_PRICE = 98.32 / 8
 
+# Host links, one direction. PCIe x16 (PCI-SIG: 16 GT/s a lane for Gen4, 32 GT/s for Gen5, 128b/130b
+# encoding): Gen4 31.5 GB/s, Gen5 63 GB/s; NVIDIA's datasheets round them to "PCIe Gen4: 64GB/s" (A100)
+# and "PCIe Gen5: 128GB/s" (H100, H200) both directions together. Grace-Blackwell (GB200): NVLink-C2C,
+# 900 GB/s both directions (https://www.nvidia.com/en-us/data-center/gb200-nvl72/).
+_PCIE_GEN4_X16 = 31.5 * GB
+_PCIE_GEN5_X16 = 63 * GB
+_NVLINK_C2C = 450 * GB
+
 HARDWARE: dict[str, Hardware] = {
     hw.name: hw
     for hw in (
@@ -146,6 +157,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=40 * GB,
             intra_node_bytes_per_s=300 * GB,
             inter_node_bytes_per_s=25 * GB,
+            host_link_bytes_per_s=_PCIE_GEN4_X16,
             tdp_w=400,
             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}",
         ),
@@ -157,6 +169,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=80 * GB,
             intra_node_bytes_per_s=300 * GB,
             inter_node_bytes_per_s=25 * GB,
+            host_link_bytes_per_s=_PCIE_GEN4_X16,
             tdp_w=400,
             source=f"A100 SXM datasheet {_A100_PDF} (BF16 312 dense / 624 sparse); {_DGX_A100}",
         ),
@@ -168,6 +181,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=80 * GB,
             intra_node_bytes_per_s=450 * GB,
             inter_node_bytes_per_s=50 * GB,
+            host_link_bytes_per_s=_PCIE_GEN5_X16,
             tdp_w=700,
             usd_per_gpu_hour=_P5_PRICE,
             source="https://www.nvidia.com/en-us/data-center/h100/ (BF16 1,979 TF with sparsity -> 989 dense; "
@@ -181,6 +195,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=141 * GB,
             intra_node_bytes_per_s=450 * GB,
             inter_node_bytes_per_s=50 * GB,
+            host_link_bytes_per_s=_PCIE_GEN5_X16,
             tdp_w=700,
             source="https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: BF16 1,979 TF with sparsity -> "
             f"989 dense; 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s); DGX H200 NICs as {_DGX_H100}",
@@ -193,6 +208,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=180 * GB,
             intra_node_bytes_per_s=900 * GB,
             inter_node_bytes_per_s=50 * GB,
+            # host link: not stated in the sources above (Gen5 or Gen6 by system) -> unknown
             tdp_w=1000,
             source="https://www.nvidia.com/en-us/data-center/dgx-b200/ (DGX B200: 1,440 GB HBM3e for 8 GPUs, "
             "64 TB/s, NVLink 1.8 TB/s bidirectional, 8x ConnectX-7 400 Gb/s); HGX B200 1,000 W figures "
@@ -207,6 +223,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=186 * GB,
             intra_node_bytes_per_s=900 * GB,
             inter_node_bytes_per_s=50 * GB,
+            host_link_bytes_per_s=_NVLINK_C2C,
             tdp_w=1200,
             # NVL72: one NVLink domain of 72 GPUs, so every collective of up to 72 ranks stays on NVLink
             gpus_per_node=72,
@@ -223,6 +240,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=24 * GB,
             intra_node_bytes_per_s=32 * GB,
             inter_node_bytes_per_s=None,
+            host_link_bytes_per_s=_PCIE_GEN4_X16,
             tdp_w=450,
             gpus_per_node=1,
             source="NVIDIA Ada GPU architecture whitepaper, appendix A, GeForce RTX 4090 (https://images.nvidia.com/"
@@ -238,6 +256,7 @@ HARDWARE: dict[str, Hardware] = {
             hbm_bytes=48 * GB,
             intra_node_bytes_per_s=32 * GB,
             inter_node_bytes_per_s=None,
+            host_link_bytes_per_s=_PCIE_GEN4_X16,
             tdp_w=350,
             source="https://www.nvidia.com/en-us/data-center/l40s/ (BF16 362.05 dense / 733 sparse; 48 GB GDDR6 "
             "864 GB/s; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional); inter-node: system-dependent -> n/a",

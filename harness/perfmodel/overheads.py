@@ -13,7 +13,10 @@ what no datasheet states, and the estimate adds it, stage by stage:
   clusters", GPT models of 2B-462B at sequence length 4096 with its communication overlaps), not a
   lone GEMM's 80%: attention, norms, activations and the loss run between the GEMMs. The estimate
   runs the trainer passes' compute at 0.47 of peak (their memory and links at 0.80). It is the best
-  a tuned trainer reports, so the estimate stays on the fast side of a typical run.
+  a tuned trainer reports, so the estimate stays on the fast side of a typical run. A fine-grained
+  MoE trainer reaches far less (MOE_TRAINER_MFU, 0.237: Megatron-Core's Qwen3-30B-A3B recipe on 32
+  H100s in BF16, 234.1 TFLOP/s per GPU): small per-expert GEMMs, token permutation and the router
+  run between them. `trainer_mfu(arch)` picks the one for the model.
 * Kernel launch latency (KERNEL_LAUNCH_S) x kernels per layer (KERNELS_PER_LAYER_FORWARD): each
   trainer pass is a chain of layer units (roofline.pass_units); however small a micro-batch, a
   unit costs at least its kernels' launches. The estimate gives the datasheet row this per-unit
@@ -65,6 +68,12 @@ ACHIEVABLE_FRACTION = 0.80
 # H100 clusters" (https://github.com/NVIDIA/Megatron-LM#performance-benchmarking).
 TRAINER_MFU = 0.47
 
+# Megatron-LM examples/moe_recipes/README.md (branch dev, e5ad098 and 9c5258f, 2026): Qwen3-30B-A3B, H100 BF16
+# baseline (qwen3_30b/h100/bf16_32GPU_TP1PP1EP8.yaml: TP1 PP1 EP8 ETP1, MBS 1, GBS 256, sequence 4096), "Median
+# TFLOP/s/GPU" 234.1, counted as Megatron's num_floating_point_operations (6 x tokens x active matmul
+# parameters + causal attention), over the 989 TFLOP/s dense peak. Its Qwen3-235B-A22B row (256 H100) is 214.3.
+MOE_TRAINER_MFU = 234.1 / 989
+
 # Host cost of one kernel launch through Triton's launcher: 4.7 us on a GB200 (0-argument kernel;
 # raw cuLaunchKernel alone 3.0 us), meta-pytorch/tritonbench PR #1017 "Profile inductor launch
 # overhead" (https://github.com/meta-pytorch/tritonbench/pull/1017). Eager PyTorch adds ATen
@@ -89,6 +98,8 @@ SOURCES = {
     "ACHIEVABLE_FRACTION": "one H200 measured 788 TF/s on an 8192^3 bf16 matmul (mean of 10 after 3 warm-ups) "
     "and ~4.3 TB/s on a device-to-device copy through PyTorch, 2026-10-28",
     "TRAINER_MFU": "https://github.com/NVIDIA/Megatron-LM (README: up to 47% MFU on H100 clusters)",
+    "MOE_TRAINER_MFU": "https://github.com/NVIDIA/Megatron-LM/blob/dev/examples/moe_recipes/README.md "
+    "(Qwen3-30B-A3B, 32 H100, BF16 baseline: median 234.1 TFLOP/s/GPU of 989)",
     "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 "
     "(4.7 us Triton launch, 3.0 us cuLaunchKernel)",
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
@@ -114,6 +125,11 @@ FITTED = FittedTerms(
     refit_bytes_per_s=3.21e9,
     fitted_on=("nemo-rl-0.3-llama3.1-8b-megatron",),
 )
+
+
+def trainer_mfu(arch: ModelArch) -> float:
+    """The fraction of dense peak a tuned trainer's passes reach on this model: MoE or dense."""
+    return MOE_TRAINER_MFU if arch.is_moe else TRAINER_MFU
 
 
 def engine_tokens(shape: WorkloadShape, par: ParallelShape) -> float:

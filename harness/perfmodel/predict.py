@@ -57,7 +57,6 @@ from rlbench.perfmodel.overheads import (
     ACHIEVABLE_FRACTION,
     FITTED,
     SOURCES,
-    TRAINER_MFU,
     FittedTerms,
     engine_floor,
     engine_steps,
@@ -66,6 +65,7 @@ from rlbench.perfmodel.overheads import (
     in_flight,
     refit_floor,
     token_cost,
+    trainer_mfu,
 )
 from rlbench.perfmodel.parallelism import async_staleness
 from rlbench.perfmodel.rollout import decode_stage
@@ -220,7 +220,7 @@ def estimate_stages(
         parallel,
         estimate_hardware(hw),
         achievable=a,
-        trainer_compute_fraction=TRAINER_MFU / ACHIEVABLE_FRACTION,
+        trainer_compute_fraction=trainer_mfu(arch) / ACHIEVABLE_FRACTION,
     )
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
@@ -239,7 +239,7 @@ def estimate_stages(
     terms = {
         "kind": "gpu_overheads",
         "achievable_fraction": a,
-        "trainer_mfu": achievable * TRAINER_MFU,
+        "trainer_mfu": achievable * trainer_mfu(arch),
         "engine_mode": shape.engine_mode,
         "op_latency_s": estimate_hardware(hw).op_latency_s,
         "decode_steps": steps,

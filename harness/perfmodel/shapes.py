@@ -105,6 +105,14 @@ class WorkloadShape:
     # The same for the critic alone, where it pads while the actor packs (verl's critic.model.use_remove_padding
     # false beside the actor's true): its value and update passes compute each sequence at this + response_len.
     critic_padded_prompt_len: int | None = None
+    # CPU offload (stages.trainer_pass; over Hardware.host_link_bytes_per_s, no term where that is unknown):
+    # ref_offload: the reference model's parameter shards live in host memory and are copied in for every
+    # micro-batch's forward (FSDP CPUOffload(offload_params=True), which verl forces on its reference model);
+    # the copies overlap compute as FSDP's prefetched gathers do. offload: the actor's and critic's fp32
+    # parameter shards and Adam states live in host memory between stages (verl's param_offload and
+    # optimizer_offload): each stage loads its model's shard before it computes and puts it back after.
+    ref_offload: bool = False
+    offload: bool = False
     # How the rollout engine runs a decode step: "cuda_graphs" (vLLM's default, enforce_eager=False)
     # or "eager" (enforce_eager=True; Hugging Face generate). Used by the estimate only
     # (overheads.ENGINE_STEP_FLOOR_S), never by the roofline bound.

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Literal
 
 from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
@@ -72,11 +73,15 @@ def trainer_pass(
     params: int | None = None,
     compute_fraction: float = 1.0,
     models: int = 1,
+    host: Literal["gpu", "streamed", "swapped"] = "gpu",
 ) -> StageCost:
     """A forward (log-probs, values, reward model) or a full update over the step's sequences.
 
     models: forwards of that many same-shaped models fused into one pass over the same micro-batches
-    (fuse='ref_old'): work scales by it, the pipeline fills and drains once."""
+    (fuse='ref_old'): work scales by it, the pipeline fills and drains once.
+    host: where the model's parameter shards live between uses (WorkloadShape.ref_offload, .offload):
+    "gpu"; "streamed" from host memory for every micro-batch, overlapping compute; "swapped" in before
+    the stage and out after it (with the Adam states for an update), before and after the compute."""
     tp, pp, sp, cp, dp, gpus = par.tp, par.pp, par.sp, par.cp, par.data_parallel, par.trainer_gpus
     params = params if params is not None else arch.param_count().total
     local = local_params(arch, par, params)  # one model-parallel shard (experts split by ep), before FSDP
@@ -126,8 +131,22 @@ def trainer_pass(
         achievable=achievable,
         compute_fraction=compute_fraction,
     )
+    offload_note = ""
+    if host != "gpu" and hw.host_link_bytes_per_s:
+        model_shard = params / (tp * pp) if local is None else local
+        comm, swap_s, offload_note = _host_offload(
+            host,
+            model_shard / par.param_shards,
+            model_shard / par.optimizer_shards if training else 0.0,
+            shape.dtype_bytes,
+            n_micro,
+            comm,
+            hw,
+            achievable,
+        )
+        exposed += swap_s
     critical = Work(flops=critical_flops, bytes=mb_bytes * bubble + opt_bytes, comm=comm, exposed_s=exposed)
-    note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "")
+    note = f"{n_micro} micro-batches per GPU" + (f", pipeline bubble x{bubble:.2f}" if pp > 1 else "") + offload_note
     if par.pp_schedule == "interleaved":
         note += f" (interleaved, {par.pp_virtual} chunks per rank)"
     if models > 1:
@@ -149,6 +168,39 @@ def trainer_pass(
         training=training,
         depth=steps * slots * passes * pass_units(math.ceil(arch.layers / pp)),
     )
+
+
+# verl's actor and critic keep fp32 parameters in their FSDP shards (mixed precision computes in bf16), so
+# a swapped shard moves 4 bytes a parameter, and Adam's m and v 8 more; a streamed reference model keeps the
+# workload's dtype.
+SWAPPED_PARAM_BYTES = 4
+SWAPPED_ADAM_BYTES = 8
+
+
+def _host_offload(
+    host: str,
+    params: float,
+    adam_params: float,
+    dtype_bytes: int,
+    n_micro: int,
+    comm: tuple[Collective, ...],
+    hw: Hardware,
+    achievable: float,
+) -> tuple[tuple[Collective, ...], float, str]:
+    """(comm, serial seconds, note) of CPU offload over the host link, for a GPU's shard of `params`
+    parameters (and, for an update, `adam_params` parameters' Adam moments).
+
+    streamed: one host-to-device copy of the shard per micro-batch, a transfer that overlaps compute as
+    FSDP's prefetched gathers do. swapped: the fp32 shard and the Adam moments copied in and back out
+    once, serial to the compute."""
+    link = hw.host_link_bytes_per_s
+    if host == "streamed":
+        moved = n_micro * params * dtype_bytes
+        streamed = Collective(kind="host_offload", bytes_per_gpu=moved, bandwidth=link)
+        return merge([*comm, streamed]), 0.0, f", parameters streamed from host memory ({moved / 1e9:.2f} GB/GPU)"
+    moved = 2 * (params * SWAPPED_PARAM_BYTES + adam_params * SWAPPED_ADAM_BYTES)  # in, then out
+    note = f", parameters swapped in and out of host memory ({moved / 1e9:.2f} GB/GPU)"
+    return comm, moved / (link * achievable), note
 
 
 def advantage_stage(shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float) -> StageCost:
@@ -257,6 +309,11 @@ def build_stages(
         else shape
     )
 
+    # where each model's parameters live between uses (trainer_pass's `host`): the reference model streamed
+    # from host memory (ref_offload), the actor and critic swapped in and out around their stages (offload)
+    ref_host = "streamed" if shape.ref_offload else "gpu"
+    own_host = "swapped" if shape.offload else "gpu"
+
     def forward(
         name: str, value_head: bool = False, params: int | None = None, models: int = 1, on: WorkloadShape = shape
     ) -> StageCost:
@@ -271,6 +328,7 @@ def build_stages(
             params=params,
             compute_fraction=trainer_compute_fraction,
             models=models,
+            host=ref_host if name == "ref_logprob" else own_host if name != "reward" else "gpu",
             **kw,
         )
 
@@ -285,6 +343,7 @@ def build_stages(
             value_head=value_head,
             params=params,
             compute_fraction=trainer_compute_fraction,
+            host=own_host,
             **kw,
         )
 

@@ -229,6 +229,7 @@ def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
     get_adapter("verl").check(spec)
     resolved = _verl_checks(_compose(spec, tiny_model))
     _assert_parallel_lands(resolved, spec)
+    assert get_adapter("verl").model_shape(spec)["ref_offload"] is False  # Megatron keeps the reference on GPU
     folded = _spec("gsm8k-grpo", dp=4, ep=8, tp=2, etp=1, rollout_tp=4)  # ep takes the tp ranks too
     get_adapter("verl").check(folded)
     _assert_parallel_lands(_verl_checks(_compose(folded, tiny_model)), folded)

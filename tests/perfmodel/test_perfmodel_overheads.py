@@ -232,3 +232,15 @@ def test_k_step_async_decodes_k_batches_at_once_so_a_batch_pays_a_kth_of_the_lon
     assert "8 batches in flight" in eight_stage.note
     assert eight_stage.time_s < one_stage.time_s / 3  # weight reads per RL step shrink ~k-fold
     assert one_steps >= 4096 and eight_steps >= 4096 / 8 and eight_steps < one_steps
+
+
+def test_an_moe_trainer_runs_at_the_moe_recipes_mfu_not_the_dense_one():
+    shape = neutral(GRPO_8B)
+    moe = predict("Qwen3-30B-A3B", shape, ParallelShape(gpus=8, ep=8, sharding="optimizer"), "H100-SXM")
+    dense = predict("Qwen2.5-7B-Instruct", shape, ParallelShape(gpus=8), "H100-SXM")
+    assert overheads.MOE_TRAINER_MFU == pytest.approx(234.1 / 989)
+    assert overheads.MOE_TRAINER_MFU < overheads.TRAINER_MFU
+    assert moe.estimate_terms["trainer_mfu"] == overheads.MOE_TRAINER_MFU
+    assert dense.estimate_terms["trainer_mfu"] == overheads.TRAINER_MFU
+    bound, estimate = moe.stage("actor_update"), {s.name: s for s in moe.estimate_stages}["actor_update"]
+    assert estimate.compute_time_s == pytest.approx(bound.compute_time_s / overheads.MOE_TRAINER_MFU)
