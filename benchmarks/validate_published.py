@@ -83,6 +83,7 @@ def shapes(run: dict[str, Any]) -> tuple[WorkloadShape, ParallelShape]:
         algorithm=w.get("algorithm", "grpo"),
         micro_batch_tokens=train.get("micro_batch_tokens"),
         padded_prompt_len=train.get("padded_prompt_len"),
+        trainer_padded_prompt_len=train.get("trainer_padded_prompt_len"),
         critic_padded_prompt_len=train.get("critic_padded_prompt_len"),
         micro_batch_size=train.get("micro_batch_size", 1),
         gradient_checkpointing=train.get("gradient_checkpointing", False),

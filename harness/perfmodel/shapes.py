@@ -102,6 +102,10 @@ class WorkloadShape:
     # prompt (TRL: Hugging Face generate and the loss's forward run on rows x that width, pads
     # included); None: the mean prompt_len (vLLM pages each sequence; verl and OpenRLHF pack).
     padded_prompt_len: int | None = None
+    # The same for the training passes alone, where the rollout engine pages each sequence but the trainer pads
+    # (verl's actor.model.use_remove_padding false: its dataset left-pads prompts to max_prompt_length): the
+    # log-prob, value and update passes compute each sequence at this + response_len; generation does not.
+    trainer_padded_prompt_len: int | None = None
     # The same for the critic alone, where it pads while the actor packs (verl's critic.model.use_remove_padding
     # false beside the actor's true): its value and update passes compute each sequence at this + response_len.
     critic_padded_prompt_len: int | None = None
@@ -159,7 +163,7 @@ class WorkloadShape:
                     f"{own}.mini_batch_prompts={self.mini_batch_prompts}: must divide "
                     f"prompts_per_step={self.prompts_per_step}"
                 )
-        for field in ("padded_prompt_len", "critic_padded_prompt_len"):
+        for field in ("padded_prompt_len", "trainer_padded_prompt_len", "critic_padded_prompt_len"):
             if getattr(self, field) is not None:
                 _positive(own, field, getattr(self, field), minimum=self.prompt_len)
         if self.mean_response_len is not None:

@@ -301,8 +301,12 @@ def build_stages(
     MFU, overheads.py); the bound leaves it at 1.0."""
     kw = {"achievable": achievable}
     critic = critic_params(arch)
-    # a critic that pads while the actor packs (verl: critic.model.use_remove_padding false) computes its
-    # passes at the padded width; everything else keeps the actor's shape
+    # a trainer that pads while the engine pages (verl: use_remove_padding false) computes its passes at the
+    # padded width, and a critic that pads while the actor packs (critic.model.use_remove_padding false) its
+    # own; generation keeps the workload's shape
+    rollout_shape = shape
+    if shape.trainer_padded_prompt_len is not None:
+        shape = replace(shape, padded_prompt_len=shape.trainer_padded_prompt_len)
     critic_shape = (
         replace(shape, padded_prompt_len=shape.critic_padded_prompt_len)
         if shape.critic_padded_prompt_len is not None
@@ -349,8 +353,8 @@ def build_stages(
 
     ref, old = _logprob_passes(shape, par, forward)
     return [
-        prefill_stage(arch, shape, par, hw, **kw),
-        decode_stage(arch, shape, par, hw, **kw),
+        prefill_stage(arch, rollout_shape, par, hw, **kw),
+        decode_stage(arch, rollout_shape, par, hw, **kw),
         forward("reward", True, critic)
         if shape.reward_model
         else empty_stage("reward", note="rule-based reward on CPU: not modelled"),

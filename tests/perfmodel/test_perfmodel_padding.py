@@ -95,3 +95,20 @@ def test_a_critic_that_pads_while_the_actor_packs_pays_the_padded_width_on_its_p
         assert critic_pads.stage(stage).flops == packed.stage(stage).flops
     with pytest.raises(ValueError, match=r"WorkloadShape\.critic_padded_prompt_len"):
         dataclasses.replace(ppo, critic_padded_prompt_len=80)
+
+
+def test_a_trainer_that_pads_while_the_engine_pages_pays_the_padded_width_on_training_passes_alone() -> None:
+    """verl without padding removal: its dataset left-pads prompts, vLLM pages each sequence without the pads."""
+    ppo = dataclasses.replace(
+        WORK, algorithm="ppo", group_size=1, prompts_per_step=16, fixed_length=False, mean_response_len=16
+    )
+    packed = predict(ARCH, ppo, ParallelShape(gpus=1), HW)
+    pads = predict(ARCH, dataclasses.replace(ppo, trainer_padded_prompt_len=120), ParallelShape(gpus=1), HW)
+    for stage in ("actor_update", "critic_values", "critic_update"):  # 120 + 32 positions instead of 90 + 16
+        assert pads.stage(stage).flops > packed.stage(stage).flops * 1.3
+        assert pads.stage(stage).model_flops == pytest.approx(packed.stage(stage).model_flops)
+    for stage in ("generation_prefill", "generation_decode"):  # the engine computes no pads
+        assert pads.stage(stage).flops == packed.stage(stage).flops
+        assert pads.stage(stage).bytes == packed.stage(stage).bytes
+    with pytest.raises(ValueError, match=r"WorkloadShape\.trainer_padded_prompt_len"):
+        dataclasses.replace(ppo, trainer_padded_prompt_len=80)
