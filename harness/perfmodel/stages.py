@@ -332,7 +332,7 @@ def build_stages(
             params=params,
             compute_fraction=trainer_compute_fraction,
             models=models,
-            host=ref_host if name == "ref_logprob" else own_host if name != "reward" else "gpu",
+            host={"ref_logprob": ref_host, "reward": "gpu"}.get(name, own_host),
             **kw,
         )
 
