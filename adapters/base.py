@@ -103,6 +103,11 @@ class Adapter(ABC):
         workload, e.g. its micro-batch size: the model then predicts the work the framework ran."""
         return {}
 
+    def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """WorkloadShape fields that this framework's CPU-lane launch changes from `model_shape` (a GPU launch's),
+        e.g. padding where the lane has no padding-free kernels: applied to predictions on the CPU row."""
+        return {}
+
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         """What this machine's launch substitutes for the framework's usual one (the CPU lane's shims and
         settings, `rlbench.adapters.cpu_lane.describe`), recorded as run.json's `cpu_lane`; None if nothing."""

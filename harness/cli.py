@@ -335,12 +335,13 @@ def predict(
     from rlbench.workloads.catalog import load_workload
 
     arch = arch_for(model_config)
-    row = hardware_for({}) if hardware.lower() == "cpu" else get_hardware(hardware)
+    on_cpu = hardware.lower() == "cpu"  # a framework runs its CPU lane there: its lane's launch shape
+    row = hardware_for({}) if on_cpu else get_hardware(hardware)
     loaded = load_workload(workload)
     floor, note = None, ""
     if framework:  # the framework's own launch of this workload (any row); its measured floor on the CPU row only
         _known_framework(framework)
-        if hardware.lower() == "cpu":
+        if on_cpu:
             floor = _measured_floor(framework)
         else:
             note = (
@@ -360,12 +361,14 @@ def predict(
         if framework:  # what `rlbench run --framework` would refuse, refused here too
             refuse_for_framework(framework, loaded, parallel)
         result = predict_layout(
-            arch, launch_shape(loaded, framework, parallel), parallel, gpus, row, gpu_hour_usd, floor
+            arch, launch_shape(loaded, framework, parallel, on_cpu), parallel, gpus, row, gpu_hour_usd, floor
         )
         result["notes"] = [note, *result["notes"]]
         click.echo(json.dumps(result, indent=2) if as_json else stage_table(result))
         return
-    table = sweep_layout_table(arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor)
+    table = sweep_layout_table(
+        arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor, lane=on_cpu
+    )
     table["notes"] = [note, *table["notes"]]
     click.echo(
         json.dumps(table, indent=2) if as_json else sweep_table(table["ranked"], table["skipped"], table["notes"])

@@ -421,6 +421,11 @@ class VerlAdapter(Adapter):
             "ref_offload": not megatron(spec.parallel),
         }
 
+    def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """The lane trains without use_remove_padding (CPU_LANE): verl's dataset left-pads every prompt to
+        data.max_prompt_length and the training passes compute the padded rows; vLLM pages without the pads."""
+        return {"trainer_padded_prompt_len": spec.workload.max_prompt_length}
+
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
         rows = []

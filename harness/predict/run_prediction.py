@@ -88,27 +88,29 @@ def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) ->
     return fields
 
 
-def framework_fields(framework: str, workload: Workload, parallel: Parallelism) -> dict[str, Any]:
+def framework_fields(framework: str, workload: Workload, parallel: Parallelism, lane: bool = False) -> dict[str, Any]:
     """What a framework's launch fixes beyond the workload: its adapter's `model_shape` (micro-batching,
     packing, KV cache, dtype) and the rollout engine's mode from the equal-work contract every adapter
     launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager)."""
     from rlbench.adapters.registry import get_adapter
     from rlbench.run.spec import RunSpec
 
-    fields = dict(
-        get_adapter(framework).model_shape(RunSpec(framework=framework, workload=workload, parallel=parallel))
-    )
+    adapter, spec = get_adapter(framework), RunSpec(framework=framework, workload=workload, parallel=parallel)
+    fields = {**adapter.model_shape(spec), **(adapter.lane_shape(spec) if lane else {})}
     return {**fields, **engine_fields(workload, parallel, fields)}
 
 
-def launch_shape(workload: Workload, framework: str | None, pairs: tuple[str, ...] | list[str]) -> WorkloadShape:
-    """The workload as launched with these `--parallel` pairs: the framework's launch shape, or the
-    neutral one without a framework. A bad pair is an RLBenchError, as for `rlbench run`."""
+def launch_shape(
+    workload: Workload, framework: str | None, pairs: tuple[str, ...] | list[str], lane: bool = False
+) -> WorkloadShape:
+    """The workload as launched with these `--parallel` pairs: the framework's launch shape (its CPU lane's
+    where `lane`, i.e. on the CPU row), or the neutral one without a framework. A bad pair is an
+    RLBenchError, as for `rlbench run`."""
     from rlbench.run.parallel import parse_parallel
 
     parallel = parse_parallel(pairs)
     shape = workload_shape(workload)
-    fields = framework_fields(framework, workload, parallel) if framework else neutral_fields(shape, parallel)
+    fields = framework_fields(framework, workload, parallel, lane) if framework else neutral_fields(shape, parallel)
     return dataclasses.replace(shape, **fields)
 
 
@@ -215,8 +217,10 @@ def sweep_layout_table(
     hardware: Hardware,
     gpu_hour_usd: float | None = None,
     floor: FrameworkFloor | None = None,
+    lane: bool = False,
 ) -> dict[str, Any]:
     """Rank layouts on `gpus` GPUs with `rlbench.perfmodel.sweep_layouts`: {"ranked", "skipped", "notes"}.
+    lane: each layout takes the framework's CPU-lane launch shape (the CPU row).
 
     Each axis of LAYOUT_AXES takes the values `grid` gives it, else sweep_layouts' default range when
     `sweep_all`, else its --parallel value. Every layout launches its own shape (the framework's, or
@@ -257,7 +261,7 @@ def sweep_layout_table(
     def shape_for(layout: ParallelShape) -> WorkloadShape:
         key = tuple(_layout_pairs(layout, fixed))
         if key not in shapes:
-            shapes[key] = launch_shape(workload, framework, key)
+            shapes[key] = launch_shape(workload, framework, key, lane)
         return shapes[key]
 
     try:

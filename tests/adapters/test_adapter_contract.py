@@ -110,5 +110,6 @@ def test_the_launch_shape_and_equal_work_name_real_fields(framework):
     adapter = get_adapter(framework)
     shape_fields = {f.name for f in dataclasses.fields(WorkloadShape)}
     assert set(adapter.model_shape(_spec(framework))) <= shape_fields
+    assert set(adapter.lane_shape(_spec(framework))) <= shape_fields
     manifest = adapter.equal_work(_spec(framework))
     assert manifest is not None and manifest["contract"], f"{framework} does not map the equal-work contract"

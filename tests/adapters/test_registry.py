@@ -57,3 +57,15 @@ def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     assert fields == expected
     shape = dataclasses.replace(workload_shape(workload), **fields)  # valid WorkloadShape fields
     assert shape.micro_batch_tokens == 16384
+
+
+def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_the_cpu_row_only():
+    """The lane trains without use_remove_padding: prompts left-padded to max_prompt_length in training alone."""
+    from rlbench.predict.run_prediction import launch_shape
+    from rlbench.workloads.catalog import load_workload
+
+    workload = load_workload("gsm8k-grpo-tiny")
+    lane = launch_shape(workload, "verl", (), lane=True)
+    assert lane.trainer_padded_prompt_len == workload.max_prompt_length and lane.padded_prompt_len is None
+    assert launch_shape(workload, "verl", ()).trainer_padded_prompt_len is None  # a GPU launch packs
+    assert launch_shape(workload, "trl", (), lane=True) == launch_shape(workload, "trl", ())  # TRL has no lane
