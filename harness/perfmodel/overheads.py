@@ -89,8 +89,10 @@ KERNELS_PER_LAYER_FORWARD = 36
 
 # Per decode step of the rollout engine at a small batch, seconds, from vLLM PR #51167
 # (https://github.com/vllm-project/vllm/pull/51167): single H200, max_num_seqs=4, 209 output
-# tokens, mean of 3: eager 3.454 s -> 16.5 ms per step; full CUDA graph 1.093 s -> 5.2 ms per step.
-# These include that ~4B model's own step (about 2 ms of weight reads), so they are the engine's
+# tokens, mean of 3: eager 3.454 s -> 16.5 ms per step; full CUDA graph 1.093 s -> 5.2 ms per step
+# (piecewise CUDA graphs, vLLM's usual mode, 1.150 s -> 5.5 ms). The model is Voxtral-Mini-4B-Realtime-2602,
+# a speech-to-text model whose decode steps run its 26-layer text decoder (Ministral-3), a text LLM's
+# step. These include that model's own step (about 2 ms of weight reads), so they are the engine's
 # floor for a small batch, not a pure overhead: the estimate uses max(roofline, steps x floor).
 ENGINE_STEP_FLOOR_S = {"cuda_graphs": 1.093 / 209, "eager": 3.454 / 209}
 
@@ -103,8 +105,8 @@ SOURCES = {
     "KERNEL_LAUNCH_S": "https://github.com/meta-pytorch/tritonbench/pull/1017 "
     "(4.7 us Triton launch, 3.0 us cuLaunchKernel)",
     "KERNELS_PER_LAYER_FORWARD": "counted from transformers' LlamaDecoderLayer in eager mode",
-    "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200: eager 3.454 s, full CUDA graph "
-    "1.093 s for 209 tokens)",
+    "ENGINE_STEP_FLOOR_S": "https://github.com/vllm-project/vllm/pull/51167 (H200, Voxtral-Mini-4B-Realtime-2602's "
+    "26-layer decoder: eager 3.454 s, full CUDA graph 1.093 s for 209 tokens)",
     "FITTED": "fitted on the training subset of benchmarks/published_runs.yaml "
     "(python benchmarks/validate_published.py --fit); judged on the other runs",
 }

@@ -143,6 +143,7 @@ def test_every_overhead_constant_cites_a_source():
     for name in (
         "ACHIEVABLE_FRACTION",
         "TRAINER_MFU",
+        "MOE_TRAINER_MFU",
         "KERNEL_LAUNCH_S",
         "KERNELS_PER_LAYER_FORWARD",
         "ENGINE_STEP_FLOOR_S",
