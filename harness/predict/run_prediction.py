@@ -246,8 +246,10 @@ def sweep_layout_table(
     if "placement" in axes:
         axes["placements"] = axes.pop("placement")
     virtual = fixed.pp_virtual  # an interleaved base needs a pipeline: sweep_layouts applies it where pp > 1
-    base = ParallelShape(
+    base = ParallelShape(  # the knobs every swept layout keeps; tp is a stand-in that a fixed etp divides
         gpus=gpus,
+        tp=fixed.etp or 1,
+        etp=fixed.etp,
         pp=2 if virtual > 1 else 1,
         pp_virtual=virtual,
         sharding="optimizer",

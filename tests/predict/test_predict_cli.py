@@ -212,3 +212,13 @@ def test_predict_refuses_a_dp_that_disagrees_with_gpus_and_an_implausible_gpu_co
     assert run_cli(*base, "--gpus", "8", "--parallel", "dp=8").returncode == 0  # a dp that agrees is honoured
     result = run_cli(*base, "--gpus", "200000")
     assert result.returncode == 2 and "200000 is not in the range" in result.stderr
+
+
+def test_a_fixed_etp_reaches_every_swept_layout():
+    """--parallel etp=1 folds tp into ep in each layout: tp=2 with ep=16 on 16 GPUs needs the tp ranks."""
+    sweep = ("--sweep", "tp=1,2", "--sweep", "ep=16", "--sweep", "rollout_tp=4", "--json")
+    folded = json.loads(run_cli(*MOE, *sweep, "--parallel", "etp=1").stdout)
+    assert sorted(r["layout"]["tp"] for r in folded["ranked"]) == [1, 2]
+    plain = json.loads(run_cli(*MOE, *sweep).stdout)
+    refused = next(s for s in plain["skipped"] if s["layout"]["tp"] == 2)
+    assert "ep=16: must divide dp*sp*cp = 8" in refused["reason"] and "etp=1" in refused["reason"]
