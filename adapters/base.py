@@ -108,6 +108,10 @@ class Adapter(ABC):
         e.g. padding where the lane has no padding-free kernels: applied to predictions on the CPU row."""
         return {}
 
+    def launch_shape(self, spec: RunSpec, lane: bool) -> dict[str, Any]:
+        """`model_shape`, with `lane_shape` on top where the run (or prediction) is on the CPU lane."""
+        return {**self.model_shape(spec), **(self.lane_shape(spec) if lane else {})}
+
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         """What this machine's launch substitutes for the framework's usual one (the CPU lane's shims and
         settings, `rlbench.adapters.cpu_lane.describe`), recorded as run.json's `cpu_lane`; None if nothing."""

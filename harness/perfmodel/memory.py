@@ -46,7 +46,7 @@ from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.stages import critic_params
-from rlbench.perfmodel.trainer_comm import local_params
+from rlbench.perfmodel.trainer_comm import experts_apart, local_params
 
 GIGA = 1e9
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER = 34
@@ -83,7 +83,7 @@ def estimate_memory(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, h
         return count / (mp * par.dp_group) if sharded else local_params(arch, par, count)  # type: ignore[return-value]
 
     full, zero = par.sharding == "full", par.sharding != "none"
-    ep_moe = arch.is_moe and par.splits_experts
+    ep_moe = experts_apart(arch, par)
     if not ep_moe:
         parts = {"params": 2 * params / split, "grads": 2 * params / split, "optimizer": 12 * params / opt_split}
     else:

@@ -49,7 +49,7 @@ from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.rollout import decode_stage, prefill_stage
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
-from rlbench.perfmodel.trainer_comm import local_params, ring_exposure_s, trainer_comm
+from rlbench.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28
 
@@ -237,7 +237,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
     shard_bytes = weights / (par.tp * par.pp)
     comm: list[Collective] = []
     # the experts of one etp x pp shard, before ep splits them
-    experts = arch.expert_params() * 2 / (par.expert_tp * par.pp) if arch.is_moe and par.splits_experts else 0.0
+    experts = arch.expert_params() * 2 / (par.expert_tp * par.pp) if experts_apart(arch, par) else 0.0
     if par.param_shards > 1 and experts:  # dense part over dp x sp x cp, experts over the expert dp group
         groups = (
             (par.param_shards, shard_bytes - arch.expert_params() * 2 / (par.tp * par.pp), par.tp),

@@ -36,11 +36,17 @@ from rlbench.perfmodel.parallelism import ep_all_to_all_bytes, ring_attention_by
 from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 
 
+def experts_apart(arch: ModelArch, par: ParallelShape) -> bool:
+    """Whether the model has routed experts and the layout splits them apart from the dense part
+    (ParallelShape.splits_experts: ep > 1 or etp below tp)."""
+    return arch.is_moe and par.splits_experts
+
+
 def local_params(arch: ModelArch, par: ParallelShape, params: int) -> float | None:
     """Parameters of one rank's model-parallel shard before data-parallel sharding, when the experts are
-    laid out apart (ParallelShape.splits_experts): dense / (tp x pp) + experts / (etp x pp x ep). None
-    otherwise (the caller keeps its own params / (tp x pp), bit for bit as before)."""
-    if not (arch.is_moe and par.splits_experts):
+    laid out apart (experts_apart): dense / (tp x pp) + experts / (etp x pp x ep). None otherwise (the
+    caller keeps its own params / (tp x pp), bit for bit as before)."""
+    if not experts_apart(arch, par):
         return None
     experts = arch.expert_params()
     return (params - experts) / (par.tp * par.pp) + experts / (par.expert_tp * par.pp * par.ep)
@@ -49,7 +55,7 @@ def local_params(arch: ModelArch, par: ParallelShape, params: int) -> float | No
 def _dp_groups(arch: ModelArch, par: ParallelShape, params: int, dtype: int) -> list[tuple[int, float, int]]:
     """(ranks, shard bytes, rank stride) of each data-parallel group a shard is reduced over."""
     mp = par.tp * par.pp
-    if not (arch.is_moe and par.splits_experts):
+    if not experts_apart(arch, par):
         return [(par.dp_group, params * dtype / mp, par.tp)]
     experts = arch.expert_params()
     return [

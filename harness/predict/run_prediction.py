@@ -95,8 +95,9 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism, 
     from rlbench.adapters.registry import get_adapter
     from rlbench.run.spec import RunSpec
 
-    adapter, spec = get_adapter(framework), RunSpec(framework=framework, workload=workload, parallel=parallel)
-    fields = {**adapter.model_shape(spec), **(adapter.lane_shape(spec) if lane else {})}
+    fields = get_adapter(framework).launch_shape(
+        RunSpec(framework=framework, workload=workload, parallel=parallel), lane
+    )
     return {**fields, **engine_fields(workload, parallel, fields)}
 
 

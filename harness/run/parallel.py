@@ -62,13 +62,13 @@ class Parallelism:
     async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
 
     def __post_init__(self) -> None:
-        for name in INTEGER_KNOBS:
+        for name in INTEGER_KNOBS + OPTIONAL_INTEGER_KNOBS:
             value = getattr(self, name)
+            if name in OPTIONAL_INTEGER_KNOBS and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise RLBenchError(f"--parallel {name}={value!r}: must be a positive integer")
         if self.etp is not None:
-            if not isinstance(self.etp, int) or isinstance(self.etp, bool) or self.etp < 1:
-                raise RLBenchError(f"--parallel etp={self.etp!r}: must be a positive integer")
             if self.tp % self.etp:
                 raise RLBenchError(
                     f"--parallel etp={self.etp}: must divide tp={self.tp} (each expert is split over etp of the "

@@ -439,7 +439,7 @@ def _prediction(
             environment,
             prompt_len=prompt_len,
             recompute_old_logprob=recompute,
-            shape_fields={**adapter.model_shape(spec), **(adapter.lane_shape(spec) if adapter.lane(spec) else {})},
+            shape_fields=adapter.launch_shape(spec, lane=adapter.lane(spec) is not None),
             framework=spec.framework,
             padded_prompt_len=None if padded is None else float(padded),
         )
