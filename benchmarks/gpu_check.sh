@@ -2,13 +2,14 @@
 # One prepared GPU check (issue 22): on a bare GPU machine with no network, install the carried
 # wheels, run TRL through rlbench on CUDA (the tiny workload and a random model of Qwen2.5-0.5B's
 # shape, NVML telemetry at the default rate), probe the GPU, compare step times with and without
-# the sampler, and leave records, probe and a pass/fail summary in one folder (at most 5 files).
+# the sampler, measure the overhead terms (benchmarks/measure_gpu_overheads.py: kernel launch, layer unit,
+# the FSDP trainer's unit), and leave records, probe, overheads and a pass/fail summary in one folder (6 files).
 #
 #   .nox/tests/bin/python benchmarks/gpu_wheels.py --dest .gpu-wheels     # here, with network
 #   bash benchmarks/gpu_check.sh .gpu-wheels "$OUT"                        # there, about 6 minutes
 #   python benchmarks/gpu_check_results.py publish "$OUT"                  # here, afterwards
 #
-# Output: gpu_check.log, environment.txt, gpu_probe.json, records.tar.gz, summary.json.
+# Output: gpu_check.log, environment.txt, gpu_probe.json, gpu_overheads.json, records.tar.gz, summary.json.
 # Settings: GPU_CHECK_STEPS (6), GPU_CHECK_SAMPLER_REPEATS (2), GPU_CHECK_SAMPLER_STEPS (8),
 # GPU_CHECK_BUDGET_S (450: optional sampler runs are skipped past it, so the folder is always packed),
 # PYTHON (python3), GPU_CHECK_COMMIT (the commit of the tree sent, where it travelled without .git).
@@ -100,6 +101,8 @@ run qwen05b "$BIG_WORKLOAD" "$STEPS"
 
 step "GPU probe"
 "$PY" -m rlbench.predict.gpu_probe --out "$OUT/gpu_probe.json" >/dev/null || echo "warning: GPU probe exited $?"
+"$PY" "$ROOT/benchmarks/measure_gpu_overheads.py" --out "$OUT/gpu_overheads.json" >/dev/null \
+    || echo "warning: overhead measurement exited $?"
 
 # Sampler overhead: the tiny workload alternately without and with the sampler, in the same window.
 for i in $(seq 1 "$SAMPLER_REPEATS"); do

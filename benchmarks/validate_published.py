@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,18 @@ def _measured_stages(run: dict[str, Any], key: str) -> tuple[str, ...]:
     return tuple(run.get("measured_stages", {}).get(key, MEASURED_STAGES[key]))
 
 
+# The published columns that time trainer passes alone (stages.TRAINER_STAGES), which the per-unit host term prices.
+TRAINER_COLUMNS = ("logprob_s", "old_log_prob_s", "ref_s", "values_s", "train_s", "update_actor_s", "update_critic_s")
+
+
 def fit(runs: list[dict[str, Any]], subset: list[str]) -> FittedTerms:
-    """FittedTerms from the training subset alone: each term is the mean, over the subset's runs that
-    published its stage, of what that stage measured beyond the estimate without the fitted terms."""
-    per_token, refit_rates = [], []
+    """FittedTerms from the training subset alone. decode_token_s (per engine mode) and refit_bytes_per_s: the
+    mean, over the subset's runs (of that mode) that published the stage, of what it measured beyond the
+    estimate without the fitted terms.
+    trainer_unit_s: the host time t per layer unit that minimises the squared log error of every trainer column
+    the subset published, each stage then costing max(its estimate without the term, its depth x t)."""
+    per_token: dict[str, list[float]] = {}
+    refit_rates, trainer_rows = [], []
     for run in (r for r in runs if r["id"] in subset):
         work, layout = shapes(run)
         arch = _arch(run["model"])
@@ -132,17 +141,38 @@ def fit(runs: list[dict[str, Any]], subset: list[str]) -> FittedTerms:
         measured = run["measured"]
         if "gen_s" in measured:
             missing = measured["gen_s"] - _stages(p, _measured_stages(run, "gen_s"), True)
-            per_token.append(max(0.0, missing) / engine_tokens(work, layout))
+            per_token.setdefault(work.engine_mode, []).append(max(0.0, missing) / engine_tokens(work, layout))
         if "refit_s" in measured and layout.placement == "colocated":
             refit_rates.append(arch.weight_bytes() / layout.rollout_tp / measured["refit_s"])
+        by_name = {stage["name"]: stage for stage in p.to_dict()["stages"]}
+        for key in (k for k in TRAINER_COLUMNS if k in measured):
+            stages = [by_name[n] for n in _measured_stages(run, key)]
+            trainer_rows.append(
+                (float(measured[key]), [(s["estimate_s"] or 0.0, s["depth"]) for s in stages if s["depth"]])
+            )
     unknown = set(subset) - {r["id"] for r in runs}
     if unknown:
         raise ValueError(f"training_subset names runs that are not in the file: {', '.join(sorted(unknown))}")
     return FittedTerms(
-        decode_token_s=sum(per_token) / len(per_token) if per_token else 0.0,
+        decode_token_s={mode: sum(values) / len(values) for mode, values in sorted(per_token.items())},
         refit_bytes_per_s=sum(refit_rates) / len(refit_rates) if refit_rates else float("inf"),
+        trainer_unit_s=_fit_unit(trainer_rows),
         fitted_on=tuple(subset),
     )
+
+
+def _fit_unit(rows: list[tuple[float, list[tuple[float, float]]]]) -> float:
+    """The t in [1 us, 100 ms] (a grid of 1/1000 decade) minimising sum(log(sum max(estimate, depth x t)) -
+    log(measured))^2 over the rows; 0 where no row's depth is known or no t improves on t = 0 (no term)."""
+    rows = [(m, stages) for m, stages in rows if stages]
+    if not rows:
+        return 0.0
+
+    def loss(t: float) -> float:
+        return sum(math.log(sum(max(e, d * t) for e, d in stages) / m) ** 2 for m, stages in rows)
+
+    best = min((10 ** (k / 1000) for k in range(-6000, -1000 + 1)), key=loss)
+    return best if loss(best) < loss(0.0) else 0.0
 
 
 def compare(run: dict[str, Any], fitted: FittedTerms = FITTED) -> list[dict[str, Any]]:
@@ -260,8 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         terms = fit(data["runs"], list(data.get("training_subset") or []))
         print(
-            f"FittedTerms(decode_token_s={terms.decode_token_s:.3g}, refit_bytes_per_s={terms.refit_bytes_per_s:.3g}, "
-            f"fitted_on={terms.fitted_on})"
+            f"FittedTerms(decode_token_s={ {m: float(f'{v:.3g}') for m, v in terms.decode_token_s.items()} }, "
+            f"refit_bytes_per_s={terms.refit_bytes_per_s:.3g}, "
+            f"trainer_unit_s={terms.trainer_unit_s:.3g}, fitted_on={terms.fitted_on})"
         )
         return 0
     fitted = set(data.get("training_subset") or [])

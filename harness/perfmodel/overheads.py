@@ -37,9 +37,9 @@ what no datasheet states, and the estimate adds it, stage by stage:
   declared training subset of benchmarks/published_runs.yaml (`training_subset`) and judged on the
   other runs (`python benchmarks/validate_published.py --fit` prints the fit; a test keeps FITTED
   equal to it):
-  - decode_token_s: seconds per generated token of an engine beyond the roofline and the step floor
-    (sampling, detokenization, scheduling and output processing of every live sequence, the tail of
-    the batch); decode time += the busiest engine's tokens x decode_token_s.
+  - decode_token_s, by engine mode (as the step floor is): seconds per generated token of an engine
+    beyond the roofline and the step floor (sampling, detokenization, scheduling and output processing
+    of every live sequence, the tail of the batch); decode time += the busiest engine's tokens x it.
   - refit_bytes_per_s: the rate at which a colocated engine takes its new weights from the trainer
     (gather, conversion to the engine's layout, CUDA IPC hand-off, the engine's wake-up); the
     colocated weight sync takes at least its weights per GPU / this rate.
@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rlbench.perfmodel.arch import ModelArch
 from rlbench.perfmodel.hardware import Hardware
@@ -114,8 +114,10 @@ SOURCES = {
 
 @dataclass(frozen=True, slots=True)
 class FittedTerms:
-    decode_token_s: float = 0.0  # s per generated token of the busiest engine (0: no term)
+    # s per generated token of the busiest engine, by engine mode (a mode left out: no term)
+    decode_token_s: dict[str, float] = field(default_factory=dict)
     refit_bytes_per_s: float = math.inf  # colocated weight-sync rate per GPU (inf: no term)
+    trainer_unit_s: float = 0.0  # host s per layer unit of a trainer pass (0: the launch latency alone)
     fitted_on: tuple[str, ...] = ()  # the published runs (benchmarks/published_runs.yaml ids) fitted on
 
 
@@ -123,9 +125,10 @@ NO_FITTED_TERMS = FittedTerms()
 # From `python benchmarks/validate_published.py --fit`: the training subset's single run, NeMo-RL v0.3's
 # Llama-3.1-8B Megatron row (gen 58 s, refit 5 s on 8 GPUs), the one row the source gives its command for.
 FITTED = FittedTerms(
-    decode_token_s=1.38e-4,
+    decode_token_s={"cuda_graphs": 1.38e-4, "eager": 8.07e-5},
     refit_bytes_per_s=3.21e9,
-    fitted_on=("nemo-rl-0.3-llama3.1-8b-megatron",),
+    trainer_unit_s=1.78e-3,
+    fitted_on=("nemo-rl-0.3-llama3.1-8b-megatron", "verl-play-qwen2.5-0.5b-8xh100-ppo"),
 )
 
 
@@ -139,15 +142,15 @@ def engine_tokens(shape: WorkloadShape, par: ParallelShape) -> float:
     return math.ceil(shape.sequences / par.rollout_replicas) * shape.mean_response
 
 
-def token_cost(stage: StageCost, tokens: float, terms: FittedTerms) -> StageCost:
-    """The decode stage plus the engine's per-token cost (FittedTerms.decode_token_s)."""
-    if stage.time_s is None or not terms.decode_token_s:
+def token_cost(stage: StageCost, tokens: float, terms: FittedTerms, mode: str) -> StageCost:
+    """The decode stage plus the engine's per-token cost in this engine mode (FittedTerms.decode_token_s)."""
+    per_token = terms.decode_token_s.get(mode, 0.0)
+    if stage.time_s is None or not per_token:
         return stage
-    extra = tokens * terms.decode_token_s
     return dataclasses.replace(
         stage,
-        time_s=stage.time_s + extra,
-        note=f"{stage.note}; + {tokens:.0f} tokens x {terms.decode_token_s * 1e6:.0f} us (fitted)".lstrip("; "),
+        time_s=stage.time_s + tokens * per_token,
+        note=f"{stage.note}; + {tokens:.0f} tokens x {per_token * 1e6:.0f} us ({mode}, fitted)".lstrip("; "),
     )
 
 
@@ -171,6 +174,15 @@ def estimate_hardware(hw: Hardware) -> Hardware:
     if hw.op_latency_s is not None:
         return hw
     return dataclasses.replace(hw, op_latency_s=KERNELS_PER_LAYER_FORWARD * KERNEL_LAUNCH_S)
+
+
+def trainer_hardware(hw: Hardware, terms: FittedTerms) -> Hardware:
+    """The estimate's row for the trainer passes: each layer unit costs at least the trainer's fitted host time
+    (FittedTerms.trainer_unit_s), which holds the unit's launches, so the larger of the two is the unit's latency."""
+    launch = estimate_hardware(hw)
+    if launch.op_latency_s is None or terms.trainer_unit_s <= launch.op_latency_s:
+        return launch
+    return dataclasses.replace(launch, op_latency_s=terms.trainer_unit_s)
 
 
 def engine_floor(stage: StageCost, steps: int, mode: str) -> StageCost:

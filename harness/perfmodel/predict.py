@@ -65,6 +65,7 @@ from rlbench.perfmodel.overheads import (
     in_flight,
     refit_floor,
     token_cost,
+    trainer_hardware,
     trainer_mfu,
 )
 from rlbench.perfmodel.parallelism import async_staleness
@@ -221,13 +222,16 @@ def estimate_stages(
         estimate_hardware(hw),
         achievable=a,
         trainer_compute_fraction=trainer_mfu(arch) / ACHIEVABLE_FRACTION,
+        trainer_hw=trainer_hardware(hw, fitted),
     )
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
     steps = engine_steps(arch, shape, parallel, hw)
     plain_decode = decode_stage(arch, shape, parallel, hw, achievable=a, engine_steps=steps)
-    decode = token_cost(engine_floor(plain_decode, steps, shape.engine_mode), engine_tokens(shape, parallel), fitted)
+    decode = token_cost(
+        engine_floor(plain_decode, steps, shape.engine_mode), engine_tokens(shape, parallel), fitted, shape.engine_mode
+    )
     out = [
         decode
         if s.name == "generation_decode"
@@ -242,10 +246,12 @@ def estimate_stages(
         "trainer_mfu": achievable * trainer_mfu(arch),
         "engine_mode": shape.engine_mode,
         "op_latency_s": estimate_hardware(hw).op_latency_s,
+        "trainer_op_latency_s": trainer_hardware(hw, fitted).op_latency_s,
         "decode_steps": steps,
         "sequences_in_flight": in_flight(arch, shape, parallel, hw),
-        "decode_token_s": fitted.decode_token_s,
+        "decode_token_s": fitted.decode_token_s.get(shape.engine_mode, 0.0),
         "refit_bytes_per_s": fitted.refit_bytes_per_s,
+        "trainer_unit_s": fitted.trainer_unit_s,
         "fitted_on": list(fitted.fitted_on),
         "sources": dict(SOURCES),
     }

@@ -52,6 +52,8 @@ from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28
+# The stages that are forward or training passes of a trainer's model (trainer_pass), not engine or elementwise work.
+TRAINER_STAGES = ("reward", "ref_logprob", "old_logprob", "critic_values", "actor_update", "critic_update")
 
 
 def critic_params(arch: ModelArch) -> int:
@@ -294,12 +296,15 @@ def build_stages(
     *,
     achievable: float = 1.0,
     trainer_compute_fraction: float = 1.0,
+    trainer_hw: Hardware | None = None,
 ) -> list[StageCost]:
     """All ten stages of one step, in execution order; stages a step skips cost zero.
 
     trainer_compute_fraction scales the trainer passes' compute rate alone (the estimate's trainer
-    MFU, overheads.py); the bound leaves it at 1.0."""
+    MFU, overheads.py); the bound leaves it at 1.0. trainer_hw, where given, prices the trainer passes
+    (TRAINER_STAGES) in place of hw: the estimate's row with the trainer's own per-unit host cost."""
     kw = {"achievable": achievable}
+    passes_hw = trainer_hw or hw
     critic = critic_params(arch)
     # a trainer that pads while the engine pages (verl: use_remove_padding false) computes its passes at the
     # padded width, and a critic that pads while the actor packs (critic.model.use_remove_padding false) its
@@ -326,7 +331,7 @@ def build_stages(
             arch,
             on,
             par,
-            hw,
+            passes_hw,
             training=False,
             value_head=value_head,
             params=params,
@@ -342,7 +347,7 @@ def build_stages(
             arch,
             on,
             par,
-            hw,
+            passes_hw,
             training=True,
             value_head=value_head,
             params=params,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -180,11 +182,31 @@ def test_the_gpu_measurement_protocol_refuses_without_cuda(capsys):
     assert "no CUDA device" in capsys.readouterr().err
 
 
+def test_the_trainer_unit_protocol_runs_an_fsdp_trainer_and_gives_a_per_unit_time():
+    """The protocol behind FITTED.trainer_unit_s runs here on the CPU (gloo, one process): FSDP-wrapped
+    forward and checkpointed forward + backward at 2 and 8 layers, the per-layer slope per unit."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "measure_gpu_overheads.py"
+    spec = importlib.util.spec_from_file_location("measure_gpu_overheads", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    unit = module.trainer_unit(torch, device="cpu", repeats=2)
+    fwd_2, fwd_8 = unit["forward_2_8_layers_s"]
+    train_2, train_8 = unit["train_2_8_layers_s"]
+    assert unit["forward_unit_s"] == pytest.approx((fwd_8 - fwd_2) / 6)
+    assert unit["train_unit_s"] == pytest.approx((train_8 - train_2) / 24)
+    assert train_2 > fwd_2 > 0 and unit["micro_batch_tokens"] == 256
+    assert not torch.distributed.is_initialized()  # the process group it started is gone
+
+
 def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor():
     shape = WorkloadShape(
         prompts_per_step=64, group_size=32, prompt_len=130, response_len=4096, fixed_length=False, mean_response_len=800
     )
-    terms = overheads.FittedTerms(decode_token_s=1e-4, refit_bytes_per_s=2e9, fitted_on=("a-run",))
+    terms = overheads.FittedTerms(
+        decode_token_s={"cuda_graphs": 1e-4, "eager": 3e-4}, refit_bytes_per_s=2e9, fitted_on=("a-run",)
+    )
     for placement, rollout_gpus in (("colocated", 0), ("disaggregated", 8)):
         layout = ParallelShape(gpus=16, placement=placement, rollout_gpus=rollout_gpus)
         plain = predict("Llama-3.1-8B", shape, layout, "H100-SXM", fitted=overheads.NO_FITTED_TERMS)
@@ -201,6 +223,56 @@ def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor(
             assert after["weight_sync"] == before["weight_sync"]
         assert plain.step_time_bound_s == fitted.step_time_bound_s  # the bound never takes a fitted term
         assert fitted.to_dict()["estimate_terms"]["fitted_on"] == ["a-run"]
+    # An eager engine pays its own mode's per-token cost; a mode with no fitted run pays none.
+    eager_shape = dataclasses.replace(shape, engine_mode="eager")
+    layout = ParallelShape(gpus=16)
+    plain, eager = (
+        {s.name: s.time_s for s in predict("Llama-3.1-8B", eager_shape, layout, "H100-SXM", fitted=t).estimate_stages}
+        for t in (overheads.NO_FITTED_TERMS, terms)
+    )
+    tokens = overheads.engine_tokens(eager_shape, layout)
+    assert eager["generation_decode"] == pytest.approx(plain["generation_decode"] + tokens * 3e-4)
+    graphs_only = dataclasses.replace(terms, decode_token_s={"cuda_graphs": 1e-4})
+    unfitted = predict("Llama-3.1-8B", eager_shape, layout, "H100-SXM", fitted=graphs_only)
+    assert {s.name: s.time_s for s in unfitted.estimate_stages}["generation_decode"] == pytest.approx(
+        plain["generation_decode"]
+    )
+    assert unfitted.estimate_terms["decode_token_s"] == 0.0
+
+
+def test_the_trainer_unit_term_raises_a_host_bound_trainer_pass_and_leaves_the_rest():
+    """trainer_unit_s prices each layer unit of a trainer pass at max(it, the launch latency): a small model's
+    many small micro-batches become host-bound at depth x trainer_unit_s; generation, the compute-bound passes
+    of a large micro-batch and the bound do not move."""
+    shape = WorkloadShape(prompts_per_step=256, group_size=2, prompt_len=100, response_len=200, micro_batch_size=4)
+    layout = ParallelShape(gpus=8)
+    terms = overheads.FittedTerms(trainer_unit_s=2e-3)
+    plain = predict("Qwen2.5-0.5B-Instruct", shape, layout, "H100-SXM", fitted=overheads.NO_FITTED_TERMS)
+    fitted = predict("Qwen2.5-0.5B-Instruct", shape, layout, "H100-SXM", fitted=terms)
+    before = {s.name: s for s in plain.estimate_stages}
+    after = {s.name: s for s in fitted.estimate_stages}
+    for name in ("ref_logprob", "old_logprob", "actor_update"):
+        assert after[name].bound == "latency"
+        assert after[name].time_s == pytest.approx(after[name].depth * 2e-3)
+        assert after[name].time_s > before[name].time_s
+    # 64 sequences per GPU in micro-batches of 4: 16 forwards of 24 layers + 2 units each
+    assert after["old_logprob"].depth == 16 * 26
+    for name in ("generation_prefill", "generation_decode", "advantage", "weight_sync"):
+        assert after[name].time_s == before[name].time_s
+    assert fitted.step_time_bound_s == plain.step_time_bound_s
+    assert fitted.estimate_terms["trainer_op_latency_s"] == 2e-3
+    # a term below the launch latency changes nothing: the unit never costs less than its launches
+    tiny = overheads.FittedTerms(trainer_unit_s=1e-9)
+    same = predict("Qwen2.5-0.5B-Instruct", shape, layout, "H100-SXM", fitted=tiny)
+    assert same.step_time_estimate_s == plain.step_time_estimate_s
+    # a big micro-batch of a big model is compute-bound: the term leaves it
+    packed = dataclasses.replace(GRPO_8B, micro_batch_tokens=16384)
+    big_plain, big = (
+        predict("Llama-3.1-8B", packed, layout, "H100-SXM", fitted=t) for t in (overheads.NO_FITTED_TERMS, terms)
+    )
+    assert {s.name: s.time_s for s in big.estimate_stages}["actor_update"] == pytest.approx(
+        {s.name: s.time_s for s in big_plain.estimate_stages}["actor_update"]
+    )
 
 
 def test_k_step_async_decodes_k_batches_at_once_so_a_batch_pays_a_kth_of_the_longest_response():

@@ -75,14 +75,28 @@ def test_the_fitted_terms_are_the_fit_of_the_declared_training_subset_alone():
     subset = data["training_subset"]
     assert subset and list(FITTED.fitted_on) == subset
     terms = script.fit(data["runs"], subset)
-    assert FITTED.decode_token_s == pytest.approx(terms.decode_token_s, rel=0.01)
+    assert FITTED.decode_token_s.keys() == terms.decode_token_s.keys()
+    for mode, value in terms.decode_token_s.items():
+        assert FITTED.decode_token_s[mode] == pytest.approx(value, rel=0.01)
     assert FITTED.refit_bytes_per_s == pytest.approx(terms.refit_bytes_per_s, rel=0.01)
+    assert FITTED.trainer_unit_s == pytest.approx(terms.trainer_unit_s, rel=0.01)
     for run in data["runs"]:
         if run["id"] not in subset:
             run["measured"] = {key: value * 3 for key, value in run["measured"].items()}
     assert script.fit(data["runs"], subset) == terms
     with pytest.raises(ValueError, match="not in the file: nope"):
         script.fit(data["runs"], ["nope"])
+
+
+def test_the_trainer_unit_fit_recovers_a_host_bound_unit_and_refuses_one_that_helps_nothing():
+    """_fit_unit finds the t of rows made as max(estimate, depth x t) (to the grid's 1/1000 decade), ignores a
+    compute-bound row, and gives 0 (no term) where every measured stage is at or below its estimate."""
+    fit_unit = _script()._fit_unit
+    t = 1.9e-3
+    rows = [(max(0.1, 800 * t), [(0.1, 800)]), (max(0.5, 6000 * t), [(0.2, 3000), (0.3, 3000)]), (20.0, [(20.0, 50)])]
+    assert fit_unit(rows) == pytest.approx(t, rel=0.003)
+    assert fit_unit([(0.1, [(0.2, 100)])]) == 0.0
+    assert fit_unit([]) == 0.0
 
 
 def test_the_summary_counts_runs_within_the_targets(capsys):

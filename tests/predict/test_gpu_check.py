@@ -54,9 +54,17 @@ def test_script_returns_few_files_two_folders_deep():
     """The device returns at most 8 files from $OUT, no more than 2 folders down."""
     text = SCRIPT.read_text()
     written = {line.split('"$OUT/')[1].split('"')[0] for line in text.splitlines() if '"$OUT/' in line}
-    assert written == {"gpu_check.log", "environment.txt", "gpu_probe.json", "summary.json", "records.tar.gz"}
+    assert written == {
+        "gpu_check.log",
+        "environment.txt",
+        "gpu_probe.json",
+        "gpu_overheads.json",
+        "summary.json",
+        "records.tar.gz",
+    }
     assert all("/" not in name for name in written)
     assert "--no-index" in text and "gsm8k-grpo-qwen05b-random" in text and "rlbench.predict.gpu_probe" in text
+    assert "benchmarks/measure_gpu_overheads.py" in text
 
 
 def _installed_requires(name: str, extras: set[str]) -> list[Requirement]:
