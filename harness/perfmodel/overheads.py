@@ -122,8 +122,11 @@ class FittedTerms:
 
 
 NO_FITTED_TERMS = FittedTerms()
-# From `python benchmarks/validate_published.py --fit`: the training subset's single run, NeMo-RL v0.3's
-# Llama-3.1-8B Megatron row (gen 58 s, refit 5 s on 8 GPUs), the one row the source gives its command for.
+# From `python benchmarks/validate_published.py --fit` on the training subset's two runs: NeMo-RL v0.3's
+# Llama-3.1-8B Megatron row (gen 58 s on CUDA graphs, refit 5 s on 8 GPUs; the one row the source gives its
+# command for) and verl's Qwen2.5-0.5B PPO run on 8 H100 (gen 8.3 s on an eager engine; four trainer passes
+# of 32-64 fixed-size micro-batches per GPU, 2.2-13 s). The per-token term of each engine mode comes from
+# that mode's run alone; the trainer unit from both runs' trainer passes (the 8B's are compute-bound).
 FITTED = FittedTerms(
     decode_token_s={"cuda_graphs": 1.38e-4, "eager": 8.07e-5},
     refit_bytes_per_s=3.21e9,
