@@ -70,6 +70,12 @@ STEP_TIME = (
     "timing/step_total: without async the sum of OpenRLHF's stage timers (generation, make_experience, "
     "ppo_train, broadcast), with async the wall time of a step including queue waits"
 )
+# --ds.enable_sleep (colocated): openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states, around each fit.
+SLEEP_OFFLOAD = (
+    "--ds.enable_sleep (colocated): DeepSpeed moves the actor's and critic's fp32 master weights, gradients and "
+    "optimizer states to pinned host memory after each update and back before the next (offload_deepspeed_states); "
+    "verl and TRL keep them on the device"
+)
 SYNC_LOG = "openrlhf_weight_sync.jsonl"  # the CPU lane's checksums of the actor's and vLLM's weights per sync
 REWARD_LOG = "openrlhf_rewards.jsonl"  # the CPU lane's log of every scored response
 # The CPU lane's flag changes: flag -> (value or None to drop it, what it replaces on a GPU run).
@@ -238,6 +244,8 @@ class OpenRLHFAdapter(Adapter):
         launched = {
             flag: value for flag, value in self.settings(spec, "<model>", Path("<run>")).items() if value is not None
         }  # None: flag left off
+        if launched.get("ds.enable_sleep"):
+            named["train.host_offload"] = SLEEP_OFFLOAD
         return manifest(
             contract(spec.workload, spec.parallel),
             launched,

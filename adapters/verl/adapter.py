@@ -95,6 +95,13 @@ STEP_TIME = (
     "timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
     "marked_timer('step')), the metric computation after it left out"
 )
+# Where verl's reference model lives: verl/workers/engine/fsdp/transformer_impl.py (0.9.1) gives every forward-only
+# FSDP model CPUOffload(offload_params=True) (fsdp) or CPUOffloadPolicy(pin_memory=True) (fsdp2), no setting to undo it.
+REF_OFFLOAD = (
+    "verl's FSDP engine keeps the reference model's parameters in host memory and copies them to the device for every "
+    "micro-batch (CPUOffload on every forward-only model: 'We force reference policy to use CPUOffload to save "
+    "memory'); OpenRLHF and TRL keep the reference model on the device"
+)
 # verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
 LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
 # The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
@@ -285,6 +292,8 @@ class VerlAdapter(Adapter):
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
+        if spec.workload.algorithm.kl_coef > 0 and not megatron(spec.parallel):
+            named["train.host_offload"] = REF_OFFLOAD
         if megatron(spec.parallel):  # another trainer backend: its own sharding, kernels and micro-batching
             named["train.sharding"] = (
                 f"{megatron_label(spec.parallel)}: verl's Megatron backend (Megatron-Core tensor/pipeline/"

