@@ -211,8 +211,9 @@ def test_model_states_kept_in_host_memory_are_named_where_a_framework_does_it():
     """verl's FSDP engine forces its reference model into host memory, OpenRLHF's colocated DeepSpeed sleep moves
     the trained models' states there between updates; each record says so, and only where it happens."""
     verl = get_adapter("verl")
-    assert "reference model's parameters in host memory" in (
-        verl.equal_work(_spec("verl", "gsm8k-grpo"))["differences"]["train.host_offload"]
+    assert (
+        "reference model's parameters in host memory"
+        in (verl.equal_work(_spec("verl", "gsm8k-grpo"))["differences"]["train.host_offload"])
     )
     assert "train.host_offload" not in verl.equal_work(_spec("verl", "math-grpo-tiny"))["differences"]  # no KL
     megatron = _spec("verl", "gsm8k-grpo", tp=2)
