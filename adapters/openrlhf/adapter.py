@@ -321,8 +321,17 @@ class OpenRLHFAdapter(Adapter):
         return events[-1] if events else folder / "events.out.tfevents"
 
     def model_shape(self, spec: RunSpec) -> dict[str, Any]:
-        """Dynamic batching with packed samples: micro-batches of train.max_tokens_per_gpu tokens (bf16 only)."""
-        return {"micro_batch_tokens": _batches(spec)["train.max_tokens_per_gpu"]}
+        """Dynamic batching with packed samples: micro-batches of train.max_tokens_per_gpu tokens (bf16 only); when
+        colocated, the trained models' fp32 and optimizer states swapped to host memory around each update
+        (--ds.enable_sleep, SLEEP_OFFLOAD)."""
+        return {
+            "micro_batch_tokens": _batches(spec)["train.max_tokens_per_gpu"],
+            "update_offload": bool(self._layout(spec)["ds.enable_sleep"]),
+        }
+
+    def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
+        """The CPU lane launches without --ds.enable_sleep (CPU_LANE_FLAGS): nothing is swapped."""
+        return {"update_offload": False}
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)

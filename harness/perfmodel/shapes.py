@@ -115,8 +115,11 @@ class WorkloadShape:
     # the copies overlap compute as FSDP's prefetched gathers do. offload: the actor's and critic's fp32
     # parameter shards and Adam states live in host memory between stages (verl's param_offload and
     # optimizer_offload): each stage loads its model's shard before it computes and puts it back after.
+    # update_offload: the same around the updates alone, the forwards keeping their bf16 parameters on the device
+    # (OpenRLHF's colocated --ds.enable_sleep: DeepSpeed offloads fp32 master weights and optimizer states).
     ref_offload: bool = False
     offload: bool = False
+    update_offload: bool = False
     # How the rollout engine runs a decode step: "cuda_graphs" (vLLM's default, enforce_eager=False)
     # or "eager" (enforce_eager=True; Hugging Face generate). Used by the estimate only
     # (overheads.ENGINE_STEP_FLOOR_S), never by the roofline bound.

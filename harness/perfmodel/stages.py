@@ -319,9 +319,11 @@ def build_stages(
     )
 
     # where each model's parameters live between uses (trainer_pass's `host`): the reference model streamed
-    # from host memory (ref_offload), the actor and critic swapped in and out around their stages (offload)
+    # from host memory (ref_offload), the actor and critic swapped in and out around their stages (offload) or
+    # around their updates alone (update_offload)
     ref_host = "streamed" if shape.ref_offload else "gpu"
     own_host = "swapped" if shape.offload else "gpu"
+    update_host = "swapped" if shape.offload or shape.update_offload else "gpu"
 
     def forward(
         name: str, value_head: bool = False, params: int | None = None, models: int = 1, on: WorkloadShape = shape
@@ -352,7 +354,7 @@ def build_stages(
             value_head=value_head,
             params=params,
             compute_fraction=trainer_compute_fraction,
-            host=own_host,
+            host=update_host,
             **kw,
         )
 

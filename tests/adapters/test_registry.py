@@ -41,7 +41,8 @@ def test_import_and_help_import_no_framework():
     [
         # dynamic bsz at the 16k-token budget; FSDP's reference model streamed from host memory
         ("verl", {"micro_batch_tokens": 16384, "dtype_bytes": 2, "ref_offload": True}),
-        ("openrlhf", {"micro_batch_tokens": 16384}),  # packed samples at the same budget
+        # packed samples at the same budget; colocated DeepSpeed sleep swaps fp32 and Adam states around updates
+        ("openrlhf", {"micro_batch_tokens": 16384, "update_offload": True}),
     ],
 )
 def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
@@ -69,3 +70,5 @@ def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_th
     assert lane.trainer_padded_prompt_len == workload.max_prompt_length and lane.padded_prompt_len is None
     assert launch_shape(workload, "verl", ()).trainer_padded_prompt_len is None  # a GPU launch packs
     assert launch_shape(workload, "trl", (), lane=True) == launch_shape(workload, "trl", ())  # TRL has no lane
+    assert launch_shape(workload, "openrlhf", ()).update_offload  # colocated: --ds.enable_sleep
+    assert not launch_shape(workload, "openrlhf", (), lane=True).update_offload  # the lane has no sleep mode

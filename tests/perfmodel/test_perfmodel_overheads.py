@@ -275,6 +275,30 @@ def test_the_trainer_unit_term_raises_a_host_bound_trainer_pass_and_leaves_the_r
     )
 
 
+def test_update_offload_swaps_states_around_the_updates_alone():
+    """update_offload (OpenRLHF's colocated DeepSpeed sleep) swaps the fp32 shard and Adam moments over the host
+    link around each update, serially; the forwards keep their parameters on the device. The copies are transfers
+    the hardware must make, so the bound holds them too."""
+    shape = dataclasses.replace(GRPO_8B, micro_batch_tokens=16384, algorithm="ppo")
+    layout = ParallelShape(gpus=8)
+    plain, swapped, everywhere = (
+        predict("Llama-3.1-8B", dataclasses.replace(shape, **fields), layout, "H100-SXM")
+        for fields in ({}, {"update_offload": True}, {"offload": True})
+    )
+    before, after, full = ({s.name: s for s in p.estimate_stages} for p in (plain, swapped, everywhere))
+    shard = get_arch("Llama-3.1-8B").param_count().total / 8
+    link = get_hardware("H100-SXM").host_link_bytes_per_s
+    for name in ("actor_update", "critic_update"):
+        assert "swapped in and out of host memory" in after[name].note
+        assert after[name].time_s > before[name].time_s
+    for name in ("old_logprob", "critic_values", "ref_logprob"):
+        assert after[name].time_s == before[name].time_s
+        assert "swapped" not in after[name].note
+    assert "swapped" in full["old_logprob"].note  # offload swaps around every stage of the model
+    assert f"({2 * shard * 12 / 1e9:.2f} GB/GPU)" in after["actor_update"].note and link
+    assert swapped.step_time_bound_s > plain.step_time_bound_s
+
+
 def test_k_step_async_decodes_k_batches_at_once_so_a_batch_pays_a_kth_of_the_longest_response():
     """With k batches in flight on its own pool, the engine's straggler tail of one batch overlaps the next
     batches: the bound's decode steps per RL step are longest / k; one-step-off and colocated keep one batch."""
