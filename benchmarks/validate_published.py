@@ -122,7 +122,7 @@ def _measured_stages(run: dict[str, Any], key: str) -> tuple[str, ...]:
     return tuple(run.get("measured_stages", {}).get(key, MEASURED_STAGES[key]))
 
 
-# The published columns that time trainer passes alone (stages.TRAINER_STAGES), which the per-unit host term prices.
+# The published columns that time trainer passes alone (stages.trainer_pass), which the per-unit host term prices.
 TRAINER_COLUMNS = ("logprob_s", "old_log_prob_s", "ref_s", "values_s", "train_s", "update_actor_s", "update_critic_s")
 
 

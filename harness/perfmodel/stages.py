@@ -52,8 +52,6 @@ from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28
-# The stages that are forward or training passes of a trainer's model (trainer_pass), not engine or elementwise work.
-TRAINER_STAGES = ("reward", "ref_logprob", "old_logprob", "critic_values", "actor_update", "critic_update")
 
 
 def critic_params(arch: ModelArch) -> int:
@@ -302,7 +300,7 @@ def build_stages(
 
     trainer_compute_fraction scales the trainer passes' compute rate alone (the estimate's trainer
     MFU, overheads.py); the bound leaves it at 1.0. trainer_hw, where given, prices the trainer passes
-    (TRAINER_STAGES) in place of hw: the estimate's row with the trainer's own per-unit host cost."""
+    (every trainer_pass) in place of hw: the estimate's row with the trainer's own per-unit host cost."""
     kw = {"achievable": achievable}
     passes_hw = trainer_hw or hw
     critic = critic_params(arch)
