@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.perfmodel import overheads
-from rlbench.predict.gpu_probe import cuda_torch, kernel_launch, layer_unit
+from rlbench.predict.gpu_probe import cuda_torch, kernel_launch, layer_unit, unit_model
 
 
 def engine_floor(model: str, steps: int = 256) -> dict[str, float]:
@@ -57,17 +57,8 @@ def _trainer_times(torch: Any, layers: int, device: str, repeats: int) -> tuple[
     """(forward s, forward + backward s) of one micro-batch through an FSDP-wrapped Qwen2 of this depth."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(
-        hidden_size=64,
-        intermediate_size=256,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=1024,
-    )
-    model = Qwen2ForCausalLM(config).to(device)
+    model = unit_model(layers).to(device)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     mesh = init_device_mesh(device, (1,))
     for layer in model.model.layers:

@@ -92,7 +92,9 @@ def kernel_launch(torch: Any, n: int = LAUNCH_KERNELS) -> dict[str, float]:
     return {"host_enqueue_s": (enqueued - start) / n, "end_to_end_s": (done - start) / n, "n": n}
 
 
-def _forward_time(torch: Any, layers: int, repeats: int = UNIT_REPEATS) -> float:
+def unit_model(layers: int) -> Any:
+    """A Hugging Face Qwen2 at hidden 64 of this depth, random weights: its layers' arithmetic is negligible, so
+    the per-layer slope of its time is the host's and the launches' cost of a layer."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     config = Qwen2Config(
@@ -103,7 +105,11 @@ def _forward_time(torch: Any, layers: int, repeats: int = UNIT_REPEATS) -> float
         num_key_value_heads=2,
         vocab_size=1024,
     )
-    model = Qwen2ForCausalLM(config).to("cuda", torch.bfloat16).eval()
+    return Qwen2ForCausalLM(config)
+
+
+def _forward_time(torch: Any, layers: int, repeats: int = UNIT_REPEATS) -> float:
+    model = unit_model(layers).to("cuda", torch.bfloat16).eval()
     ids = torch.ones(1, 1, dtype=torch.long, device="cuda")
     with torch.no_grad():
         for _ in range(10):
