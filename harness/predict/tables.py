@@ -30,8 +30,8 @@ def stage_table(prediction: dict[str, Any]) -> str:
         f"  bound        {_fmt(prediction.get('step_time_bound_s'))} s   "
         "(what the hardware allows: roofline at 100% of peak)",
         f"  estimate     {_fmt(prediction.get('step_time_estimate_s'))} s   (bound plus overhead terms: achievable "
-        "fraction of peak, kernel launches, engine per-step floor; per-token decode cost and colocated refit "
-        "rate fitted on published runs, docs/perfmodel.md)",
+        "fraction of peak, kernel launches, engine per-step floor; per-token decode cost, colocated refit rate "
+        "and the trainer's host time per layer fitted on published runs, docs/perfmodel.md)",
         f"tokens/s       {_fmt(prediction['tokens_per_s'], digits=4)}   (estimate "
         f"{_fmt(prediction.get('tokens_per_s_estimate'), digits=4)})",
         # The model's MFU is what its roofline allows (compute-bound stages at 100% of dense peak): an upper
