@@ -7,9 +7,10 @@ buffer. Time = bytes / per-direction link bandwidth; latency (the alpha term) is
 so small-message collectives (decode-time TP all-reduces) are optimistic.
 
     from rlbench.perfmodel import get_hardware
-    from rlbench.perfmodel.comm import all_reduce_bytes, link_bandwidth
+    from rlbench.perfmodel.comm import all_reduce_bytes, link_bandwidth, ring_bandwidth
     all_reduce_bytes(8, 1e9)                         # 1.75e9 bytes per GPU
-    link_bandwidth(get_hardware("H100-SXM"), 16, 1)  # 50e9: a 16-rank group leaves the node
+    link_bandwidth(get_hardware("H100-SXM"), 16, 1)  # 50e9: a 16-rank all-to-all leaves through each GPU's NIC
+    ring_bandwidth(get_hardware("H100-SXM"), 16, 1)  # 400e9: a 16-rank ring crosses 8 NICs a node
 """
 
 from __future__ import annotations
@@ -51,8 +52,27 @@ def spans_nodes(hw: Hardware, ranks: int, stride: int) -> bool:
 
 
 def link_bandwidth(hw: Hardware, ranks: int, stride: int = 1) -> float | None:
-    """The bottleneck link of a ring over that group: NVLink inside a node, the NIC across."""
+    """The link each GPU's own traffic crosses in a group: NVLink inside a node, its NIC across (all-to-all,
+    point-to-point sends and rings of them, where every GPU's bytes to another node leave through its NIC)."""
     return hw.inter_node_bytes_per_s if spans_nodes(hw, ranks, stride) else hw.intra_node_bytes_per_s
+
+
+def ring_bandwidth(hw: Hardware, ranks: int, stride: int = 1) -> float | None:
+    """Per-GPU bandwidth of a ring collective (all-gather, reduce-scatter, all-reduce) over that group.
+
+    Inside a node: NVLink. Across nodes NCCL runs one ring per channel and spreads the channels over the
+    node's NICs (one per GPU on the reference systems); a ring crosses each node boundary once per direction,
+    so of the bytes each GPU forwards only 1/g leave through its NIC, g being the group's ranks on one node.
+    The ring then runs at min(NVLink, g x NIC): 400 GB/s for 8 H100 a node with one 400 Gb/s NIC each, as
+    nccl-tests measures across nodes (all_reduce bus bandwidth 400-450 GB/s for H100 SXM with InfiniBand NDR,
+    https://saturncloud.io/blog/crusoe-nccl-cluster-validation); g = 1 (a group strided one rank a node) is
+    the NIC alone."""
+    if not spans_nodes(hw, ranks, stride):
+        return hw.intra_node_bytes_per_s
+    if hw.inter_node_bytes_per_s is None or hw.intra_node_bytes_per_s is None:
+        return hw.inter_node_bytes_per_s
+    per_node = max(1, min(ranks, hw.gpus_per_node // stride))
+    return min(hw.intra_node_bytes_per_s, per_node * hw.inter_node_bytes_per_s)
 
 
 def comm_time_s(collectives: tuple[Collective, ...]) -> float | None:

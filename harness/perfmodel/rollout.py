@@ -40,7 +40,7 @@ import math
 
 from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import Collective, all_reduce_bytes, link_bandwidth, merge
+from rlbench.perfmodel.comm import Collective, all_reduce_bytes, merge, ring_bandwidth
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.parallelism import experts_touched
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
@@ -74,7 +74,7 @@ def _tp_all_reduces(
     size = all_reduce_bytes(tp, tokens * arch.hidden * dtype_bytes)
     return [
         Collective(
-            kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size, bandwidth=link_bandwidth(hw, tp, 1)
+            kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size, bandwidth=ring_bandwidth(hw, tp, 1)
         )
     ]
 

@@ -44,7 +44,7 @@ from typing import Literal
 
 from rlbench.perfmodel import flops as fl
 from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import Collective, all_gather_bytes, link_bandwidth, merge
+from rlbench.perfmodel.comm import Collective, all_gather_bytes, merge, ring_bandwidth
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.rollout import decode_stage, prefill_stage
 from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
@@ -245,7 +245,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
         )
         comm += [
             Collective(
-                kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(n, size), bandwidth=link_bandwidth(hw, n, stride)
+                kind="fsdp_all_gather", bytes_per_gpu=all_gather_bytes(n, size), bandwidth=ring_bandwidth(hw, n, stride)
             )
             for n, size, stride in groups
             if n > 1
@@ -255,7 +255,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
             Collective(
                 kind="fsdp_all_gather",
                 bytes_per_gpu=all_gather_bytes(par.param_shards, shard_bytes),
-                bandwidth=link_bandwidth(hw, par.param_shards, par.tp),
+                bandwidth=ring_bandwidth(hw, par.param_shards, par.tp),
             )
         )
     if experts:  # the rollout holds every expert: gather them from the ep ranks that split them
@@ -263,7 +263,7 @@ def weight_sync_stage(arch: ModelArch, par: ParallelShape, hw: Hardware, *, achi
             Collective(
                 kind="ep_all_gather",
                 bytes_per_gpu=all_gather_bytes(par.ep, experts),
-                bandwidth=link_bandwidth(hw, par.ep, par.expert_stride),
+                bandwidth=ring_bandwidth(hw, par.ep, par.expert_stride),
             )
         )
     received = weights / par.rollout_tp

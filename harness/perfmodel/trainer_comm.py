@@ -30,6 +30,7 @@ from rlbench.perfmodel.comm import (
     all_to_all_bytes,
     link_bandwidth,
     merge,
+    ring_bandwidth,
 )
 from rlbench.perfmodel.hardware import Hardware
 from rlbench.perfmodel.parallelism import ep_all_to_all_bytes, ring_attention_bytes, ring_exposed_s, tp_all_reduce_bytes
@@ -77,7 +78,7 @@ def _data_parallel(
     for ranks, shard, stride in groups:
         if ranks < 2:
             continue
-        link = link_bandwidth(hw, ranks, stride)
+        link = ring_bandwidth(hw, ranks, stride)
         if par.sharding == "full":
             gather = all_gather_bytes(ranks, shard)
             out.append(
@@ -137,7 +138,7 @@ def trainer_comm(
         out.append(
             Collective(
                 kind="tp_all_reduce",
-                bandwidth=link_bandwidth(hw, tp, 1),
+                bandwidth=ring_bandwidth(hw, tp, 1),
                 bytes_per_gpu=tp_all_reduce_bytes(
                     tp, micro_tokens / (sp * cp), arch.hidden, dtype, layers=layers, passes=micro_batches * passes
                 ),

@@ -241,6 +241,24 @@ def test_expert_tensor_parallelism_folds_tp_ranks_into_ep() -> None:
     assert a2a["folded"].bandwidth == H100.intra_node_bytes_per_s
 
 
+def test_a_ring_across_nodes_crosses_every_nic_of_a_node_and_an_all_to_all_its_own():
+    """NCCL spreads a cross-node ring's channels over the node's NICs: min(NVLink, g x NIC) with g of the group's
+    ranks on a node. An all-to-all sends each GPU's bytes to other nodes through its own NIC."""
+    from rlbench.perfmodel.comm import link_bandwidth, ring_bandwidth
+
+    nic, nvlink = H100.inter_node_bytes_per_s, H100.intra_node_bytes_per_s
+    assert ring_bandwidth(H100, 8, 1) == nvlink  # inside one node
+    assert ring_bandwidth(H100, 16, 1) == min(nvlink, 8 * nic) == 400e9
+    assert ring_bandwidth(H100, 4, 8) == nic  # one rank a node (stride 8): each hop leaves through a NIC
+    assert ring_bandwidth(H100, 8, 2) == 4 * nic  # four ranks a node
+    assert link_bandwidth(H100, 16, 1) == nic
+    # a 16-GPU FSDP pass gathers over the rings; the data-parallel gather's bandwidth is the ring's
+    gather = next(c for c in stage(ParallelShape(gpus=16), "ref_logprob", WORK, QWEN7B).comm if "all_gather" in c.kind)
+    assert gather.bandwidth == 400e9
+    a100 = get_hardware("A100-80GB")  # 8 x 200 Gb/s HDR NICs (200 GB/s together) under 300 GB/s NVLink: the NICs bind
+    assert ring_bandwidth(a100, 16, 1) == min(a100.intra_node_bytes_per_s, 8 * a100.inter_node_bytes_per_s)
+
+
 # ---- stage fusion ---------------------------------------------------------------------------------
 
 
