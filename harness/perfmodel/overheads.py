@@ -182,8 +182,8 @@ def estimate_hardware(hw: Hardware) -> Hardware:
 def trainer_hardware(hw: Hardware, terms: FittedTerms) -> Hardware:
     """The estimate's row for the trainer passes: each layer unit costs at least the trainer's fitted host time
     (FittedTerms.trainer_unit_s), which holds the unit's launches, so the larger of the two is the unit's latency."""
-    launch = estimate_hardware(hw)
-    if launch.op_latency_s is None or terms.trainer_unit_s <= launch.op_latency_s:
+    launch = estimate_hardware(hw)  # always has a per-unit latency: the row's own or the launches'
+    if terms.trainer_unit_s <= launch.op_latency_s:
         return launch
     return dataclasses.replace(launch, op_latency_s=terms.trainer_unit_s)
 

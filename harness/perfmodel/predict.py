@@ -215,14 +215,15 @@ def estimate_stages(
     if hw.op_latency_s is not None:
         return stages, {"kind": "measured", "note": "CPU row: per-op latency and framework floor measured here"}
     a = achievable * ACHIEVABLE_FRACTION
+    launch_row, trainer_row = estimate_hardware(hw), trainer_hardware(hw, fitted)
     with_launch = build_stages(
         arch,
         shape,
         parallel,
-        estimate_hardware(hw),
+        launch_row,
         achievable=a,
         trainer_compute_fraction=trainer_mfu(arch) / ACHIEVABLE_FRACTION,
-        trainer_hw=trainer_hardware(hw, fitted),
+        trainer_hw=trainer_row,
     )
     # Decode is priced by the engine's measured per-step floor, which already holds its launches
     # (CUDA graphs replay a step in one launch), so its stage does not take the per-kernel latency.
@@ -245,8 +246,8 @@ def estimate_stages(
         "achievable_fraction": a,
         "trainer_mfu": achievable * trainer_mfu(arch),
         "engine_mode": shape.engine_mode,
-        "op_latency_s": estimate_hardware(hw).op_latency_s,
-        "trainer_op_latency_s": trainer_hardware(hw, fitted).op_latency_s,
+        "op_latency_s": launch_row.op_latency_s,
+        "trainer_op_latency_s": trainer_row.op_latency_s,
         "decode_steps": steps,
         "sequences_in_flight": in_flight(arch, shape, parallel, hw),
         "decode_token_s": fitted.decode_token_s.get(shape.engine_mode, 0.0),
