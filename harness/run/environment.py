@@ -20,6 +20,10 @@ import psutil
 import rlbench
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# A source checkout runs rlbench from harness/; an installed wheel has no checkout and carries the commit
+# it was built from (setup.py writes it).
+FROM_CHECKOUT = Path(__file__).resolve().parents[1].name == "harness"
+BUILD_COMMIT = Path(rlbench.__file__).with_name("build_commit.txt")
 
 
 def package_version(distribution: str) -> str | None:
@@ -67,6 +71,12 @@ def nccl_version() -> str | None:
 
 
 def git_sha() -> str | None:
+    """The commit of the rlbench that runs: the checkout's HEAD ("-dirty" if changed), or the wheel's."""
+    if not FROM_CHECKOUT:
+        try:
+            return BUILD_COMMIT.read_text().strip() or None
+        except OSError:
+            return None
     try:
         out = subprocess.run(
             ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"],
