@@ -1,7 +1,8 @@
 """The dataset registry: one row per dataset, the only place that lists datasets.
 
-A row says where the dataset lives (a local folder of `<split>.jsonl` files in the
-publisher's layout, and its Hugging Face hub id), how one raw row becomes a problem,
+A row says where the dataset lives (a folder of `<split>.jsonl` files in the
+publisher's layout, also the name of rlbench's shipped copy, and its Hugging Face hub
+id and pinned revision), how one raw row becomes a problem,
 and how a response's final answer is extracted and checked. The loader
 (`datasets.load_problems`), workload validation (`spec.DataSpec`) and the reward
 (`rewards.score`) all look names up here at call time, so adding a dataset is adding
@@ -57,14 +58,15 @@ class Dataset:
     name: str  # as written in workload files (`data.dataset`, `reward`)
     local_dir: str  # folder under the data directory holding `<split>.jsonl`
     splits: tuple[str, ...]
-    hub_path: str  # Hugging Face hub dataset id, read when no local file exists
+    hub_path: str  # Hugging Face hub dataset id, read when neither RLBENCH_DATA_DIR nor rlbench's copy has the split
     hub_config: str | None
+    hub_revision: str  # the hub dataset's commit: a load from the hub reads these problems and no later edit
     parse: Callable[[Row], Parsed]
     extract: Callable[[str], str | None]  # the final answer of a non-blank response, or None
     matches: Callable[[str, str], bool]  # (extracted answer, ground truth) -> correct?
 
     def __post_init__(self) -> None:
-        for field in ("name", "local_dir", "hub_path"):
+        for field in ("name", "local_dir", "hub_path", "hub_revision"):
             if not isinstance(getattr(self, field), str) or not getattr(self, field):
                 raise ValueError(f"dataset row: {field} must be a non-empty string, got {getattr(self, field)!r}")
         if not self.splits or not all(isinstance(s, str) and s for s in self.splits):
@@ -109,6 +111,8 @@ DATASETS: dict[str, Dataset] = {
             splits=("train", "test"),
             hub_path="openai/gsm8k",
             hub_config="main",
+            # The revision UKGovernmentBEIS/inspect_evals pins (GSM8K_DATASET_REVISION), main on 2026-03-16.
+            hub_revision="cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
             parse=_gsm8k_problem,
             extract=numeric.extract,
             matches=numeric.matches,
@@ -120,6 +124,8 @@ DATASETS: dict[str, Dataset] = {
             splits=("test",),
             hub_path="HuggingFaceH4/MATH-500",
             hub_config=None,
+            # "Update README.md" of 2024-11-15 on the dataset's commit history: its data files since the upload.
+            hub_revision="ff5b20257d8185524591543f8ff5993951537bb8",
             parse=_math_problem,
             extract=boxed.extract,
             matches=boxed.matches,

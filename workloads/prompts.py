@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rlbench.atomic import write_bytes
 from rlbench.errors import RLBenchError
-from rlbench.workloads.datasets import Problem, load_problems
+from rlbench.workloads.datasets import Problem, ProblemSet, load_split
 from rlbench.workloads.spec import Workload
 
 
@@ -34,10 +34,16 @@ def render(workload: Workload, problem: Problem) -> PromptRecord:
     return PromptRecord(uid=problem.uid, dataset=problem.dataset, prompt=text, ground_truth=problem.ground_truth)
 
 
-def shuffled_problems(workload: Workload, seed: int) -> list[Problem]:
-    problems = load_problems(workload.data.dataset, workload.data.split, workload.data.limit)
-    random.Random(workload.data.shuffle_seed + seed).shuffle(problems)
-    return problems
+def workload_problems(workload: Workload) -> ProblemSet:
+    """The workload's split as loaded, in file order, with where it came from (`ProblemSet.identity`)."""
+    return load_split(workload.data.dataset, workload.data.split, workload.data.limit)
+
+
+def shuffled(workload: Workload, problems: ProblemSet, seed: int) -> list[Problem]:
+    """The split in the run's order: shuffled by the workload's shuffle seed plus the run's seed."""
+    order = list(problems.problems)
+    random.Random(workload.data.shuffle_seed + seed).shuffle(order)
+    return order
 
 
 def prompt_length(tokenizer, workload: Workload, text: str) -> int:

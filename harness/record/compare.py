@@ -1,8 +1,9 @@
 """`rlbench compare BASELINE CANDIDATE`: per-metric ratio, significance and verdict of two run records.
 
-Records of different workloads, workload versions, frameworks or parallelism are
-refused rather than compared silently (asv drops results whose benchmark version
-changed). Only metrics with a direction are compared; warm-up steps are excluded.
+Records of different workloads, workload versions, frameworks or parallelism, or
+that trained on different problems (run.json's `data` digest), are refused rather
+than compared silently (asv drops results whose benchmark version changed). Only
+metrics with a direction are compared; warm-up steps are excluded.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
+from rlbench.record.read import DamagedRecord, read_record
 from rlbench.record.regression import Comparison, compare_samples
 from rlbench.record.schema import STEP_METRICS, Status
-from rlbench.reports.load import DamagedRecord, read_record
 from rlbench.run.equal_work import manifest_changes
-from rlbench.run.parallel import recorded_parallel
 from rlbench.workloads.spec import TinyModelSpec
 
 
@@ -49,7 +49,8 @@ _TINY_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TinyModelSpec) i
 
 
 def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
-    """What must be equal for two records to be comparable (steps and seed may differ)."""
+    """What must be equal for two records (as `read_record` returns them) to be comparable (steps and seed may
+    differ)."""
     workload = {k: v for k, v in record["workload"].items() if k not in ("steps", "warmup_steps")}
     model = workload.get("model")
     if isinstance(model, dict) and isinstance(model.get("tiny"), dict):
@@ -57,12 +58,34 @@ def configuration_key(record: dict[str, Any]) -> dict[str, Any]:
         # record written before they existed and one written after compare as the same dense model.
         tiny = {k: v for k, v in model["tiny"].items() if k not in _TINY_DEFAULTS or v != _TINY_DEFAULTS[k]}
         workload["model"] = {**model, "tiny": tiny}
-    # recorded_parallel: an older record's `tp` is the rollout's, and knobs it predates are at their defaults.
-    return {
-        "framework": record["framework"]["name"],
-        "workload": workload,
-        "parallel": recorded_parallel(record["parallel"]),
-    }
+    # `parallel` as read_record gives it: an older record's `tp` migrated, knobs it predates at their defaults.
+    return {"framework": record["framework"]["name"], "workload": workload, "parallel": record["parallel"]}
+
+
+def data_digest(record: dict[str, Any]) -> str | None:
+    """The digest of the problems a run trained on; None in a record written before rlbench recorded it."""
+    data = record.get("data")
+    digest = data.get("sha256") if isinstance(data, dict) else None
+    return digest if isinstance(digest, str) and digest else None
+
+
+def _data_line(record: dict[str, Any]) -> str:
+    data = record["data"]
+    revision = f"@{data['revision']}" if data.get("revision") else ""
+    return f"{data.get('origin')} {data.get('location')}{revision}, sha256 {data['sha256'][:12]}"
+
+
+def check_same_data(baseline: str | Path, base: dict[str, Any], candidate: str | Path, cand: dict[str, Any]) -> bool:
+    """Refuse two records that trained on different problems; False when either cannot tell (an older record)."""
+    digest_b, digest_c = data_digest(base), data_digest(cand)
+    if digest_b is None or digest_c is None:
+        return False
+    if digest_b != digest_c:
+        raise RLBenchError(
+            f"records trained on different problems: {baseline} read {_data_line(base)}; {candidate} read "
+            f"{_data_line(cand)}; compare runs on the same data"
+        )
+    return True
 
 
 def compare_records(
@@ -85,6 +108,11 @@ def compare_records(
         raise RLBenchError(
             f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
             "compare runs of one configuration"
+        )
+    if not check_same_data(baseline, base, candidate, cand) and notice is not None:
+        notice(
+            "notice: a record written before rlbench recorded its data (run.json `data`): "
+            "nothing shows that both runs trained on the same problems"
         )
     if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
         for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):

