@@ -10,11 +10,18 @@ with vLLM's CPU build as rollout engine (rlbench.adapters.cpu_lane). Their pins
 conflict (verl 0.9.1 needs transformers<5.11, OpenRLHF 0.11.2 pins 5.15.0), so each
 lane has its own environment, installed with uv (minutes instead of pip's quarter
 hour); a sweep runs each framework in its own lane with `--env verl=.nox/verl_cpu`.
+
+On a GPU machine each framework has its own environment too, one requirements file each in
+benchmarks/gpu-envs/: `nox -s nightly -- verl` installs one as the README's GPU recipe does and runs
+its nightly benchmarks; `nox -s gpu_envs` checks, without a GPU, that every one resolves for the runners.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import nox
@@ -23,10 +30,39 @@ nox.options.sessions = ["tests"]
 TORCH = os.environ.get("RLBENCH_TORCH", "torch==2.13.0")
 
 
+WHEEL_DIR = Path(".nox") / "wheel"
+
+
+def _wheel(session: nox.Session) -> str:
+    """Build rlbench's wheel from this checkout; sessions install it, never the checkout, so they test what
+    users install (an editable install hides a file the wheel lacks)."""
+    shutil.rmtree(WHEEL_DIR, ignore_errors=True)
+    shutil.rmtree("build", ignore_errors=True)  # setuptools would reuse build/lib, stale files included
+    # nox's own Python builds it: every session's environment (virtualenv or uv) can then install the file.
+    session.run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(WHEEL_DIR), ".", external=True)
+    for leftover in ("build", "rlbench.egg-info"):  # nothing of the build stays beside the sources
+        shutil.rmtree(leftover, ignore_errors=True)
+    (wheel,) = WHEEL_DIR.glob("rlbench-*.whl")
+    return str(wheel)
+
+
+def _install_wheel(session: nox.Session, *requirements: str, extras: str) -> str:
+    """Install `requirements` and rlbench's wheel with `extras` in one resolution; the wheel's path."""
+    wheel = _wheel(session)
+    # The same version may already be installed (a reused environment): this build replaces it.
+    replace = ["--reinstall-package", "rlbench"] if session.venv_backend == "uv" else []
+    session.install(*requirements, *replace, f"{wheel}[{extras}]")
+    if not replace:
+        session.install("--no-deps", "--force-reinstall", wheel)
+    # tests/test_wheel.py checks this file holds every package and data file, and that the tests import it.
+    session.env["RLBENCH_WHEEL"] = wheel
+    return wheel
+
+
 def _install(session: nox.Session, extras: str) -> None:
     # torch first, so the framework extras do not pull a different (multi-GB CUDA) build.
     session.install(TORCH)
-    session.install("-e", f".[{extras}]")
+    _install_wheel(session, extras=extras)
 
 
 @nox.session
@@ -67,15 +103,15 @@ def _install_lane(session: nox.Session, framework: str) -> None:
         else ["--extra-index-url", TORCH_CPU_INDEX, "--index-strategy", "unsafe-best-match"]
     )
     # Bytecode at install: the run starts a dozen Python processes that would each compile the same sources.
-    session.install(
+    _install_wheel(
+        session,
         *source,
         "--compile-bytecode",
         "--excludes",
         str(excludes),
         "torch==2.13.0+cpu",
         *LANES[framework],
-        "-e",
-        f".[{framework},test]",
+        extras=f"{framework},test",
     )
 
 
@@ -99,7 +135,7 @@ def openrlhf_cpu(session: nox.Session) -> None:
 
 
 RUFF = "ruff==0.17.6"  # pinned: a new ruff release may add rules or reformat, and CI must not move under us
-LINTED = ("harness", "adapters", "workloads", "reports", "benchmarks", "tests", "noxfile.py")
+LINTED = ("harness", "adapters", "workloads", "reports", "benchmarks", "tests", "noxfile.py", "setup.py")
 
 
 @nox.session(default=False)
@@ -118,13 +154,77 @@ def demo(session: nox.Session) -> None:
     session.run("rlbench", "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", *session.posargs)
 
 
-@nox.session
-def nightly(session: nox.Session) -> None:
-    """The nightly GPU benchmark matrix (benchmarks/nightly.yaml): compare with the baseline, fail on regression.
+# One requirements file per framework's GPU environment: the README's GPU recipes, the nightly suites and the
+# resolution check all install from these files (benchmarks/gpu-envs/README.md).
+GPU_ENVS = Path("benchmarks", "gpu-envs")
+GPU_PLATFORM = ("--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11")  # the GPU runners'
 
-    Meant for GPU runners: set RLBENCH_TORCH=torch (a CUDA build) and RLBENCH_NIGHTLY_DIR.
-    RLBENCH_NIGHTLY_EXTRAS picks the frameworks installed (default trl,verl,gpu).
-    Arguments after `--` go to `rlbench nightly` (e.g. --config other.yaml --update-baseline).
+
+def gpu_env_names() -> list[str]:
+    """The GPU environments, one per file in benchmarks/gpu-envs/, named after the framework they serve."""
+    return sorted(path.stem for path in (Path(__file__).parent / GPU_ENVS).glob("*.txt"))
+
+
+def gpu_env_pins(name: str) -> dict[str, str]:
+    """{distribution: version} of benchmarks/gpu-envs/<name>.txt, whose every requirement is an exact pin."""
+    from packaging.requirements import Requirement  # nox's own dependency
+
+    path = Path(__file__).parent / GPU_ENVS / f"{name}.txt"
+    pins: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if not (text := line.split("#", 1)[0].strip()):
+            continue
+        requirement = Requirement(text)
+        specs = list(requirement.specifier)
+        if len(specs) != 1 or specs[0].operator != "==":
+            raise ValueError(f"{GPU_ENVS / path.name}: {text!r} is not an exact pin (name==version)")
+        pins[requirement.name] = specs[0].version
+    return pins
+
+
+def _install_gpu_env(session: nox.Session, name: str) -> None:
+    """Install a GPU environment as its README recipe does, then rlbench's wheel with [<name>,gpu]."""
+    pins = gpu_env_pins(name)
+    if "flash-attn" in pins:
+        # flash-attn has no wheel on PyPI and its setup.py imports torch, so it cannot build in pip's isolated
+        # build environment: vLLM first (it brings the CUDA torch), then flash-attn against that torch.
+        session.install(f"vllm=={pins['vllm']}")
+        session.install("--no-build-isolation", f"flash-attn=={pins['flash-attn']}")
+    _install_wheel(session, "-r", str(GPU_ENVS / f"{name}.txt"), extras=f"{name},gpu")
+
+
+@nox.session(default=False)
+def nightly(session: nox.Session) -> None:
+    """One framework's nightly GPU benchmarks: compare with the baseline, fail on regression.
+
+    `nox -s nightly -- verl [--update-baseline]`: the first argument names the GPU environment, installed from
+    benchmarks/gpu-envs/verl.txt; the rest go to `rlbench nightly`, whose --config defaults to
+    benchmarks/nightly-verl.yaml. Meant for GPU runners: set RLBENCH_NIGHTLY_DIR.
     """
-    _install(session, os.environ.get("RLBENCH_NIGHTLY_EXTRAS", "trl,verl,gpu"))
-    session.run("rlbench", "nightly", *(session.posargs or ["--config", "benchmarks/nightly.yaml"]))
+    names = gpu_env_names()
+    name, *args = session.posargs or [""]
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        session.error(f"name the GPU environment first, not {name!r}; {hint}available: {', '.join(names)}")
+    _install_gpu_env(session, name)
+    session.run("rlbench", "ls")
+    config = [] if "--config" in args else ["--config", f"benchmarks/nightly-{name}.yaml"]
+    session.run("rlbench", "nightly", *config, *args)
+
+
+@nox.session(venv_backend="uv", default=False)
+def gpu_envs(session: nox.Session) -> None:
+    """Resolve each GPU environment for the runners (linux x86_64, Python 3.11) with rlbench's dependencies.
+
+    benchmarks/gpu-envs/<env>.txt with rlbench's own dependencies and extras [<env>,gpu], as `nox -s nightly`
+    installs them; no GPU, nothing installed, about 15 s each. A conflict fails with uv's account of it.
+    """
+    for name in gpu_env_names():
+        project = ("pyproject.toml", "--extra", name, "--extra", "gpu")  # rlbench's dependencies, as installed
+        compile_ = ("uv", "pip", "compile", *GPU_PLATFORM, "--no-header", "--no-annotate", *project)
+        # silent: the whole resolution is printed only when it fails, with uv's account of the conflict.
+        lock = session.run(*compile_, str(GPU_ENVS / f"{name}.txt"), silent=True)
+        resolved = dict(line.split("==", 1) for line in (lock or "").splitlines() if "==" in line)
+        named = ", ".join(f"{pkg} {resolved[pkg]}" for pkg in ("torch", "vllm", name) if pkg in resolved)
+        session.log(f"{name}: resolves, {len(resolved)} packages ({named})")

@@ -70,7 +70,6 @@ if ! "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-comp
 fi
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export RLBENCH_CACHE=$WORK/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-[ -d "$WHEELS/data" ] && export RLBENCH_DATA_DIR=$WHEELS/data
 unset RLBENCH_SAMPLE_HZ  # the default rate, except where the sampler comparison turns it off
 
 {

@@ -14,8 +14,8 @@ image versions where they are known and listed where they are not.
     .nox/tests/bin/python benchmarks/gpu_wheels.py --dest .gpu-wheels
     # then, on the GPU machine: bash benchmarks/gpu_check.sh .gpu-wheels
 
-The GSM8K train split the check's workloads read is copied into DEST/data (the GPU machine has
-no network and gets only what travels with the call). It writes `manifest.json` into DEST (each
+The check's workloads read the GSM8K copy rlbench ships in its package, so no data travels
+beside the wheels. It writes `manifest.json` into DEST (each
 wheel, its version, size and who required it) and the carried set into benchmarks/gpu_wheels.txt
 (committed, so a test sees when rlbench needs a package neither the image nor the set holds), and
 exits 1 when a requirement on an image package is known to fail or the folder passes --max-mib.
@@ -253,24 +253,6 @@ def tree_bytes(root: Path = ROOT) -> int:
     return sum((root / name.decode()).stat().st_size for name in listed if name and (root / name.decode()).is_file())
 
 
-def copy_data(dest: Path) -> int:
-    """GSM8K's train split and licence from rlbench's data folder into dest/data/gsm8k; bytes copied."""
-    from rlbench.workloads.datasets import data_dir
-
-    source = data_dir()
-    if source is None or not (source / "gsm8k" / "train.jsonl").is_file():
-        raise SystemExit(
-            "error: no local GSM8K copy (gsm8k/train.jsonl) under ../shared/data or $RLBENCH_DATA_DIR; "
-            "point RLBENCH_DATA_DIR at the data folder"
-        )
-    target = dest / "data" / "gsm8k"
-    target.mkdir(parents=True)
-    for name in ("train.jsonl", "LICENSE"):
-        if (source / "gsm8k" / name).is_file():
-            shutil.copy2(source / "gsm8k" / name, target / name)
-    return folder_bytes(target)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / ".gpu-wheels", help="wheel folder (emptied first)")
@@ -291,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.dest)
     args.dest.mkdir(parents=True)
     plan = plan_wheels(args.dest, read_image(), root_requirements())
-    data_bytes = copy_data(args.dest)
     wheel_bytes, tree = folder_bytes(args.dest), tree_bytes()
     manifest = {
         "python": args.python_version,
@@ -300,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         "image_checked": plan.image_ok,
         "image_version_unknown": plan.image_unknown,
         "conflicts": plan.conflicts,
-        "wheel_bytes": wheel_bytes - data_bytes,
-        "data_bytes": data_bytes,
+        "wheel_bytes": wheel_bytes,
         "tree_bytes": tree,
     }
     (args.dest / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -315,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in plan.image_unknown:
         print(f"unverified (image version unknown): {line}")
     print(
-        f"{len(plan.wheels)} wheels and GSM8K train, {wheel_bytes / 2**20:.2f} MiB "
-        f"(data {data_bytes / 2**20:.2f} MiB); with the working tree "
+        f"{len(plan.wheels)} wheels, {wheel_bytes / 2**20:.2f} MiB; with the working tree "
         f"({tree / 2**20:.2f} MiB): {(wheel_bytes + tree) / 2**20:.2f} MiB of {args.max_mib:g}"
     )
     for line in plan.conflicts:

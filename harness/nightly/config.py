@@ -1,6 +1,6 @@
 """The nightly job's configuration: which benchmarks to run, where the baseline lives.
 
-The matrix and the baseline location are data in a YAML file (`benchmarks/nightly.yaml`),
+The matrix and the baseline location are data in a YAML file (`benchmarks/nightly-verl.yaml`),
 not code, so a GPU fleet changes them without a release. `${VAR}` in paths is
 expanded from the environment (e.g. a runner's persistent disk). Every problem is
 one `RLBenchError` naming the key and the file.
@@ -78,7 +78,10 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
 
 def load_nightly_config(path: Path) -> NightlyConfig:
     if not path.is_file():
-        raise RLBenchError(f"nightly config {path} not found; pass --config benchmarks/nightly.yaml or your own file")
+        raise RLBenchError(
+            f"nightly config {path} not found; pass --config with a nightly YAML file "
+            "(the repository's benchmarks/nightly-trl.yaml, -verl.yaml, -openrlhf.yaml, or your own)"
+        )
     data = read_yaml(path, "nightly config")
     if not isinstance(data, dict):
         raise RLBenchError(f"{path}: expected a mapping with keys {', '.join(sorted(TOP_KEYS))}")

@@ -21,25 +21,26 @@ from typing import Any
 from rlbench.errors import RLBenchError
 from rlbench.nightly.config import Benchmark, NightlyConfig
 from rlbench.out_dir import check_writable, writable_folder
-from rlbench.record.compare import compare_records, configuration_key
+from rlbench.record.compare import compare_records, configuration_key, data_digest
+from rlbench.record.read import read_record
 from rlbench.record.schema import Status, headline
 from rlbench.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
-from rlbench.reports.load import read_record
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
 
 def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
-    """The newest succeeded baseline record of the same configuration, if any."""
+    """The newest succeeded baseline record of the same configuration and data, if any."""
     if not baseline_dir.is_dir():
         return None
-    key, found = configuration_key(record), []
+    key, digest, found = configuration_key(record), data_digest(record), []
     for run_json in baseline_dir.rglob(RUN_FILE):
         try:
             candidate = read_record(run_json.parent)
         except RLBenchError:
             continue  # a damaged record, or one of a newer schema: never a silent baseline
-        if candidate.get("status") == Status.SUCCEEDED and configuration_key(candidate) == key:
+        same_data = digest is None or data_digest(candidate) in (None, digest)  # unknown in older records
+        if candidate.get("status") == Status.SUCCEEDED and configuration_key(candidate) == key and same_data:
             found.append((candidate.get("started_at") or "", run_json.parent))
     return max(found)[1] if found else None
 
@@ -73,7 +74,7 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
     except RunFailed as exc:
         entry.update(status=Status.FAILED, error=str(exc), record=str(exc.run_dir))
     except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
-        entry.update(status="not run", error=str(exc))
+        entry.update(status=Status.NOT_RUN, error=str(exc))
     return entry
 
 
@@ -137,7 +138,7 @@ def run_night(
             except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
                 night["report_error"] = str(exc)
                 echo(f"warning: the night's pages were not written: {exc}")
-        if update_baseline and night["status"] == "passed":
+        if update_baseline and night["status"] == Status.PASSED:
             night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
     finally:
         write_json(night_dir / NIGHT_FILE, night)
@@ -147,13 +148,13 @@ def run_night(
 def night_status(entries: list[dict[str, Any]]) -> str:
     """regressed > failed > undecidable > passed: the worst outcome among the night's benchmarks."""
     if any(e.get("regressed") for e in entries):
-        return "regressed"
+        return Status.REGRESSED
     if any(e["status"] != Status.SUCCEEDED for e in entries):
-        return "failed"
+        return Status.FAILED
     # Too few steps to decide is the matrix's fault, not a pass: a gate that cannot fail must not say "passed".
     if any(e.get("undecidable") for e in entries):
-        return "undecidable"
-    return "passed"
+        return Status.UNDECIDABLE
+    return Status.PASSED
 
 
 def _promote(record_dir: Path, baseline_dir: Path) -> Path:

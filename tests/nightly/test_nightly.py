@@ -17,7 +17,8 @@ import yaml
 
 from rlbench.errors import RLBenchError
 from rlbench.nightly.config import load_nightly_config
-from rlbench.nightly.gate import format_night, judge, night_status
+from rlbench.nightly.gate import find_baseline, format_night, judge, night_status
+from rlbench.record.read import read_record
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
 STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
@@ -99,7 +100,22 @@ def test_a_benchmark_with_too_few_steps_makes_the_night_undecidable_not_passed(t
     assert night_status([entry, {"status": "not run"}]) == "failed"
 
 
-@pytest.mark.parametrize("name", ["nightly.yaml", "nightly-openrlhf.yaml"])
+def test_a_baseline_of_other_problems_is_no_baseline(tmp_path):
+    """The nightly baseline is the newest record of the same configuration *and* data; an older record without a
+    data identity still serves."""
+    data = {"origin": "embedded", "location": "x", "sha256": "a" * 64}
+    other = synthetic_record(tmp_path / "baseline" / "other", [1.0] * 5, data={**data, "sha256": "b" * 64})
+    tonight = read_record(synthetic_record(tmp_path / "tonight", [1.0] * 5, data=data))
+    assert find_baseline(tmp_path / "baseline", tonight) is None
+    old = synthetic_record(tmp_path / "baseline" / "old", [1.0] * 5)
+    assert find_baseline(tmp_path / "baseline", tonight) == old
+    shutil.rmtree(old)
+    same = synthetic_record(tmp_path / "baseline" / "same", [1.0] * 5, data=data)
+    assert find_baseline(tmp_path / "baseline", tonight) == same
+    assert other.is_dir()
+
+
+@pytest.mark.parametrize("name", ["nightly-trl.yaml", "nightly-verl.yaml", "nightly-openrlhf.yaml"])
 def test_the_shipped_matrix_is_valid(monkeypatch, name):
     monkeypatch.setenv("RLBENCH_NIGHTLY_DIR", "/var/lib/rlbench")
     config = load_nightly_config(PROJECT_ROOT / "benchmarks" / name)
@@ -149,7 +165,7 @@ def test_the_workflow_runs_the_shipped_configs_on_gpu_runners():
     job = workflow["jobs"]["benchmark"]
     assert "gpu" in job["runs-on"] and "self-hosted" in job["runs-on"]
     assert workflow[True]["schedule"][0]["cron"]  # PyYAML reads the key `on` as True
-    for suite in job["strategy"]["matrix"]["include"]:
-        assert (PROJECT_ROOT / suite["config"]).is_file()
+    for env in job["strategy"]["matrix"]["gpu_env"]:  # `nox -s nightly -- ENV` runs benchmarks/nightly-ENV.yaml
+        assert (PROJECT_ROOT / "benchmarks" / f"nightly-{env}.yaml").is_file()
     run_step = next(s for s in job["steps"] if s.get("name", "").startswith("Run the matrix"))
     assert "nox -s nightly" in run_step["run"] and run_step["shell"] == "bash"
