@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,29 +81,36 @@ def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
     """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload; its record folder.
 
     The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
-    so a hang still ends in a record; a failure shows the framework's log tail.
+    so a hang still ends in a record; a failure shows the framework's log tail. Every socket the run's
+    processes listen on (sampled while it runs) must be on loopback.
     """
-    result = run_cli(
-        "run",
-        "--framework",
-        framework,
-        "--workload",
-        "gsm8k-grpo-tiny",
-        "--steps",
-        "2",
-        "--out",
-        str(out),
-        timeout=timeout_s + 300,
-        env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
-    )
+    from tests.loopback.sockets import ListenerWatch, off_loopback
+
+    with ListenerWatch(os.getpid(), interval_s=2) as watch:
+        result = run_cli(
+            "run",
+            "--framework",
+            framework,
+            "--workload",
+            "gsm8k-grpo-tiny",
+            "--steps",
+            "2",
+            "--out",
+            str(out),
+            timeout=timeout_s + 300,
+            env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
+        )
     logs = sorted(out.glob("*/framework.log"))
     tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
     assert result.returncode == 0, result.stderr + tail
+    stray = off_loopback(watch.seen)
+    assert watch.seen and not stray, "the run listened off loopback:\n" + "\n".join(map(str, stray))
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
-    """A succeeded TRL record on the tiny workload: one 9 s warm-up step, then `step_times` (seconds)."""
+def synthetic_record(folder: Path, step_times, version: int = 1, data: dict | None = None) -> Path:
+    """A succeeded TRL record on the tiny workload: one 9 s warm-up step, then `step_times` (seconds); `data` is
+    run.json's data identity (absent, as in a record written before it existed, when None)."""
     import dataclasses
 
     import numpy as np
@@ -116,55 +122,12 @@ def synthetic_record(folder: Path, step_times, version: int = 1) -> Path:
     folder.mkdir(parents=True)
     times = np.concatenate([[9.0], np.asarray(step_times, float)])
     workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(times.size)) | {"version": version}
-    write_run_json(
-        folder, {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload, "parallel": {"dp": 1}}
-    )
+    record = {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload, "parallel": {"dp": 1}}
+    write_run_json(folder, record | ({"data": data} if data is not None else {}))
     write_steps(
         folder, pd.DataFrame({"step": range(1, times.size + 1), "step_time_s": times, "tokens_per_s": 1000 / times})
     )
     return folder
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-# Every port `ray start --head` otherwise takes at a fixed default, so other Ray instances on this machine do not clash.
-_RAY_PORT_FLAGS = (
-    "--node-manager-port",
-    "--object-manager-port",
-    "--ray-client-server-port",
-    "--dashboard-agent-listen-port",
-    "--dashboard-agent-grpc-port",
-    "--runtime-env-agent-port",
-    "--metrics-export-port",
-)
-
-
-def ray_free_port_args() -> list[str]:
-    """`ray start` arguments putting each of Ray's default ports on a free one."""
-    return [arg for flag in _RAY_PORT_FLAGS for arg in (flag, str(free_port()))]
-
-
-def stop_ray_head(head, started, temp: Path) -> None:
-    """Stop a `ray start --head --block` test head and whatever it started; remove its temp folder."""
-    import signal
-
-    import psutil
-
-    head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-    try:
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        head.kill()
-    for proc in started:  # anything it left behind, by pid
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    shutil.rmtree(temp, ignore_errors=True)
 
 
 BROWSER = os.environ.get("RLBENCH_BROWSER", "/usr/bin/chromium")

@@ -41,6 +41,18 @@ VLLM_CPU_SETTINGS = {
     "(GPU: a fraction of GPU memory, gpu_memory_utilization)",
     "vLLM threads": "not pinned to cores, VLLM_CPU_OMP_THREADS_BIND=nobind (GPU: n/a)",
 }
+# A lane run listens on loopback only. Both frameworks' ray.init() start a local Ray, whose node address Ray
+# takes from get_node_ip_address() (ray/_private/services.py): the address this machine reaches the internet
+# from, and Ray's servers (GCS, raylet, every worker, the frameworks' own Ray-placed servers) then listen on
+# every interface or on that address. RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes it answer 127.0.0.1 (on Linux
+# it changes nothing else but refusing `ray start --address`, a second machine), and the frameworks take
+# their TCPStore and vLLM hosts from it (torch_shims keeps TCPStore servers there). gloo's pairs listen on the
+# address the hostname resolves to unless GLOO_SOCKET_IFNAME names an interface: lo.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "GLOO_SOCKET_IFNAME": "lo"}
+LOOPBACK_SETTINGS = {
+    "listening addresses": "loopback only: Ray's node address 127.0.0.1, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; "
+    "gloo on lo, GLOO_SOCKET_IFNAME=lo (GPU: the machine's network address, reachable from other machines)",
+}
 LANE_ENV = "RLBENCH_CPU_LANE"  # which framework's shims a process applies; unset: none
 SITE_DIR = Path(__file__).resolve().with_name("site")  # holds only sitecustomize.py, for PYTHONPATH
 
@@ -147,40 +159,57 @@ def boot() -> None:
 
 
 def lane_env(framework: str) -> dict[str, str]:
-    """Environment that makes every process of a framework's run apply its lane's shims."""
+    """Environment that makes every process of a framework's run apply its lane's shims and listen on loopback."""
     paths = [str(SITE_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {LANE_ENV: framework, "PYTHONPATH": os.pathsep.join(paths)}
+    return {LANE_ENV: framework, "PYTHONPATH": os.pathsep.join(paths), **LOOPBACK_ENV}
 
 
 def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """What a record says of a CPU-lane run: the shims applied and the settings substituted for a GPU run."""
+    """What a record says of a CPU-lane run: the shims applied and the settings substituted for a GPU run
+    (`settings`, the framework's, and the lane's own for every framework: listening on loopback)."""
     shims = lane_module(framework).SHIMS
-    return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": settings}
+    substituted = {**settings, **LOOPBACK_SETTINGS}
+    return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": substituted}
 
 
 def check_lane_run(spec, framework: str, shape: str) -> None:
-    """Refuse, before launch, what a CPU lane has not been made to run: tiny GRPO workloads, no --parallel
-    knobs (`shape` says what the lane runs instead)."""
+    """Refuse, before launch, what a CPU lane has not been made to run (`lane_refusal`)."""
     from rlbench.errors import RLBenchError
+
+    refusal = lane_refusal(spec, framework, shape)
+    if refusal:
+        raise RLBenchError(refusal)
+
+
+def lane_refusal(spec, framework: str, shape: str) -> str | None:
+    """Why a CPU lane cannot run `spec`, one line, or None: it runs tiny GRPO workloads with no --parallel
+    knobs (`shape` says what the lane runs instead)."""
     from rlbench.run.parallel import knob_label
 
     w, knobs = spec.workload, spec.parallel.non_default()
     if w.model.tiny is None:
-        raise RLBenchError(
+        return (
             f"workload {w.name}: {framework}'s CPU lane runs tiny workloads only (no GPU here); "
             "use a *-tiny workload, or a GPU machine"
         )
     if w.algorithm.name != "grpo":
-        raise RLBenchError(
+        return (
             f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
             "use a GRPO workload, or a GPU machine"
         )
     if knobs:
-        given = knob_label(knobs)
-        raise RLBenchError(
-            f"--parallel {given}: {framework}'s CPU lane runs {shape}; drop the --parallel "
+        return (
+            f"--parallel {knob_label(knobs)}: {framework}'s CPU lane runs {shape}; drop the --parallel "
             "options, or use a GPU machine"
         )
+    return None
+
+
+def available() -> bool:
+    """No GPU here, but vLLM's CPU build: verl and OpenRLHF run through their CPU lanes."""
+    from rlbench.telemetry import accelerators
+
+    return not accelerators.gpu_count() and vllm_cpu_installed()
 
 
 def vllm_cpu_installed() -> bool:

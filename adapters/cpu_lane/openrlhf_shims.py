@@ -17,7 +17,15 @@ import time
 import types
 from types import ModuleType
 
-from rlbench.adapters.cpu_lane import Shim, after_import, after_import_under, before_import, require, vllm_shims
+from rlbench.adapters.cpu_lane import (
+    Shim,
+    after_import,
+    after_import_under,
+    before_import,
+    require,
+    torch_shims,
+    vllm_shims,
+)
 
 RELEASE = "OpenRLHF 0.11.2"
 SYNC_LOG_ENV = "RLBENCH_OPENRLHF_SYNC_LOG"
@@ -72,6 +80,7 @@ SHIMS = (
         "bf16/fp16 only and vLLM hard-coded to bfloat16; for float32 workloads the lane accepts fp32 (DeepSpeed's "
         "bf16 and fp16 both off) and builds vLLM in float32, so OpenRLHF trains as verl and TRL do on CPU",
     ),
+    *torch_shims.SHIMS,
     *vllm_shims.SHIMS,
 )
 
@@ -125,11 +134,11 @@ class _GlooBroadcaster:
     def __init__(self, host, port, rank, world_size):
         from datetime import timedelta
 
-        from torch.distributed import PrefixStore, TCPStore
+        from torch.distributed import PrefixStore
         from torch.distributed.distributed_c10d import ProcessGroupGloo
 
         timeout = timedelta(minutes=30)
-        self._store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=timeout)
+        self._store = torch_shims.tcp_store(host, port, world_size, is_master=(rank == 0), timeout=timeout)
         self.rank, self.pg = (
             rank,
             ProcessGroupGloo(PrefixStore("openrlhf_weight_sync", self._store), rank, world_size, timeout),
@@ -382,6 +391,7 @@ def _fp32_vllm(module: ModuleType) -> None:
 
 def install() -> None:
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    torch_shims.install()
     vllm_shims.install()
     after_import_under("openrlhf.", _proxy_torch)
     after_import("openrlhf.utils.distributed_util", _distributed_util)

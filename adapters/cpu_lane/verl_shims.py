@@ -14,7 +14,7 @@ import types
 from contextlib import contextmanager
 from types import ModuleType
 
-from rlbench.adapters.cpu_lane import Shim, after_import, require, vllm_shims
+from rlbench.adapters.cpu_lane import Shim, after_import, require, torch_shims, vllm_shims
 
 RELEASE = "verl 0.9.1"
 
@@ -30,6 +30,7 @@ SHIMS = (
         "verl builds the backend string 'cpu:gloo,<device>:<backend>', which on CPU is 'cpu:gloo,cpu:gloo' and "
         "torch rejects as a duplicate; the lane passes 'gloo'",
     ),
+    *torch_shims.SHIMS,
     *vllm_shims.SHIMS,
 )
 
@@ -170,6 +171,7 @@ def _single_gloo_backend(distributed: ModuleType) -> None:
 
 
 def install() -> None:
+    torch_shims.install()
     vllm_shims.install()
     after_import("verl.plugin.platform.platform_manager", _register_platform)
     after_import("verl.utils.distributed", _single_gloo_backend)

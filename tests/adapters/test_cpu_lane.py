@@ -56,7 +56,8 @@ def test_every_lane_lists_its_shims_with_the_upstream_code():
         shims = cpu_lane.lane_module(framework).SHIMS
         assert shims and all(s.upstream and s.works_around for s in shims)
         described = cpu_lane.describe(framework, {"collectives": "gloo"})
-        assert described["lane"] == f"{framework}-cpu" and described["substituted"] == {"collectives": "gloo"}
+        assert described["lane"] == f"{framework}-cpu"
+        assert described["substituted"] == {"collectives": "gloo", **cpu_lane.LOOPBACK_SETTINGS}
 
 
 def _in_lane(code: str, framework: str = "verl") -> subprocess.CompletedProcess:

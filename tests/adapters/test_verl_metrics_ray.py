@@ -1,27 +1,23 @@
 """verl's metrics destination reaches its Ray actors on an existing Ray cluster (issue 17, rule 5).
 
-A Ray head is started on loopback by this module, from an environment without
-VERL_FILE_LOGGER_PATH; a driver process (also without it) runs verl's own `run_ppo`
-with RAY_ADDRESS pointing at that head and the overrides the adapter generates. The
-task runner is a probe actor that writes to the path it finds in its environment: the
-file appears only if the destination travelled in the job's runtime_env.
+A Ray cluster is started on loopback by this module (tests/loopback/ray_cluster.py),
+from an environment without VERL_FILE_LOGGER_PATH; a driver process (also without it)
+runs verl's own `run_ppo` with RAY_ADDRESS pointing at that cluster and the overrides the
+adapter generates. The task runner is a probe actor that writes to the path it finds in
+its environment: the file appears only if the destination travelled in the job's
+runtime_env.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
-from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.conftest import free_port, ray_free_port_args, stop_ray_head
+from tests.loopback.ray_cluster import loopback_ray
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -56,55 +52,17 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("VERL_FILE_LOGGER_PATH", "RAY_ADDRESS", "RLBENCH_CPU_LANE")}
-    # Ray 2.60 turns token authentication on once ~/.ray/auth_token exists; this loopback head goes without.
-    return {**env, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", **extra}
-
-
-def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path):
-    port = free_port()
-    temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    head = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("ray")),
-            "start",
-            "--head",
-            "--block",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--num-cpus",
-            "1",
-            "--num-gpus",
-            "0",
-            "--include-dashboard=false",
-            "--temp-dir",
-            str(temp),
-            "--disable-usage-stats",
-            *ray_free_port_args(),
-        ],
-        env=_clean_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        end = time.monotonic() + 120
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert head.poll() is None and time.monotonic() < end, "the Ray head did not start"
-            time.sleep(1)
-        (tmp_path / "run").mkdir()
+def test_the_logger_path_reaches_an_actor_of_an_existing_cluster(tmp_path, monkeypatch):
+    for name in ("VERL_FILE_LOGGER_PATH", "RAY_ADDRESS", "RLBENCH_CPU_LANE"):  # neither cluster nor driver has them
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "run").mkdir()
+    with loopback_ray(num_cpus=1) as ray:
         driver = subprocess.run(
             [sys.executable, "-c", DRIVER, str(tmp_path / "run")],
             capture_output=True,
             text=True,
             timeout=300,
-            env=_clean_env(RAY_ADDRESS=f"127.0.0.1:{port}"),
+            env={**os.environ, **ray.client_env()},
         )
-        assert driver.returncode == 0, driver.stderr[-3000:]
-        assert (tmp_path / "run" / "framework_metrics.jsonl").read_text() == "reached\n"
-    finally:
-        started = psutil.Process(head.pid).children(recursive=True) if head.poll() is None else []
-        stop_ray_head(head, started, temp)
+    assert driver.returncode == 0, driver.stderr[-3000:]
+    assert (tmp_path / "run" / "framework_metrics.jsonl").read_text() == "reached\n"

@@ -1,7 +1,7 @@
-"""`rlbench sweep --executor ray` against a real Ray head started on loopback by this module.
+"""`rlbench sweep --executor ray` against a real Ray cluster started on loopback by this module.
 
-The head runs `ray start --head --block` (ray[default]: the job API is served by
-the dashboard) on free ports with its own temp folder; the sweep submits real
+The cluster is tests/loopback/ray_cluster.py's (ray[default]: the job API is served by
+the dashboard), every component on 127.0.0.1 and free ports; the sweep submits real
 `rlbench run` jobs of the TRL tiny workload through JobSubmissionClient. One job is
 stopped mid-run with `stop_job`: the sweep must record it as failed (`stopped`),
 bring its partial record back, and go on to the next run.
@@ -9,20 +9,18 @@ bring its partial record back, and go on to the next run.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from rlbench.record.store import load_record
 from rlbench.sweep.index import INDEX_FILE, load_index
-from tests.conftest import PROJECT_ROOT, free_port, ray_free_port_args, stop_ray_head
+from tests.conftest import PROJECT_ROOT
+from tests.loopback.ray_cluster import CLIENT_ENV, loopback_ray
 
 pytest.importorskip("trl")
 job_submission = pytest.importorskip("ray.job_submission")
@@ -31,67 +29,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ray_head(model_cache):
-    import psutil
-
-    ray_cli = Path(sys.executable).with_name("ray")
-    temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    dashboard = free_port()
-    # The jobs' `python` must be this interpreter: put its folder first on the head's PATH.
-    # Ray 2.60 turns token authentication on for clusters it starts once ~/.ray/auth_token exists (any local
-    # ray.init writes one, e.g. a verl or OpenRLHF run); this loopback head and its clients go without it.
-    auth_mode = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-    head = subprocess.Popen(
-        [
-            str(ray_cli),
-            "start",
-            "--head",
-            "--block",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            "--dashboard-host",
-            "127.0.0.1",
-            "--dashboard-port",
-            str(dashboard),
-            "--num-cpus",
-            "2",
-            "--num-gpus",
-            "0",
-            "--temp-dir",
-            str(temp),
-            "--disable-usage-stats",
-            *ray_free_port_args(),
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    address = f"http://127.0.0.1:{dashboard}"
-    end = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{address}/api/version", timeout=2)
-            break
-        except OSError:
-            if time.monotonic() > end or head.poll() is not None:
-                head.kill()
-                pytest.fail("the Ray head did not start")
-            time.sleep(1)
-    started = psutil.Process(head.pid).children(recursive=True)
-    yield address
-    if auth_mode is None:
-        os.environ.pop("RAY_AUTH_MODE", None)
-    else:
-        os.environ["RAY_AUTH_MODE"] = auth_mode
-    stop_ray_head(head, started, temp)
+    """The dashboard address of a 1-node loopback cluster; this process's job clients go without auth too."""
+    with pytest.MonkeyPatch.context() as patch, loopback_ray(dashboard=True) as ray:
+        for name, value in CLIENT_ENV.items():
+            patch.setenv(name, value)
+        yield ray.dashboard_url
 
 
 # Enough steps that a stop sent after step 1 lands while the run is still going, even on a loaded machine
