@@ -9,10 +9,13 @@ the adapter, starts the process, enforces the timeout and writes the record.
 
 from __future__ import annotations
 
+import copy
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
@@ -45,10 +48,21 @@ class Adapter(ABC):
     distribution: str  # PyPI distribution whose version is recorded
     tested_versions: str  # PEP 440 specifier of versions rlbench was tested with
     supported_knobs: frozenset[str]  # --parallel knobs this adapter maps; others are refused
+    # The README knob table's cell for a knob where it says more than "yes" (supported) or "refused" (not):
+    # how the framework takes it, e.g. {"tp": "Megatron backend"}. tests/adapters/test_knob_table.py keeps
+    # the README equal to these declarations.
+    knob_notes: Mapping[str, str] = MappingProxyType({})
     # Capabilities the harness plans with (a sweep's Ray executor, `rlbench ls`), declared here rather than
     # kept in lists elsewhere, so a new framework states them in one place.
     brings_own_ray: bool = False  # schedules its own Ray workers: a Ray job's entrypoint then needs no GPU
     runs_on_cpu: bool = False  # its tiny workloads run on a machine without a GPU
+    # Plans the framework's GPU launch whatever this machine has (`gpu_planner`): a dry run of what this
+    # machine cannot run shows what a GPU machine would.
+    plans_gpu: bool = False
+
+    def knob_support(self, knob: str) -> str:
+        """How this framework takes `--parallel knob=...`, in the README knob table's words."""
+        return self.knob_notes.get(knob) or ("yes" if knob in self.supported_knobs else "refused")
 
     def version(self) -> str | None:
         return package_version(self.distribution)
@@ -83,6 +97,25 @@ class Adapter(ABC):
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
+
+    def cpu_refusal(self, spec: RunSpec) -> str | None:
+        """Why this machine, without a GPU, cannot run `spec` (no CPU lane, or one that does not take it), one
+        line; None with a GPU here, or where this machine's own launch runs it (a CPU lane's, TRL's CPU run)."""
+        return None
+
+    def gpu_planner(self) -> Adapter:
+        """This adapter, planning the framework's GPU launch even on a machine without a GPU."""
+        planner = copy.copy(self)
+        planner.plans_gpu = True
+        return planner
+
+    def dry_run_planner(self, spec: RunSpec) -> tuple[Adapter, str | None]:
+        """The adapter whose launch a dry run of `spec` prints, and one line saying what that launch is where
+        this machine could not start it: a dry run plans anywhere, the GPU launch where nothing here runs it."""
+        why = self.cpu_refusal(spec)
+        if why is None:
+            return self, None
+        return self.gpu_planner(), f"this is {self.name}'s GPU launch, not one this machine runs: {why}"
 
     def check_machine(self) -> None:
         """Refuse a real run (not a dry run) on a machine the framework cannot use, before any record."""
@@ -127,3 +160,36 @@ class Adapter(ABC):
     def metrics_file(self, run_dir: Path) -> Path:
         """Where the framework's raw per-step metrics land (watched for progress)."""
         return run_dir / "framework_metrics.jsonl"
+
+
+class LaneAdapter(Adapter):
+    """An adapter whose framework also runs, without a GPU, through its CPU lane (rlbench.adapters.cpu_lane)."""
+
+    runs_on_cpu = True
+    label: str  # the framework's name in a lane's refusal, e.g. "OpenRLHF"
+    lane_runs: str  # what the lane runs instead of --parallel knobs, for its refusals
+
+    @abstractmethod
+    def machine_ready(self) -> tuple[bool, str]:
+        """Whether the framework can train here (a GPU stack, or the CPU lane), and why not."""
+
+    def on_lane(self) -> bool:
+        """This adapter's launch is the CPU lane's: no GPU here, the lane installed, the GPU launch not asked."""
+        from rlbench.adapters import cpu_lane
+
+        return not self.plans_gpu and cpu_lane.available()
+
+    def cpu_refusal(self, spec: RunSpec) -> str | None:
+        from rlbench.adapters import cpu_lane
+        from rlbench.telemetry import accelerators
+
+        if accelerators.gpu_count():
+            return None
+        usable, why = self.machine_ready()
+        return cpu_lane.lane_refusal(spec, self.label, self.lane_runs) if usable else why
+
+    def check_cpu_lane(self, spec: RunSpec) -> None:
+        """Refuse, before launch, what the lane has not been made to run."""
+        from rlbench.adapters import cpu_lane
+
+        cpu_lane.check_lane_run(spec, self.label, self.lane_runs)

@@ -1,28 +1,13 @@
-"""Helpers every framework adapter shares: the GPUs here, counts read from a framework's logged means, and the
+"""Helpers every framework adapter shares: counts read from a framework's logged means, and the
 requirements a framework declares (its pins, read from its installed metadata)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from typing import TYPE_CHECKING
 
-from rlbench.run.environment import gpus
-
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
-
-
-def gpu_count() -> int:
-    """NVIDIA GPUs here (nvidia-ml-py, else torch's CUDA count)."""
-    found = len(gpus()[0])
-    if found or importlib.util.find_spec("pynvml") is not None:
-        return found
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count()
 
 
 def whole_count(value: float) -> float:

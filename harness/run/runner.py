@@ -11,6 +11,7 @@ full disk still leaves a record that says what happened.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import signal
 import time
@@ -25,11 +26,9 @@ from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
 from rlbench.predict.run_prediction import measured_vs_predicted, predict_run
-from rlbench.record.schema import Status
+from rlbench.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
 from rlbench.record.store import (
     HEARTBEAT_S,
-    PREDICTION_FILE,
-    STEPS_FILE,
     heartbeat,
     new_run_dir,
     runner_identity,
@@ -125,11 +124,15 @@ def _error(outcome: Outcome, run_dir: Path, oom_kills_before: int | None) -> dic
     }
 
 
-def dry_run(spec: RunSpec) -> str:
-    """The exact launch that `execute` would make, as text; nothing is run or recorded."""
-    adapter = get_adapter(spec.framework)
+def dry_run(spec: RunSpec, *, echo: Callable[[str], None] = print) -> str:
+    """The exact launch that `execute` would make, as text; nothing is run or recorded. It plans on any machine:
+    the GPU launch where this one cannot run `spec`, and what cannot be resolved here (a tokenizer offline)
+    left out, each said in one `note:` line through `echo`."""
+    adapter, what = get_adapter(spec.framework).dry_run_planner(spec)
     adapter.check(spec)
-    inputs = prepare_inputs(spec.workload, spec.seed)
+    if what:
+        echo(f"note: {what}")
+    inputs = prepare_inputs(spec.workload, spec.seed, note=lambda line: echo(f"note: {line}"))
     return adapter.plan(spec, inputs, spec.out / "<run_id>").describe()
 
 
@@ -170,22 +173,28 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         run_dir = _new_run_dir(spec)
         plan = adapter.plan(spec, inputs, run_dir)
         plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
-        record: dict[str, Any] = {
-            "run_id": run_dir.name,
-            "status": Status.RUNNING,
-            "error": None,
-            "framework": {"name": adapter.name, "version": adapter.version(), "tested": adapter.version_is_tested()},
-            **{k: v for k, v in spec.to_dict().items() if k != "framework"},
-            "model_path": inputs.model,
-            "cpu_lane": adapter.lane(spec),
-            "equal_work": adapter.equal_work(spec),
-            "command": plan.argv,
-            "rlbench": rlbench_identity(),
-            "runner": runner_identity(),
-            "environment": environment,
-            "started_at": utc_now(),
-            "ended_at": None,
-        }
+        record = RunRecord(
+            run_id=run_dir.name,
+            status=Status.RUNNING,
+            error=None,
+            framework=FrameworkIdentity(
+                name=adapter.name, version=adapter.version(), tested=adapter.version_is_tested()
+            ),
+            workload=dataclasses.asdict(spec.workload),
+            parallel=spec.parallel.to_dict(),
+            seed=spec.seed,
+            timeout_s=spec.timeout_s,
+            model_path=inputs.model,
+            data=inputs.data,
+            cpu_lane=adapter.lane(spec),
+            equal_work=adapter.equal_work(spec),
+            command=plan.argv,
+            rlbench=rlbench_identity(),
+            runner=runner_identity(),
+            environment=environment,
+            started_at=utc_now(),
+            ended_at=None,
+        )
         _start_record(run_dir, record, inputs, plan)
         recorded = True
         setup_s = time.perf_counter() - setup_start
@@ -255,7 +264,7 @@ def _new_run_dir(spec: RunSpec) -> Path:
         ) from None
 
 
-def _start_record(run_dir: Path, record: dict[str, Any], inputs: Any, plan: LaunchPlan) -> None:
+def _start_record(run_dir: Path, record: RunRecord, inputs: Any, plan: LaunchPlan) -> None:
     """run.json ("running") and the framework's input files; if the disk refuses them, no record at all."""
     try:
         write_run_json(run_dir, record)
@@ -288,7 +297,7 @@ def _finish(
     model: str,
     environment: dict[str, Any],
     run_dir: Path,
-    record: dict[str, Any],
+    record: RunRecord,
     outcome: Outcome,
     sampler: list,
     oom_kills_before: int | None,
@@ -385,7 +394,7 @@ def _files(run_dir: Path) -> list[str]:
 _LARGE_FIELDS = ("summary", "vs_model", "costs", "overhead", "telemetry", "comm", "environment")
 
 
-def _end_record(run_dir: Path, record: dict[str, Any]) -> None:
+def _end_record(run_dir: Path, record: RunRecord) -> None:
     """The terminal run.json; when even that cannot be written, say so (readers then show the record,
     still "running" on disk, as abandoned once this process has exited)."""
     try:

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record.store import load_record
+from rlbench.record.read import read_record
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("openrlhf")
-from rlbench.adapters.openrlhf.adapter import REWARD_LOG, SYNC_LOG, on_cpu_lane  # noqa: E402
+from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
+from rlbench.adapters.openrlhf.adapter import REWARD_LOG, SYNC_LOG  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,7 +40,7 @@ def _lines(path: Path) -> list[dict]:
 
 
 def test_record_is_complete_and_names_the_lane(openrlhf_run):
-    record = load_record(openrlhf_run)
+    record = read_record(openrlhf_run)
     assert record["status"] == "succeeded" and record["framework"]["name"] == "openrlhf"
     lane = record["cpu_lane"]
     assert lane["lane"] == "openrlhf-cpu"
@@ -49,7 +50,7 @@ def test_record_is_complete_and_names_the_lane(openrlhf_run):
 
 
 def test_stage_times_come_from_openrlhfs_own_logger(openrlhf_run):
-    steps = load_record(openrlhf_run)["steps"]
+    steps = read_record(openrlhf_run)["steps"]
     assert steps["step"].tolist() == [1, 2]
     for column in ("step_time_s", "time_gen_s", "time_update_actor_s", "time_weight_sync_s"):
         assert (steps[column] > 0).all(), column
@@ -72,7 +73,7 @@ def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
     scored = _lines(openrlhf_run / REWARD_LOG)
     assert len(scored) == 2 * 16
     assert [s["score"] for s in scored] == [score(s["dataset"], s["response"], s["ground_truth"]) for s in scored]
-    steps = load_record(openrlhf_run)["steps"]
+    steps = read_record(openrlhf_run)["steps"]
     per_step = [sum(s["score"] for s in scored[i * 16 : (i + 1) * 16]) / 16 for i in range(2)]
     assert steps["reward_mean"].tolist() == pytest.approx(per_step)
 

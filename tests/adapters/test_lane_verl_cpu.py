@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record.store import load_record
+from rlbench.record.read import read_record
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
-from rlbench.adapters.verl.adapter import on_cpu_lane  # noqa: E402
+from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
@@ -42,7 +42,7 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 
 def test_record_is_complete_and_names_the_lane(verl_run):
-    record = load_record(verl_run)
+    record = read_record(verl_run)
     assert record["status"] == "succeeded" and record["error"] is None
     assert record["framework"]["name"] == "verl" and record["framework"]["tested"]
     lane = record["cpu_lane"]
@@ -54,7 +54,7 @@ def test_record_is_complete_and_names_the_lane(verl_run):
 
 
 def test_stage_times_come_from_verls_own_logger(verl_run):
-    steps = load_record(verl_run)["steps"]
+    steps = read_record(verl_run)["steps"]
     assert steps["step"].tolist() == [1, 2]
     for column in ("step_time_s", "time_gen_s", "time_update_actor_s", "time_old_log_prob_s"):
         assert (steps[column] > 0).all(), column

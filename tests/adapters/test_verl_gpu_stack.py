@@ -41,7 +41,7 @@ def test_the_readme_recipe_is_verls_own_pins():
 def gpu_node(monkeypatch):
     """A GPU node whose installed packages the test sets: {distribution: version} and importable modules."""
     state = {"versions": {"vllm": pinned_by_verl()["vllm"], "verl": "0.9.1"}, "modules": {"flash_attn", "cupy"}}
-    monkeypatch.setattr(verl_adapter, "gpu_count", lambda: 8)
+    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 8)
     monkeypatch.setattr(verl_adapter, "package_version", lambda name: state["versions"].get(name))
     real_find_spec = verl_adapter.importlib.util.find_spec
     monkeypatch.setattr(
