@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.record.store import load_record
+from rlbench.record.read import read_record
 
 
 def one_run(out: Path, steps: int, rate_hz: str) -> float:
@@ -43,7 +43,7 @@ def one_run(out: Path, steps: int, rate_hz: str) -> float:
         check=True,
         env=env,
     )
-    record = load_record(done.stdout.strip().splitlines()[-1])
+    record = read_record(done.stdout.strip().splitlines()[-1])
     return record["summary"]["step_time_s"]["median"]
 
 

@@ -43,7 +43,7 @@ from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_co
 from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
 from rlbench.predict.cpu_probe import cpu_peaks, cpu_row
 from rlbench.predict.run_prediction import STAGE_MAP
-from rlbench.record.store import load_record
+from rlbench.record.read import read_record
 
 METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update_actor": "time_update_actor_s"}
 MODEL_STAGES = {metric: STAGE_MAP[metric] for metric in ("gen", "update_actor")}  # the model stages of each
@@ -93,7 +93,7 @@ def cell(
     row: dict[str, str], hw: Hardware, bound: str = "predicted", floor: FrameworkFloor | None = None
 ) -> dict[str, Any]:
     folder = Path(row["record"])
-    record = load_record(folder)
+    record = read_record(folder)
     arch = load_hf_config(Path(record["model_path"]) / "config.json")
     shape = shape_of(record, folder)
     p = predict(arch, shape, ParallelShape(gpus=1), hw, floor=floor)

@@ -12,9 +12,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlbench.record.schema import STEP_METRICS
 from rlbench.reports.hygiene import hygiene
 from rlbench.reports.load import load_runs
 from rlbench.reports.tables import peak_memory_metric
+
+# A finished run's figures, also each sweep cell's row (sweep_views.grid_rows); title, unit and scale are the
+# registry's. To become headline("run") once the registry has that view (harness/record/schema.py).
+RUN_METRICS = ("step_time_s", "tokens_per_s", "mfu")
 
 
 def _figure(summary: dict[str, Any], name: str, unit: str, scale: float = 1.0, digits: int = 3) -> str | None:
@@ -36,14 +41,10 @@ def headline(run_dir: Path) -> list[str]:
     run = runs[0]
     summary = run.record.get("summary") or {}
     lines = []
-    for label, name, unit, scale in (
-        ("step time", "step_time_s", "s", 1.0),
-        ("throughput", "tokens_per_s", "tokens/s", 1.0),
-        ("MFU", "mfu", "%", 100.0),
-    ):
-        figure = _figure(summary, name, unit, scale)
+    for metric in (STEP_METRICS[name] for name in RUN_METRICS):
+        figure = _figure(summary, metric.name, metric.display_unit, metric.scale)
         if figure:
-            lines.append(f"{label:<12} {figure}")
+            lines.append(f"{metric.title:<12} {figure}")
     memory = peak_memory_metric(summary)
     figure = _figure(summary, memory, "GB")
     if figure:

@@ -19,12 +19,13 @@ import jinja2
 
 from rlbench.atomic import write_bytes
 from rlbench.out_dir import check_writable, unwritable
+from rlbench.record.read import DamagedRecord
 from rlbench.record.store import utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
-from rlbench.reports.load import DamagedRecord, load_runs
+from rlbench.reports.load import load_runs
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
 from rlbench.reports.scatter import vs_model_scatter

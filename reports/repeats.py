@@ -16,11 +16,11 @@ import statistics
 from typing import Any
 
 from rlbench.record.compare import configuration_key
-from rlbench.record.schema import STEP_METRICS
+from rlbench.record.schema import STEP_METRICS, headline
 from rlbench.reports.load import RunView, base_label
 from rlbench.sweep.spread import spread
 
-POOLED_METRICS = ("step_time_s", "tokens_per_s")
+POOLED_METRICS = headline("sweep")  # pooled as a sweep's closing spread pools them
 
 
 def _key(record: dict[str, Any]) -> str:

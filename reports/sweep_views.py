@@ -32,10 +32,13 @@ from matplotlib.transforms import blended_transform_factory
 from rlbench.errors import RLBenchError
 from rlbench.record.schema import STEP_METRICS
 from rlbench.record.store import effective_status
+from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 from rlbench.reports.tables import peak_memory_metric
 from rlbench.sweep.index import INDEX_FILE, load_index
+
+_ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
 
 TITLE = "Sweep"
 MISSING_MARKS = {"refused": ("x", "#c44e52"), "failed": ("v", "#dd8452"), "interrupted": ("v", "#937860")}
@@ -111,7 +114,7 @@ def _metrics(sweep: Sweep) -> list[tuple[str, str, float]]:
             continue
         m = STEP_METRICS[name]
         unit = "%" if scale == 100.0 else m.unit
-        arrow = {"higher": "↑ better", "lower": "↓ better"}.get(m.direction, "")
+        arrow = f"{_ARROWS[m.direction]} better" if _ARROWS[m.direction] else ""
         out.append((name, f"{name}\n({unit}, {arrow})", scale))
     return out or [("step_time_s", "step_time_s\n(s, ↓ better)", 1.0)]
 
@@ -272,23 +275,20 @@ def sweep_view(sweep: Sweep, number: int = 0) -> View:
 def grid_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     """One row per cell: the swept values, status, reason and the headline medians of its run."""
     axes = list(swept_axes(sweep)) or ["framework"]
+    metrics = [STEP_METRICS[name] for name in RUN_METRICS]
     headers = [
         "cell",
         *axes,
         "repeat",
         "status",
         "reason",
-        "step time (s) ↓",
-        "throughput (tokens/s) ↑",
-        "MFU (%) ↑",
+        *(f"{m.title} ({m.display_unit}) {_ARROWS[m.direction]}" for m in metrics),
         "record",
     ]
     rows = []
     for cell in sweep.index["cells"]:
         run = sweep.runs.get(cell["id"])
-        values = [_median(run, m) if run is not None else None for m in ("step_time_s", "tokens_per_s", "mfu")]
-        if values[2] is not None:
-            values[2] *= 100
+        values = [None if run is None or (v := _median(run, m.name)) is None else v * m.scale for m in metrics]
         rows.append(
             [
                 cell["id"],

@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlbench.record.read import DamagedRecord
 from rlbench.record.schema import STAGES, STEP_METRICS, headline
 from rlbench.record.store import effective_status
-from rlbench.reports.load import DamagedRecord, RunView
+from rlbench.reports.load import RunView
 
 
 @dataclass(frozen=True)

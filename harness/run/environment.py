@@ -1,12 +1,11 @@
 """What a run ran on: package versions, git sha, CPU, memory and GPUs.
 
-Collected without importing torch or any framework (package metadata, /proc,
-NVML when nvidia-ml-py is installed), so it is cheap and safe in the parent process.
+Collected without importing any framework (package metadata, /proc, and the GPUs from
+`rlbench.telemetry.accelerators`), so it is cheap and safe in the parent process.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import importlib.util
 import platform
@@ -18,6 +17,7 @@ from typing import Any
 import psutil
 
 import rlbench
+from rlbench.telemetry.accelerators import gpus
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # A source checkout runs rlbench from harness/; an installed wheel has no checkout and carries the commit
@@ -107,32 +107,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-@functools.cache  # the machine's GPUs do not change within a process; NVML init is not free
-def gpus() -> tuple[list[dict[str, Any]], str | None]:
-    """(GPUs with name and memory, driver version), empty where there is no NVIDIA GPU."""
-    try:
-        import pynvml  # from nvidia-ml-py
-    except ImportError:
-        return [], None
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return [], None
-    try:
-        found = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-            found.append(
-                {"index": index, "name": name.decode() if isinstance(name, bytes) else name, "memory_gb": memory / 1e9}
-            )
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return found, driver.decode() if isinstance(driver, bytes) else driver
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def collect_environment(framework_distributions: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -7,7 +7,7 @@ with the reason, before anything launches.
     rlbench run --framework verl --workload gsm8k-grpo --parallel dp=4 --parallel tp=2 --parallel rollout_tp=2
 
 `tp` is the trainer's tensor parallelism; the rollout engine's is `rollout_tp`. Records written
-before the two were separated used `tp` for the rollout's: `recorded_parallel` reads them.
+before the two were separated used `tp` for the rollout's: `rlbench.record.schema.migrate` moves it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
 # Stage fusion, as the performance model names it (ParallelShape.fuse): which pass is removed or merged.
 FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
+# Trainer knobs only a Megatron-style backend honours (FSDP and ZeRO-3 have no tp, pp, cp or ep).
+MEGATRON_KNOBS = ("tp", "pp", "cp", "ep")
 INTEGER_KNOBS = ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp")
 OPTIONAL_INTEGER_KNOBS = ("etp",)  # unset (None) means the framework's default: etp = tp
 
@@ -89,6 +91,11 @@ class Parallelism:
     def world_size(self) -> int:
         """GPUs the trainer spans (rollout engines may add more when disaggregated)."""
         return self.dp * self.tp * self.pp * self.cp * self.sp
+
+    @property
+    def megatron_knobs(self) -> dict[str, int]:
+        """The MEGATRON_KNOBS set above 1: non-empty when the trainer's layout needs a Megatron-style backend."""
+        return {knob: getattr(self, knob) for knob in MEGATRON_KNOBS if getattr(self, knob) > 1}
 
     @property
     def async_depth(self) -> int:
@@ -190,18 +197,31 @@ def parse_parallel(pairs: tuple[str, ...] | list[str]) -> Parallelism:
     return Parallelism(**values)
 
 
-def recorded_parallel(parallel: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's `parallel` with every current knob, by today's meaning.
+def parse_grid(
+    pairs: tuple[str, ...] | list[str], *, flag: str = "--grid", knobs: tuple[str, ...] = KNOBS, word: str = ""
+) -> tuple[dict[str, list[str]], bool]:
+    """`--grid tp=1,2,4` (repeatable) -> ({"tp": ["1", "2", "4"]}, False): the one `KNOB=V1,V2` parser.
 
-    Records written before the trainer's tensor parallelism existed (no `rollout_tp` key) used `tp`
-    for the rollout engine's: that value moves to `rollout_tp` and the trainer's `tp` is 1. Knobs a
-    record predates take their defaults, so an old record and a new one of the same layout compare
-    equal. Values are not checked (a report reads damaged records too)."""
-    mapped = dict(parallel)
-    if "rollout_tp" not in mapped:
-        mapped["rollout_tp"] = mapped.pop("tp", 1)
-        mapped["tp"] = 1
-    return {**Parallelism().to_dict(), **mapped}
+    `rlbench sweep --grid` takes any of `knobs`; `rlbench predict --sweep` the layout axes and also the
+    bare `word` "all" (every axis over its default range), which sets the returned flag."""
+    forms = f"{word}, or KNOB=V1,V2" if word else "KNOB=V1,V2"
+    grid: dict[str, list[str]] = {}
+    every = False
+    for pair in pairs:
+        if word and pair.strip() == word:
+            every = True
+            continue
+        key, _, raw = pair.partition("=")
+        key, values = key.strip(), [v.strip() for v in raw.split(",") if v.strip()]
+        expected = f"{flag} {pair!r}: expected {forms} once per knob, e.g. {flag} tp=1,2,4"
+        if key not in knobs:
+            close = difflib.get_close_matches(key, knobs, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise RLBenchError(f"{expected}; unknown knob '{key}'; {hint}knobs: {', '.join(knobs)}")
+        if not values or key in grid:
+            raise RLBenchError(expected)
+        grid[key] = values
+    return grid, every
 
 
 def splits_heads(n: int, heads: int, kv_heads: int) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,15 +18,6 @@ class RunSpec:
     seed: int = 0
     out: Path = Path("results")
     timeout_s: float = 7200.0
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "framework": self.framework,
-            "workload": dataclasses.asdict(self.workload),
-            "parallel": self.parallel.to_dict(),
-            "seed": self.seed,
-            "timeout_s": self.timeout_s,
-        }
 
 
 def build_run_spec(

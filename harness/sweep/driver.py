@@ -15,7 +15,6 @@ spreads over configurations instead of biasing one.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import json
 from collections.abc import Callable
@@ -24,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.errors import RLBenchError
+from rlbench.record.read import read_record
 from rlbench.record.schema import Status
 from rlbench.record.store import utc_now
-from rlbench.run.parallel import KNOBS, knob_pairs, parse_parallel
+from rlbench.run.parallel import knob_pairs, parse_parallel
 from rlbench.run.runner import RunInterrupted
 from rlbench.run.spec import RunSpec
 from rlbench.sweep.executors import Executor, RunResult, Terminated, failure
@@ -90,22 +90,6 @@ class SweepRequest:
 def parse_list(text: str) -> tuple[str, ...]:
     """`verl,trl` -> ("verl", "trl")."""
     return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-def parse_grid(pairs: tuple[str, ...] | list[str]) -> dict[str, list[str]]:
-    """`--grid tp=1,2,4` (repeatable) -> {"tp": ["1", "2", "4"]}; keys are `--parallel` knobs."""
-    grid: dict[str, list[str]] = {}
-    for pair in pairs:
-        key, _, raw = pair.partition("=")
-        key, values = key.strip(), list(parse_list(raw))
-        if key not in KNOBS:
-            close = difflib.get_close_matches(key, KNOBS, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise RLBenchError(f"--grid {pair!r}: unknown knob '{key}'; {hint}knobs: {', '.join(KNOBS)}")
-        if not values or key in grid:
-            raise RLBenchError(f"--grid {pair!r}: expected KNOB=V1,V2 once per knob, e.g. --grid tp=1,2,4")
-        grid[key] = values
-    return grid
 
 
 def expand(request: SweepRequest) -> list[dict[str, Any]]:
@@ -286,8 +270,6 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
 
 
 def _summaries(sweep_dir: Path, cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    from rlbench.reports.load import read_record
-
     summaries = {}
     for cell in cells:
         if cell["status"] == SUCCEEDED and cell["record"]:

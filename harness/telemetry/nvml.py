@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from rlbench.telemetry.accelerators import nvidia_driver_present
 
 # nvmlFieldValue_t.valueType -> the union member holding the value
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
@@ -47,11 +48,6 @@ def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, li
         pynvml.nvmlShutdown()
         return None, [f"NVML sees {count} GPU(s), none selected; sampling the host only"]
     return probe, probe.notes
-
-
-def nvidia_driver_present(dev: Path = Path("/dev")) -> bool:
-    """Whether the NVIDIA driver exposes a GPU here (its /dev/nvidiaN nodes), without NVML."""
-    return any(node.name[len("nvidia") :].isdigit() for node in dev.glob("nvidia*"))
 
 
 def _unsupported(nvml: ModuleType, error: Exception) -> bool:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
 
-from rlbench.nightly.gate import format_night
-from rlbench.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, headline
+from rlbench.nightly.gate import format_night, night_status
+from rlbench.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, View, headline
+from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.history import HISTORY_METRICS
+from rlbench.reports.repeats import POOLED_METRICS
+from rlbench.reports.sweep_views import grid_rows
 from rlbench.reports.tables import summary_rows
 from rlbench.sweep.spread import METRICS as SWEEP_METRICS
 
 
-@pytest.mark.parametrize("view", ["report", "sweep", "history", "nightly"])
+@pytest.mark.parametrize("view", typing.get_args(View))
 def test_every_headline_metric_has_a_title_unit_and_direction(view):
     names = headline(view)
     assert names, f"the {view} view shows no metric"
@@ -25,6 +29,18 @@ def test_every_headline_metric_has_a_title_unit_and_direction(view):
 def test_the_sweep_and_history_lists_are_the_registrys():
     assert SWEEP_METRICS == headline("sweep")
     assert HISTORY_METRICS == headline("history")
+    assert POOLED_METRICS == headline("sweep")  # repeats pool what a sweep's spread shows
+
+
+def test_a_sweep_cell_row_shows_the_run_metrics_with_the_registrys_titles():
+    class Sweep:
+        index = {"cells": []}
+        runs: dict = {}
+
+    headers, _ = grid_rows(Sweep())
+    arrows = {"higher": "↑", "lower": "↓"}
+    shown = [f"{m.title} ({m.display_unit}) {arrows[m.direction]}" for m in map(STEP_METRICS.get, RUN_METRICS)]
+    assert headers[-1 - len(shown) : -1] == shown
 
 
 def test_the_report_table_has_one_column_per_report_metric_with_its_unit_and_arrow():
@@ -62,3 +78,9 @@ def test_a_status_is_its_string_on_disk_and_in_messages():
     assert Status("interrupted") is Status.INTERRUPTED and "failed" == Status.FAILED
     assert f"{Status.REFUSED}" == "refused" and str(Status.ABANDONED) == "abandoned"
     assert set(TERMINAL_STATUSES) == {"succeeded", "failed", "interrupted"}
+
+
+def test_a_nights_status_is_a_status():
+    succeeded = {"status": Status.SUCCEEDED, "regressed": []}
+    assert night_status([succeeded, {"status": "not run"}]) is Status.FAILED
+    assert night_status([{**succeeded, "undecidable": ["mfu"]}]) is Status.UNDECIDABLE

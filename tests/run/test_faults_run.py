@@ -22,8 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from rlbench.record.read import read_record
 from rlbench.record.schema import TERMINAL_STATUSES
-from rlbench.record.store import effective_status, load_record
+from rlbench.record.store import effective_status
 from tests.conftest import PROJECT_ROOT, run_cli
 
 TINY = "gsm8k-grpo-tiny"
@@ -111,7 +112,7 @@ def check_user_view(returncode: int, stderr: str, expected_rc: int) -> str:
 
 def check_record(run_dir: Path, status: str) -> dict:
     """A valid record in the given terminal status, no temporary files, no framework process left."""
-    record = load_record(run_dir)
+    record = read_record(run_dir)
     assert record["status"] == status and status in TERMINAL_STATUSES
     assert record["ended_at"] and record["error"]["kind"]
     assert not [p.name for p in run_dir.iterdir() if ".tmp" in p.name], list(run_dir.iterdir())
@@ -195,7 +196,7 @@ def test_a_signal_after_the_record_started_but_before_launch_ends_it(tmp_path):
     run = _paused_run(tmp_path, "launch")
     run.send_signal(signal.SIGHUP)
     check_user_view(*finish(run), expected_rc=129)
-    record = load_record(run_dir_of(tmp_path / "results"))
+    record = read_record(run_dir_of(tmp_path / "results"))
     assert record["status"] == "interrupted" and record["error"]["signal"] == "SIGHUP"
     assert record["steps_recorded"] == 0
 

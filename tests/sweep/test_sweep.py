@@ -20,8 +20,10 @@ import pytest
 import yaml
 
 from rlbench.errors import RLBenchError
+from rlbench.predict.run_prediction import LAYOUT_AXES
 from rlbench.record.store import load_record, write_run_json
-from rlbench.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, parse_grid, run, start
+from rlbench.run.parallel import parse_grid
+from rlbench.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, run, start
 from rlbench.sweep.executors import RunResult, failure
 from rlbench.sweep.executors.record_transfer import pack, strip_blocks, unpack
 from rlbench.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
@@ -33,15 +35,21 @@ TINY = "gsm8k-grpo-tiny"
 
 
 def test_parse_grid():
-    assert parse_grid(["rollout_tp=1,2,4", "placement=colocated, disaggregated"]) == {
-        "rollout_tp": ["1", "2", "4"],
-        "placement": ["colocated", "disaggregated"],
-    }
+    """One `KNOB=V1,V2` parser serves `sweep --grid` and `predict --sweep` (which also takes `all`)."""
+    assert parse_grid(["rollout_tp=1,2,4", "placement=colocated, disaggregated"]) == (
+        {"rollout_tp": ["1", "2", "4"], "placement": ["colocated", "disaggregated"]},
+        False,
+    )
     with pytest.raises(RLBenchError, match="unknown knob 'tpp'; did you mean 'tp'"):
         parse_grid(["tpp=1,2"])
-    for bad in (["tp="], ["tp=1", "tp=2"]):
+    for bad in (["tp="], ["tp=1", "tp=2"], ["all"]):
         with pytest.raises(RLBenchError, match="expected KNOB=V1,V2 once per knob"):
             parse_grid(bad)
+    sweep = {"flag": "--sweep", "knobs": LAYOUT_AXES, "word": "all"}
+    assert parse_grid(["all", "tp=2"], **sweep) == ({"tp": ["2"]}, True)
+    for bad in (["dp=2"], ["tp=1", "tp=2"]):
+        with pytest.raises(RLBenchError, match=f"--sweep '{bad[-1]}': expected all, or KNOB=V1,V2 once per knob"):
+            parse_grid(bad, **sweep)
 
 
 def test_expand_runs_repeats_outermost_and_merges_fixed_knobs():

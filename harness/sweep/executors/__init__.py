@@ -11,7 +11,6 @@ Ray is imported only when the ray executor is chosen.
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rlbench.errors import RLBenchError
+from rlbench.record.read import read_run_json
 from rlbench.record.schema import Status
-from rlbench.record.store import RUN_FILE
 from rlbench.run.spec import RunSpec
 
 EXECUTORS = ("local", "ray")
@@ -90,7 +89,7 @@ def result_from_record(run_dir: Path | None, status: str, executor: dict[str, An
     """A RunResult carrying the error the runner wrote into the record."""
     if run_dir is None:  # the runner records before it raises; keep going if that ever fails
         return RunResult(status, None, failure("launch_error", "the run left no record"), executor)  # type: ignore[arg-type]
-    record = json.loads((run_dir / RUN_FILE).read_text())
+    record = read_run_json(run_dir)
     error = record.get("error") or (
         failure("interrupted", "interrupted before the framework started") if status == Status.INTERRUPTED else None
     )

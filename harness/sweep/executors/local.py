@@ -10,7 +10,6 @@ data, a framework that cannot start here) into launch errors, so the sweep goes 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import traceback
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.errors import RLBenchError
+from rlbench.record.read import read_run_json
 from rlbench.record.schema import Status
 from rlbench.record.store import RUN_FILE, utc_now, write_run_json
 from rlbench.run.spec import RunSpec
@@ -53,7 +53,7 @@ def _settle_interrupted(run_dir: Path) -> None:
     leaves run.json saying "running" (and possibly the framework alive): stop it and say what happened."""
     from rlbench.run.runner import log_tail
 
-    record = json.loads((run_dir / RUN_FILE).read_text())
+    record = read_run_json(run_dir)
     if record.get("status") != Status.RUNNING:
         return
     _stop_own_framework()
