@@ -1,11 +1,12 @@
 """Wheel layout: package discovery over the four source folders, and the commit the wheel was built from.
 
-The import package `rlbench` spans four top-level folders (`harness/` is `rlbench` itself; `adapters/`,
-`workloads/` and `reports/` are its subpackages), a mapping pyproject.toml's declarative
-`packages.find` cannot express. Discovering the subpackages here, instead of listing them by hand,
+The import package `rlbench` is a namespace over four top-level folders, each its subpackage under the
+folder's own name (`harness/cli.py` is `rlbench.harness.cli`, `adapters/verl/` is `rlbench.adapters.verl`),
+so an import path is the file's folder path; pyproject.toml's declarative `packages.find` cannot map
+folders under a common prefix. Discovering the subpackages here, instead of listing them by hand,
 keeps a new folder from silently missing from the wheel (it once dropped `rlbench.workloads.answers`).
 An installed wheel has no git checkout to ask, so the build writes the commit into the package
-(`rlbench/build_commit.txt`), which every record then names. Everything else is in pyproject.toml.
+(`rlbench/harness/build_commit.txt`), which every record then names. Everything else is in pyproject.toml.
 """
 
 import subprocess
@@ -16,12 +17,13 @@ from setuptools.command.build_py import build_py
 
 # import package -> source folder; a subpackage's folder follows from its parent's.
 SOURCE_FOLDERS = {
-    "rlbench": "harness",
+    "rlbench.harness": "harness",
     "rlbench.adapters": "adapters",
     "rlbench.workloads": "workloads",
     "rlbench.reports": "reports",
 }
-BUILD_COMMIT_FILE = "build_commit.txt"  # read by rlbench.run.environment.git_sha
+SOURCE_PACKAGE = "rlbench.harness"  # the package the commit file goes in
+BUILD_COMMIT_FILE = "build_commit.txt"  # read by rlbench.harness.run.environment.git_sha
 
 
 def _packages() -> list[str]:
@@ -54,7 +56,7 @@ class BuildWithCommit(build_py):
     def run(self) -> None:
         super().run()
         if not self.dry_run:
-            target = Path(self.build_lib) / "rlbench" / BUILD_COMMIT_FILE
+            target = Path(self.build_lib, *SOURCE_PACKAGE.split("."), BUILD_COMMIT_FILE)
             target.write_text(_commit() + "\n")
 
 

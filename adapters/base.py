@@ -3,7 +3,7 @@
 An adapter turns a `RunSpec` into a `LaunchPlan` (the exact command, environment
 and config files of the framework's own trainer), refuses knobs its framework
 cannot honour before anything launches, and maps the framework's logged metrics
-into rlbench's step vocabulary (`rlbench.record.schema.STEP_METRICS`). The runner, not
+into rlbench's step vocabulary (`rlbench.harness.record.schema.STEP_METRICS`). The runner, not
 the adapter, starts the process, enforces the timeout and writes the record.
 """
 
@@ -22,10 +22,10 @@ import pandas as pd
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from rlbench.errors import RLBenchError
-from rlbench.run.environment import package_version
-from rlbench.run.inputs import RunInputs
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.run.environment import package_version
+from rlbench.harness.run.inputs import RunInputs
+from rlbench.harness.run.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +92,8 @@ class Adapter(ABC):
                     f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                     f"it supports: {', '.join(sorted(self.supported_knobs))}"
                 )
-        from rlbench.predict.run_prediction import workload_arch
-        from rlbench.run.parallel import check_heads
+        from rlbench.harness.predict.run_prediction import workload_arch
+        from rlbench.harness.run.parallel import check_heads
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
@@ -151,7 +151,7 @@ class Adapter(ABC):
         return None
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any] | None:
-        """How this launch meets the equal-work contract (`rlbench.run.equal_work.manifest`: the contract, the
+        """How this launch meets the equal-work contract (`rlbench.harness.run.equal_work.manifest`: the contract, the
         framework setting that carries each term, the differences named), recorded as run.json's
         `equal_work`; with the finished run's folder, also what the framework itself resolved where it
         saves that. None for an adapter that does not map it."""
@@ -181,7 +181,7 @@ class LaneAdapter(Adapter):
 
     def cpu_refusal(self, spec: RunSpec) -> str | None:
         from rlbench.adapters import cpu_lane
-        from rlbench.telemetry import accelerators
+        from rlbench.harness.telemetry import accelerators
 
         if accelerators.gpu_count():
             return None

@@ -11,7 +11,7 @@ import difflib
 import importlib
 
 from rlbench.adapters.base import Adapter
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 ADAPTERS: dict[str, str] = {
     "openrlhf": "rlbench.adapters.openrlhf.adapter:OpenRLHFAdapter",

@@ -65,8 +65,8 @@ rm -rf "$SITE"
 if ! "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --no-cache-dir --upgrade \
         --target "$SITE" "$ROOT"; then
     echo "warning: building rlbench from $ROOT failed; copying its folders into $SITE/rlbench instead"
-    rm -rf "$SITE/rlbench" && cp -r "$ROOT/harness" "$SITE/rlbench" || exit 2
-    for sub in adapters workloads reports; do cp -r "$ROOT/$sub" "$SITE/rlbench/$sub" || exit 2; done
+    rm -rf "$SITE/rlbench" && mkdir -p "$SITE/rlbench" || exit 2
+    for sub in harness adapters workloads reports; do cp -r "$ROOT/$sub" "$SITE/rlbench/$sub" || exit 2; done
 fi
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 export RLBENCH_CACHE=$WORK/cache HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -78,12 +78,12 @@ unset RLBENCH_SAMPLE_HZ  # the default rate, except where the sampler comparison
     echo "# pip check (image + carried wheels)"; "$PY" -m pip check 2>&1
     echo "# pip list"; "$PY" -m pip list 2>/dev/null
 } >"$OUT/environment.txt"
-MODULES="rlbench, trl, datasets, math_verify, ruptures"
+MODULES="rlbench.harness, trl, datasets, math_verify, ruptures"
 # NVML's binding comes with the image (nvidia-ml-py): without it the sampler would read the host only
 [ -z "$REHEARSAL" ] && MODULES="$MODULES, pynvml"
 "$PY" -c "import $MODULES; print('imports ok: trl', trl.__version__, 'from', trl.__file__)" \
     || { echo "error: a carried package does not import (see environment.txt's pip check)"; exit 2; }
-"$PY" -m rlbench ls
+"$PY" -m rlbench.harness ls
 
 # run ROLE WORKLOAD STEPS [RATE_HZ]: one record under $WORK/records/ROLE; RATE_HZ 0 turns the sampler off
 run() {
@@ -91,7 +91,7 @@ run() {
     step "run $role: $workload, $steps steps${rate:+, sampler ${rate} Hz}"
     mkdir -p "$WORK/records/$role"
     env ${rate:+RLBENCH_SAMPLE_HZ=$rate} RLBENCH_RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-300} \
-        "$PY" -m rlbench run --framework trl --workload "$workload" --steps "$steps" --out "$WORK/records/$role" \
+        "$PY" -m rlbench.harness run --framework trl --workload "$workload" --steps "$steps" --out "$WORK/records/$role" \
         || echo "warning: run $role exited $?"
 }
 
@@ -99,7 +99,7 @@ run tiny gsm8k-grpo-tiny "$STEPS"
 run qwen05b "$BIG_WORKLOAD" "$STEPS"
 
 step "GPU probe"
-"$PY" -m rlbench.predict.gpu_probe --out "$OUT/gpu_probe.json" >/dev/null || echo "warning: GPU probe exited $?"
+"$PY" -m rlbench.harness.predict.gpu_probe --out "$OUT/gpu_probe.json" >/dev/null || echo "warning: GPU probe exited $?"
 "$PY" "$ROOT/benchmarks/measure_gpu_overheads.py" --out "$OUT/gpu_overheads.json" >/dev/null \
     || echo "warning: overhead measurement exited $?"
 

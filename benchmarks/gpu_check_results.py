@@ -10,11 +10,11 @@ probe and writes `summary.json`, one pass/fail per point 3 of issue 22:
 * peak_memory: torch's peak allocated device memory recorded (> 0) in every post-warm-up step;
 * sampler_overhead: median step time with the sampler / without it, the tiny workload run
   alternately in the same window; passes when enough steps decide it (Mann-Whitney) and it is
-  not a slowdown beyond 5% (rlbench.record.regression's rule, as `rlbench compare` applies it).
+  not a slowdown beyond 5% (rlbench.harness.record.regression's rule, as `rlbench compare` applies it).
 Each of the first four is judged on the two main runs (tiny and qwen05b). `publish` runs here
 on the returned folder: it recomputes the summary from the records, writes a dated entry in
 docs/measurements/, the measured GPU constants in harness/perfmodel/measured/ (read by
-rlbench.perfmodel.gpu_measured), and measured/predicted per stage for the two runs.
+rlbench.harness.perfmodel.gpu_measured), and measured/predicted per stage for the two runs.
 
     python benchmarks/gpu_check_results.py summarize RECORDS --probe gpu_probe.json --out summary.json
     python benchmarks/gpu_check_results.py publish OUT_DIR
@@ -136,7 +136,7 @@ def check_memory(rec: dict[str, Any]) -> tuple[bool, str]:
 
 
 def check_sampler(on: list[dict[str, Any]], off: list[dict[str, Any]]) -> tuple[bool, str, dict[str, Any]]:
-    from rlbench.record.regression import compare_samples
+    from rlbench.harness.record.regression import compare_samples
 
     times = {
         arm: np.concatenate([_column(r["steps"], "step_time_s") for r in recs]) if recs else np.array([])
@@ -246,7 +246,7 @@ def slug(text: str) -> str:
 
 
 def measured_constants(probe: dict[str, Any], entry: str) -> dict[str, Any]:
-    """The probe's figures the performance model reads (rlbench.perfmodel.gpu_measured)."""
+    """The probe's figures the performance model reads (rlbench.harness.perfmodel.gpu_measured)."""
     keys = (
         "gpu_name",
         "driver",
@@ -263,7 +263,7 @@ def measured_constants(probe: dict[str, Any], entry: str) -> dict[str, Any]:
     data = {key: probe.get(key) for key in keys}
     data["kernel_launch_s"] = probe.get("kernel_launch", {}).get("end_to_end_s")
     data["decode_step_s"] = probe.get("decode_step_s")
-    data["source"] = f"measured by python -m rlbench.predict.gpu_probe: {probe.get('method')}; see {entry}"
+    data["source"] = f"measured by python -m rlbench.harness.predict.gpu_probe: {probe.get('method')}; see {entry}"
     if probe.get("fixture"):
         data["fixture"] = probe["fixture"]
     return data
@@ -296,7 +296,7 @@ def render_entry(summary: dict[str, Any], probe: dict[str, Any] | None, records:
     lines += [
         "What ran: `bash benchmarks/gpu_check.sh WHEELS OUT` (issue 22): `rlbench run --framework trl` on "
         "CUDA for `gsm8k-grpo-tiny` and `gsm8k-grpo-qwen05b-random` with NVML sampling at the default rate, "
-        "`python -m rlbench.predict.gpu_probe`, and the tiny workload alternately without and with the "
+        "`python -m rlbench.harness.predict.gpu_probe`, and the tiny workload alternately without and with the "
         "sampler. Figures over post-warm-up steps.",
         "",
         "Versions: "
@@ -334,7 +334,7 @@ def render_entry(summary: dict[str, Any], probe: dict[str, Any] | None, records:
 
 
 def probe_section(probe: dict[str, Any]) -> list[str]:
-    from rlbench.perfmodel import find_hardware
+    from rlbench.harness.perfmodel import find_hardware
 
     sheet = find_hardware(str(probe.get("gpu_name", "")))
     square, copy = probe.get("square_matmul", {}), probe.get("copy", {})

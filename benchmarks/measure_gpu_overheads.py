@@ -2,7 +2,7 @@
 
 The constants in overheads.py come from published measurements on other machines. This script
 measures the same quantities here, so a GPU session can check them or cite its own (kernel
-launch and layer unit are rlbench.predict.gpu_probe's measurements, which also feed the measured
+launch and layer unit are rlbench.harness.predict.gpu_probe's measurements, which also feed the measured
 GPU row):
 
 * kernel launch: the host's time to enqueue one tiny kernel (torch add on a 1-element tensor),
@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlbench.perfmodel import overheads
-from rlbench.predict.gpu_probe import cuda_torch, kernel_launch, layer_unit, unit_model
+from rlbench.harness.perfmodel import overheads
+from rlbench.harness.predict.gpu_probe import cuda_torch, kernel_launch, layer_unit, unit_model
 
 
 def engine_floor(model: str, steps: int = 256) -> dict[str, float]:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.record.read import read_record
+from rlbench.harness.record.read import read_record
 
 
 def one_run(out: Path, steps: int, rate_hz: str) -> float:
@@ -27,7 +27,7 @@ def one_run(out: Path, steps: int, rate_hz: str) -> float:
         [
             sys.executable,
             "-m",
-            "rlbench",
+            "rlbench.harness",
             "run",
             "--framework",
             "trl",

@@ -2,7 +2,7 @@
 
 Reads the CSV `benchmarks/measure_tiny_grid.py` writes (columns hidden, response_length,
 record), predicts every cell with the record's own model config.json, its measured mean
-prompt length, its response length and layout, on the cached CPU row of `rlbench.predict.cpu_probe`
+prompt length, its response length and layout, on the cached CPU row of `rlbench.harness.predict.cpu_probe`
 (matmul peak, copy bandwidth, per-layer op latency), and compares measured with predicted
 step, generation and update times, as absolute times and as ratios to a reference cell.
 Nothing is fitted to the measurements: every constant comes from the probe (and, with --floor,
@@ -39,11 +39,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rlbench.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
-from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
-from rlbench.predict.cpu_probe import cpu_peaks, cpu_row
-from rlbench.predict.run_prediction import STAGE_MAP
-from rlbench.record.read import read_record
+from rlbench.harness.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
+from rlbench.harness.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.harness.predict.cpu_probe import cpu_peaks, cpu_row
+from rlbench.harness.predict.run_prediction import STAGE_MAP
+from rlbench.harness.record.read import read_record
 
 METRICS = {"step": "step_time_s", "gen": "time_gen_s", "update_actor": "time_update_actor_s"}
 MODEL_STAGES = {metric: STAGE_MAP[metric] for metric in ("gen", "update_actor")}  # the model stages of each

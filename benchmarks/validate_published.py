@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from rlbench.perfmodel import ParallelShape, Prediction, WorkloadShape, get_arch, load_hf_config, predict
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_tokens
+from rlbench.harness.perfmodel import ParallelShape, Prediction, WorkloadShape, get_arch, load_hf_config, predict
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_tokens
 
 DEFAULT = Path(__file__).with_name("published_runs.yaml")
 # A published stage column -> the model's stages (perfmodel/predict.py STAGES) it covers. A run whose

@@ -1,4 +1,6 @@
-"""rlbench: benchmark and profiling suite for RL-for-LLM training frameworks.
+"""rlbench's harness: the run orchestrator, the record, telemetry, the performance model, sweeps, nightly and
+the `rlbench` command. `rlbench` is a namespace over the source folders: `rlbench.harness` (this folder),
+`rlbench.adapters`, `rlbench.workloads`, `rlbench.reports`.
 
 Importing this package imports no training framework; adapters load lazily.
 

@@ -1,5 +1,5 @@
-"""`python -m rlbench` is the `rlbench` command."""
+"""`python -m rlbench.harness` is the `rlbench` command."""
 
-from rlbench.cli import main
+from rlbench.harness.cli import main
 
 main()

@@ -5,7 +5,7 @@ it, so a reader never sees half a file; on any failure (a full disk, a read-only
 filesystem, Ctrl-C) the temporary file is removed, so no `.*.tmp` is left behind.
 Imports only the standard library: the telemetry sampler uses it too.
 
-    python -c "from pathlib import Path; from rlbench.atomic import write_bytes; write_bytes(Path('x.txt'), b'hi')"
+    python -c "from pathlib import Path; from rlbench.harness.atomic import *; write_bytes(Path('x.txt'), b'hi')"
 """
 
 from __future__ import annotations

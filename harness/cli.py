@@ -20,8 +20,8 @@ from pathlib import Path
 
 import click
 
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import Status
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import Status
 
 # compare: too few post-warm-up steps for the test to reach its level: neither a pass (0) nor a regression (1).
 EXIT_UNDECIDABLE = 3
@@ -34,8 +34,8 @@ def _user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from rlbench.run.runner import RunInterrupted
-        from rlbench.run.stop_signals import RunStop, describe
+        from rlbench.harness.run.runner import RunInterrupted
+        from rlbench.harness.run.stop_signals import RunStop, describe
 
         try:
             return fn(*args, **kwargs)
@@ -114,10 +114,10 @@ def run(
 ) -> None:
     """Run one benchmark and write its record under --out."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.run.runner import dry_run as plan_only
-    from rlbench.run.runner import execute
-    from rlbench.run.spec import build_run_spec
-    from rlbench.run.stop_signals import stop_signals
+    from rlbench.harness.run.runner import dry_run as plan_only
+    from rlbench.harness.run.runner import execute
+    from rlbench.harness.run.spec import build_run_spec
+    from rlbench.harness.run.stop_signals import stop_signals
 
     with stop_signals():  # SIGTERM/SIGHUP too, from here to the end of the record (the runner shares them)
         get_adapter(framework)  # an unknown framework is reported before the workload is read
@@ -188,7 +188,7 @@ def validate(workload: str) -> None:
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
     steps let the test decide nothing."""
-    from rlbench.record.compare import compare_records, format_table, parse_threshold
+    from rlbench.harness.record.compare import compare_records, format_table, parse_threshold
 
     results = compare_records(
         baseline, candidate, parse_threshold(threshold), notice=functools.partial(click.echo, err=True)
@@ -216,7 +216,7 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
 @_user_errors
 def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) -> None:
     """Render run records (folders, or results folders holding them) into one HTML report."""
-    from rlbench.record.compare import parse_threshold
+    from rlbench.harness.record.compare import parse_threshold
     from rlbench.reports.html import render_report
 
     click.echo(
@@ -244,8 +244,8 @@ def report(results: tuple[Path, ...], out: Path, history: bool, threshold: str) 
 @_user_errors
 def nightly(config_path: Path, update_baseline: bool) -> None:
     """Run the nightly matrix, compare with the baseline, write reports; exit 1 on regression or failure."""
-    from rlbench.nightly.config import load_nightly_config
-    from rlbench.nightly.gate import format_night, run_night
+    from rlbench.harness.nightly.config import load_nightly_config
+    from rlbench.harness.nightly.gate import format_night, run_night
 
     night_dir, night = run_night(
         load_nightly_config(config_path), update_baseline=update_baseline, echo=lambda line: click.echo(line, err=True)
@@ -299,8 +299,8 @@ def predict(
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
     import json
 
-    from rlbench.perfmodel import get_hardware
-    from rlbench.predict.run_prediction import (
+    from rlbench.harness.perfmodel import get_hardware
+    from rlbench.harness.predict.run_prediction import (
         LAYOUT_AXES,
         arch_for,
         hardware_for,
@@ -309,8 +309,8 @@ def predict(
         refuse_for_framework,
         sweep_layout_table,
     )
-    from rlbench.predict.tables import stage_table, sweep_table
-    from rlbench.run.parallel import parse_grid
+    from rlbench.harness.predict.tables import stage_table, sweep_table
+    from rlbench.harness.run.parallel import parse_grid
     from rlbench.workloads.catalog import load_workload
 
     arch = arch_for(model_config)
@@ -363,7 +363,7 @@ def _known_framework(framework: str) -> None:
 
 def _measured_floor(framework: str):
     """The floor `rlbench calibrate` cached for this framework here; only this machine's CPU has one."""
-    from rlbench.predict.floor_cache import load_floor
+    from rlbench.harness.predict.floor_cache import load_floor
 
     floor, why_not = load_floor(framework)
     if floor is None:
@@ -396,9 +396,9 @@ def _measured_floor(framework: str):
 @_user_errors
 def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     """Measure a framework's per-step floor here with tiny real runs; later predictions include it."""
-    from rlbench.out_dir import check_writable
-    from rlbench.predict.calibrate import calibrate as run_calibration
-    from rlbench.predict.calibrate import describe, parse_lengths
+    from rlbench.harness.out_dir import check_writable
+    from rlbench.harness.predict.calibrate import calibrate as run_calibration
+    from rlbench.harness.predict.calibrate import describe, parse_lengths
 
     check_writable(out)  # refused before the calibration runs, not when their records are written
     floor, cells, cache = run_calibration(
@@ -474,12 +474,12 @@ def sweep(
     resume: Path | None,
 ) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
-    from rlbench.run.parallel import parse_grid
-    from rlbench.settings import run_timeout_s
-    from rlbench.sweep import driver as sweeps
-    from rlbench.sweep.executors import make_executor, sigterm_as_ctrl_c
-    from rlbench.sweep.index import load_index
-    from rlbench.sweep.spread import format_summary, refusals
+    from rlbench.harness.run.parallel import parse_grid
+    from rlbench.harness.settings import run_timeout_s
+    from rlbench.harness.sweep import driver as sweeps
+    from rlbench.harness.sweep.executors import make_executor, sigterm_as_ctrl_c
+    from rlbench.harness.sweep.index import load_index
+    from rlbench.harness.sweep.spread import format_summary, refusals
 
     request = None
     if framework or workload or grid:
@@ -503,7 +503,7 @@ def sweep(
         sweeps.check_resume(resume, request)
         sweep_dir = resume
     else:
-        from rlbench.out_dir import check_writable
+        from rlbench.harness.out_dir import check_writable
 
         sweep_dir = sweeps.start(request, executor, check_writable(out))
     echo = functools.partial(click.echo, err=True)

@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 
 def _file_in_the_way(path: Path) -> Path | None:

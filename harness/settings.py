@@ -12,7 +12,7 @@ import math
 import os
 from pathlib import Path
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 RUN_TIMEOUT_ENV, CACHE_ENV = "RLBENCH_RUN_TIMEOUT_S", "RLBENCH_CACHE"
 DEFAULT_TIMEOUT_S = 7200.0  # per run

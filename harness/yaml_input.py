@@ -4,7 +4,7 @@ PyYAML keeps the last of two equal keys silently and raises UnicodeDecodeError o
 bytes that are not UTF-8; both are refused here as one `RLBenchError` naming the
 file, the line and the fix, so every command reads its YAML the same way.
 
-    from rlbench.yaml_input import read_yaml
+    from rlbench.harness.yaml_input import read_yaml
     read_yaml(Path("workloads/_gsm8k.yaml"), "workload file")  # {'data': {...}, 'prompt': {...}, ...}
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -16,7 +16,7 @@ import math
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from rlbench.record.schema import STEP_METRICS
+from rlbench.harness.record.schema import STEP_METRICS
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rlbench.record.schema import STEP_METRICS
+from rlbench.harness.record.schema import STEP_METRICS
 from rlbench.reports.hygiene import hygiene
 from rlbench.reports.load import load_runs
 from rlbench.reports.tables import peak_memory_metric

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import ruptures
 
-from rlbench.record.compare import configuration_key
-from rlbench.record.schema import STEP_METRICS, headline
+from rlbench.harness.record.compare import configuration_key
+from rlbench.harness.record.schema import STEP_METRICS, headline
+from rlbench.harness.run.parallel import knob_label
 from rlbench.reports.load import RunView
-from rlbench.run.parallel import knob_label
 
 HISTORY_METRICS = headline("history")
 PENALTY_PER_LOG_N = 3.0

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import jinja2
 
-from rlbench.atomic import write_bytes
-from rlbench.out_dir import check_writable, unwritable
-from rlbench.record.read import DamagedRecord
-from rlbench.record.store import utc_now
+from rlbench.harness.atomic import write_bytes
+from rlbench.harness.out_dir import check_writable, unwritable
+from rlbench.harness.record.read import DamagedRecord
+from rlbench.harness.record.store import utc_now
 from rlbench.reports import figures, tables
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history

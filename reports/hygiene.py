@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlbench.record.regression import samples_needed
+from rlbench.harness.record.regression import samples_needed
 from rlbench.reports.load import RunView
 
 # Other processes using half a core or more beside the framework: enough to move a 2-core CPU run by tens of

@@ -2,7 +2,7 @@
 
 Readers read only what a run left behind (asv's rule: results are files, never a
 live process). A folder argument may be one record or a tree of records; every
-`run.json` below it is taken. Each record is read by `rlbench.record.read.read_record`
+`run.json` below it is taken. Each record is read by `rlbench.harness.record.read.read_record`
 (migrated, guarded); its telemetry, comm and prediction files are checked here. A
 damaged record raises `DamagedRecord` naming the file and what is wrong: `rlbench
 report` names and skips it, `rlbench compare` refuses it (exit 2).
@@ -20,12 +20,12 @@ from typing import Any
 
 import pandas as pd
 
-from rlbench.errors import RLBenchError
-from rlbench.record.read import PARQUET_ERRORS, DamagedRecord, first_line, read_record
-from rlbench.record.schema import PREDICTION_FILE, RUN_FILE
-from rlbench.run.parallel import Parallelism
-from rlbench.run.profiling import COMM_FILE, TELEMETRY_FILE
-from rlbench.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.read import PARQUET_ERRORS, DamagedRecord, first_line, read_record
+from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE
+from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.run.profiling import COMM_FILE, TELEMETRY_FILE
+from rlbench.harness.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
 
 TELEMETRY_NUMERIC = tuple(c.name for c in TELEMETRY_COLUMNS if c.kind in ("float", "int"))
 

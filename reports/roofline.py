@@ -27,7 +27,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from rlbench.predict.run_prediction import STAGE_MAP
+from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.reports.load import RunView
 from rlbench.reports.scatter import prediction_problem
 from rlbench.reports.svg import Tips, View

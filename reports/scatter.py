@@ -6,9 +6,9 @@ two predictions and they mean different things, so they are drawn differently:
 - the bound (hollow): Brent's lower bound, what the hardware allows; a point below
   y = x beat the bound, which says the model is wrong, not that the run was fast;
 - the estimate (filled): the bound plus the overheads no datasheet states
-  (`rlbench.perfmodel.overheads`); distance from y = x is the model's error.
+  (`rlbench.harness.perfmodel.overheads`); distance from y = x is the model's error.
 Where a measured stage is several model stages (gen = prefill + decode) their
-predictions are summed (`rlbench.predict.run_prediction.STAGE_MAP`).
+predictions are summed (`rlbench.harness.predict.run_prediction.STAGE_MAP`).
 
     from rlbench.reports.scatter import prediction_points
     prediction_points(run)     # [{"stage", "kind", "predicted_s", "measured_s"}]
@@ -22,7 +22,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import seaborn as sns
 
-from rlbench.predict.run_prediction import STAGE_MAP
+from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 

@@ -1,6 +1,6 @@
 """Sweep and scaling views: each metric against each swept knob, every cell of the grid shown.
 
-A sweep's index (sweep.json, `rlbench.sweep.index`) says which cells ran, which failed
+A sweep's index (sweep.json, `rlbench.harness.sweep.index`) says which cells ran, which failed
 and which were refused before anything ran, and why. The report finds the indexes
 beside or under the folders it was given, joins each cell to its run record, and draws
 - one panel per (metric, swept axis): x the axis's values in the order the sweep asked
@@ -29,14 +29,14 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import STEP_METRICS
-from rlbench.record.store import effective_status
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import STEP_METRICS
+from rlbench.harness.record.store import effective_status
+from rlbench.harness.sweep.index import INDEX_FILE, load_index
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 from rlbench.reports.tables import peak_memory_metric
-from rlbench.sweep.index import INDEX_FILE, load_index
 
 _ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
 

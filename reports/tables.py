@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.record.read import DamagedRecord
-from rlbench.record.schema import STAGES, STEP_METRICS, headline
-from rlbench.record.store import effective_status
+from rlbench.harness.record.read import DamagedRecord
+from rlbench.harness.record.schema import STAGES, STEP_METRICS, headline
+from rlbench.harness.record.store import effective_status
 from rlbench.reports.load import RunView
 
 
@@ -169,7 +169,7 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
 
 
 def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    """Each term of the equal-work contract (`rlbench.run.equal_work`) and each named difference, by run: the value
+    """Each term of the equal-work contract (`harness.run.equal_work`) and each named difference, by run: the value
     the launch carried, or why the framework could not match it. Rows where the runs differ come first."""
     views = [(run, run.record.get("equal_work")) for run in runs]
     views = [(run, manifest) for run, manifest in views if isinstance(manifest, dict)]

@@ -8,7 +8,7 @@ CPU cores used by the framework's process tree and by the whole host (the gap is
 what other processes took) with the tree's resident memory.
 
 Frameworks log how long each stage took, not when it began, so a step's stages are
-laid end to end from the step's start in pipeline order (`rlbench.record.schema.STAGES`,
+laid end to end from the step's start in pipeline order (`rlbench.harness.record.schema.STAGES`,
 the order a colocated step runs them); the caption says so. Where a step's stages add
 up to less than the step, the gap at its end is the untimed rest (optimizer step,
 logging).
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from rlbench.record.schema import STAGES
+from rlbench.harness.record.schema import STAGES
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 

@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config, items):
     """Skip @pytest.mark.gpu tests on machines without an NVIDIA GPU."""
-    from rlbench.run.environment import gpus
+    from rlbench.harness.run.environment import gpus
 
     if gpus()[0]:
         return
@@ -52,10 +52,10 @@ def model_cache(tmp_path_factory) -> Path:
 def run_cli(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """`python -m rlbench ARGS` in a fresh process, as a user's shell would run it."""
+    """`python -m rlbench.harness ARGS` in a fresh process, as a user's shell would run it."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "rlbench", *args],
+        [sys.executable, "-m", "rlbench.harness", *args],
         capture_output=True,
         text=True,
         env=full_env,
@@ -116,7 +116,7 @@ def synthetic_record(folder: Path, step_times, version: int = 1, data: dict | No
     import numpy as np
     import pandas as pd
 
-    from rlbench.record.store import write_run_json, write_steps
+    from rlbench.harness.record.store import write_run_json, write_steps
     from rlbench.workloads.catalog import load_workload
 
     folder.mkdir(parents=True)

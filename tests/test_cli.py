@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from rlbench.cli import main
+from rlbench.harness.cli import main
 from tests.conftest import run_cli
 
 

@@ -1,6 +1,6 @@
 """Fault injection for readers, `validate` and input parsing: every bad input is one `error:` line, exit 2.
 
-Each case runs the real CLI in a fresh process (`python -m rlbench`) on a real input that
+Each case runs the real CLI in a fresh process (`python -m rlbench.harness`) on a real input that
 is damaged the way disks, editors and people damage them: a truncated run.json, a parquet
 file cut short, a workload with a stray brace, a config.json with 2.7 layers. The records
 are copies of a real TRL run (tests/data/records/trl-tiny). Asserted every time: the exit
@@ -205,11 +205,11 @@ def test_sweep_and_calibrate_out_under_a_regular_file(tmp_path, command):
 
 
 def _in_read_only_mount(mount: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python -m rlbench ARGS` in a private mount namespace where `mount` is a read-only tmpfs."""
+    """`python -m rlbench.harness ARGS` in a private mount namespace where `mount` is a read-only tmpfs."""
     mount.mkdir(exist_ok=True)
     script = f'mount -t tmpfs -o ro,size=64k tmpfs {mount} && exec "$@"'
     return subprocess.run(
-        ["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-m", "rlbench", *args],
+        ["unshare", "--mount", "sh", "-c", script, "sh", sys.executable, "-m", "rlbench.harness", *args],
         capture_output=True,
         text=True,
         cwd=PROJECT_ROOT,
@@ -510,7 +510,7 @@ def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
         [
             sys.executable,
             "-m",
-            "rlbench",
+            "rlbench.harness",
             "sweep",
             "--framework",
             "trl",

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import rlbench
+import rlbench.harness
 from tests.conftest import PROJECT_ROOT
 
-# source folder -> its path inside the wheel (setup.py's SOURCE_FOLDERS, inverted)
-FOLDERS = {
-    "harness": "rlbench",
-    "adapters": "rlbench/adapters",
-    "workloads": "rlbench/workloads",
-    "reports": "rlbench/reports",
-}
+# source folder -> its path inside the wheel: the folder's own path under the `rlbench` namespace, so that an
+# import path is the file's folder path (`harness/cli.py` is `rlbench.harness.cli`)
+FOLDERS = {folder: f"rlbench/{folder}" for folder in ("harness", "adapters", "workloads", "reports")}
 # Developer notes beside the code; everything else under the source folders is product.
 NOT_SHIPPED = {"README.md"}
 
@@ -76,7 +72,8 @@ def test_every_package_and_data_file_is_in_the_wheel(wheel: Path) -> None:
     # The kinds a hand-kept list once dropped: a subpackage, the data the embedded default reads offline.
     assert "rlbench/workloads/answers/__init__.py" in names
     assert {"rlbench/workloads/data/gsm8k/train.jsonl.gz", "rlbench/workloads/data/gsm8k/LICENSE"} <= names
-    assert "rlbench/build_commit.txt" in names
+    assert "rlbench/harness/build_commit.txt" in names
+    assert "rlbench/__init__.py" not in names  # a namespace: no module outside the four folders
 
 
 def test_every_package_folder_is_discovered(wheel: Path) -> None:
@@ -95,5 +92,5 @@ def test_every_package_folder_is_discovered(wheel: Path) -> None:
 def test_the_suite_runs_against_the_installed_wheel() -> None:
     if not os.environ.get("RLBENCH_WHEEL"):
         pytest.skip("RLBENCH_WHEEL is not set: an editable environment, not `nox -s tests`")
-    installed = Path(rlbench.__file__).resolve()  # an editable install would resolve to the checkout's harness/
-    assert installed.parent.name == "rlbench" and "site-packages" in installed.parts, installed
+    installed = Path(rlbench.harness.__file__).resolve()  # an editable install would resolve to the checkout's
+    assert installed.parent.parent.name == "rlbench" and "site-packages" in installed.parts, installed

@@ -16,9 +16,9 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.yaml_input import read_yaml
 from rlbench.workloads.spec import AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec, TinyModelSpec, Workload
-from rlbench.yaml_input import read_yaml
 
 WORKLOAD_DIR = Path(__file__).resolve().parent
 _SECTIONS = {"data": DataSpec, "prompt": PromptSpec, "algorithm": AlgorithmSpec, "sampling": SamplingSpec}

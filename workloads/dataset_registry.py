@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads.answers import boxed, numeric
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlparse
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry
 from rlbench.workloads.dataset_registry import Dataset, Row
 

@@ -15,8 +15,8 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rlbench.atomic import write_bytes
-from rlbench.errors import RLBenchError
+from rlbench.harness.atomic import write_bytes
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads.datasets import Problem, ProblemSet, load_split
 from rlbench.workloads.spec import Workload
 

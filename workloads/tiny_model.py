@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from rlbench.settings import cache_root
+from rlbench.harness.settings import cache_root
 from rlbench.workloads.spec import MOE_FIELDS, TinyModelSpec
 
 # Special tokens the model and the frameworks need; "<|endoftext|>" mirrors Qwen's EOS name.

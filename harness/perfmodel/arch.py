@@ -13,7 +13,7 @@ summed width; Qwen2-MoE adds a hidden x 1 gate on them). FLOPs count the active 
 a dense MLP (Qwen's `mlp_only_layers`, DeepSeek's `first_k_dense_replace`) are not modelled:
 every layer is taken as MoE.
 
-    from rlbench.perfmodel import get_arch, load_hf_config
+    from rlbench.harness.perfmodel import get_arch, load_hf_config
     arch = get_arch("Qwen2.5-7B-Instruct")
     arch.param_count().total          # 7_615_616_512 (Qwen reports 7.61B)
     mine = load_hf_config("/path/to/model/config.json")
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel.names import lookup
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel.names import lookup
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

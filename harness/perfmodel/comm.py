@@ -6,8 +6,8 @@ move (n-1)/n * S (S = the full, gathered size); all-to-all sends (n-1)/n of the 
 buffer. Time = bytes / per-direction link bandwidth; latency (the alpha term) is ignored,
 so small-message collectives (decode-time TP all-reduces) are optimistic.
 
-    from rlbench.perfmodel import get_hardware
-    from rlbench.perfmodel.comm import all_reduce_bytes, link_bandwidth, ring_bandwidth
+    from rlbench.harness.perfmodel import get_hardware
+    from rlbench.harness.perfmodel.comm import all_reduce_bytes, link_bandwidth, ring_bandwidth
     all_reduce_bytes(8, 1e9)                         # 1.75e9 bytes per GPU
     link_bandwidth(get_hardware("H100-SXM"), 16, 1)  # 50e9: a 16-rank all-to-all leaves through each GPU's NIC
     ring_bandwidth(get_hardware("H100-SXM"), 16, 1)  # 400e9: a 16-rank ring crosses 8 NICs a node
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlbench.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.hardware import Hardware
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

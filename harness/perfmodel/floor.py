@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rlbench.perfmodel.roofline import StageCost, largest_term
+from rlbench.harness.perfmodel.roofline import StageCost, largest_term
 
 # Which stages pay a floor per decode step (generation) and which once per step (the rest).
 PER_DECODE_STEP = frozenset({"gen"})

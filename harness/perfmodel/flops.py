@@ -25,7 +25,7 @@ Chowdhery et al. 2022, PaLM, appendix B):
 * Reference and old-policy log-probs are a forward only. The PPO critic has the actor's
   body with a scalar value head (hidden x 1) instead of the LM head.
 
-    from rlbench.perfmodel import get_arch, flops
+    from rlbench.harness.perfmodel import get_arch, flops
     arch = get_arch("Qwen2.5-7B-Instruct")
     flops.train_flops_per_token(arch, context=2048)        # 6N + 12*L*A*2048
     flops.decode_flops(arch, prompt_len=512, response_len=1024)   # one sequence's decode
@@ -33,7 +33,7 @@ Chowdhery et al. 2022, PaLM, appendix B):
 
 from __future__ import annotations
 
-from rlbench.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.arch import ModelArch
 
 
 def head_params(arch: ModelArch, *, value_head: bool = False) -> int:

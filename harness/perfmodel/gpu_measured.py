@@ -1,13 +1,13 @@
 """GPU rows measured on real machines: the datasheet row with what the GPU probe measured in its place.
 
 `benchmarks/gpu_check_results.py publish` writes one JSON file per GPU and driver into
-`measured/` beside this module, from `python -m rlbench.predict.gpu_probe` run by the GPU check;
+`measured/` beside this module, from `python -m rlbench.harness.predict.gpu_probe` run by the GPU check;
 each file cites its method and the dated entry in docs/measurements/ it came from. A measured
 row keeps the datasheet's name-independent facts (memory size, links, TDP, price) and takes
 the measured bf16 matmul peak, HBM copy bandwidth, per-layer latency and matmul rates by shape.
 MFU is never computed from it: MFU divides by the datasheet's dense peak.
 
-    from rlbench.perfmodel.gpu_measured import measured_hardware
+    from rlbench.harness.perfmodel.gpu_measured import measured_hardware
     row = measured_hardware("NVIDIA H200")          # None until a check on an H200 was published
 """
 
@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rlbench.perfmodel.hardware import Hardware, find_hardware
+from rlbench.harness.perfmodel.hardware import Hardware, find_hardware
 
 MEASURED_DIR = Path(__file__).with_name("measured")
 

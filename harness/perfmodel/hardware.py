@@ -6,7 +6,7 @@ halves them. A field the datasheet does not state is None, and everything comput
 comes out None ("n/a"); nothing is guessed. An unknown device name is an error, never a
 made-up peak.
 
-    from rlbench.perfmodel import get_hardware, cpu_hardware
+    from rlbench.harness.perfmodel import get_hardware, cpu_hardware
     h100 = get_hardware("H100-SXM")          # 989e12 dense bf16 FLOP/s, 3.35e12 B/s
     cpu = cpu_hardware(peak_flops=1.2e12, mem_bw=4.0e10, op_latency_s=3e-4)   # measured by a probe
 
@@ -19,7 +19,7 @@ ConnectX per GPU); other clusters differ, so pass your own row when they do.
 transformer layer's chain of kernels at a size where its arithmetic is negligible, i.e. the
 dispatch, launch and synchronisation floor every layer pays however small it is. No datasheet
 states it, so the GPU rows leave it None (their depth term then uses compute only); the CPU
-row takes it from `rlbench.predict.cpu_probe`. `overlaps_latency` says whether that floor hides behind
+row takes it from `rlbench.harness.predict.cpu_probe`. `overlaps_latency` says whether that floor hides behind
 the arithmetic: a GPU's host enqueues kernels asynchronously on a stream, so it does; eager
 PyTorch on a CPU runs each op on the thread that dispatched it, so dispatch and arithmetic add.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel.names import lookup
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel.names import lookup
 
 GB = 1e9
 TB = 1e12

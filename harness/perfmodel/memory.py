@@ -31,7 +31,7 @@ lengths this is the full length). vLLM pre-allocates more (gpu_memory_utilizatio
 trainer's model states throughout and alternate activations with the engine (verl frees
 the engine's memory while training); disaggregated pools are reported separately.
 
-    from rlbench.perfmodel.memory import estimate_memory
+    from rlbench.harness.perfmodel.memory import estimate_memory
     mem = estimate_memory(arch, shape, parallel, hw)
     mem.per_gpu_gb, mem.breakdown_gb, mem.fits
 """
@@ -41,12 +41,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
-from rlbench.perfmodel.stages import critic_params
-from rlbench.perfmodel.trainer_comm import experts_apart, local_params
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.rollout import kv_bytes_per_token_per_gpu
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.stages import critic_params
+from rlbench.harness.perfmodel.trainer_comm import experts_apart, local_params
 
 GIGA = 1e9
 ACTIVATION_BYTES_PER_TOKEN_HIDDEN_LAYER = 34

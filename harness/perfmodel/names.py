@@ -2,7 +2,7 @@
 
 Shared by the model-architecture and hardware tables so that both fail the same way:
 
-    from rlbench.perfmodel import get_hardware
+    from rlbench.harness.perfmodel import get_hardware
     get_hardware("H10")
     # RLBenchError: unknown hardware 'H10'; did you mean 'H100-SXM'? available: A100-40GB, ...
 """
@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Mapping
 from typing import TypeVar
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 T = TypeVar("T")
 

@@ -45,7 +45,7 @@ what no datasheet states, and the estimate adds it, stage by stage:
     colocated weight sync takes at least its weights per GPU / this rate.
 Every other constant comes from the measurement cited beside it, not from the published runs.
 
-    from rlbench.perfmodel.overheads import estimate_hardware, ENGINE_STEP_FLOOR_S
+    from rlbench.harness.perfmodel.overheads import estimate_hardware, ENGINE_STEP_FLOOR_S
     hw = estimate_hardware(get_hardware("H100-SXM"))      # op_latency_s = 36 kernels x 4.7 us
 """
 
@@ -55,11 +55,11 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.rollout import kv_bytes_per_token_per_gpu
-from rlbench.perfmodel.roofline import StageCost
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.rollout import kv_bytes_per_token_per_gpu
+from rlbench.harness.perfmodel.roofline import StageCost
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 
 # 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (2026-10-28, PyTorch).
 ACHIEVABLE_FRACTION = 0.80

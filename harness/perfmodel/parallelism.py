@@ -27,7 +27,7 @@ seconds; every byte count is per GPU and per direction (comm.py's convention).
   this model has none of), and samples are k policy versions old when generation is the faster
   side (the queue fills), 1 when it is the slower one (the trainer drains it).
 
-    from rlbench.perfmodel.parallelism import pipeline_bubble_fraction
+    from rlbench.harness.perfmodel.parallelism import pipeline_bubble_fraction
     pipeline_bubble_fraction(pp=8, micro_batches=32)              # 7/39 = 0.179 (1F1B)
     pipeline_bubble_fraction(pp=8, micro_batches=32, virtual=4)   # 7/135
 """
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from rlbench.perfmodel.comm import all_reduce_bytes, all_to_all_bytes
+from rlbench.harness.perfmodel.comm import all_reduce_bytes, all_to_all_bytes
 
 
 def tp_all_reduce_bytes(tp: int, tokens: float, hidden: int, dtype_bytes: int, *, layers: int, passes: int) -> float:

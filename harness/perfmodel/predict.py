@@ -38,7 +38,7 @@ Definitions:
   (the roofline prediction; the bound on GPU rows) for readers of older records.
 Anything that needs an unknown number (a link, a TDP, a price, a latency) is None, never a guess.
 
-    from rlbench.perfmodel import predict, WorkloadShape, ParallelShape
+    from rlbench.harness.perfmodel import predict, WorkloadShape, ParallelShape
     p = predict("Qwen2.5-7B-Instruct", WorkloadShape(prompts_per_step=64, group_size=8,
                 prompt_len=512, response_len=1024), ParallelShape(gpus=8), "H100-SXM")
     p.step_time_s, p.tokens_per_s, p.mfu, p.to_dict()
@@ -49,11 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rlbench.perfmodel.arch import ModelArch, get_arch
-from rlbench.perfmodel.floor import FrameworkFloor, apply_floor
-from rlbench.perfmodel.hardware import Hardware, get_hardware
-from rlbench.perfmodel.memory import MemoryEstimate, estimate_memory
-from rlbench.perfmodel.overheads import (
+from rlbench.harness.perfmodel.arch import ModelArch, get_arch
+from rlbench.harness.perfmodel.floor import FrameworkFloor, apply_floor
+from rlbench.harness.perfmodel.hardware import Hardware, get_hardware
+from rlbench.harness.perfmodel.memory import MemoryEstimate, estimate_memory
+from rlbench.harness.perfmodel.overheads import (
     ACHIEVABLE_FRACTION,
     FITTED,
     SOURCES,
@@ -68,11 +68,11 @@ from rlbench.perfmodel.overheads import (
     trainer_hardware,
     trainer_mfu,
 )
-from rlbench.perfmodel.parallelism import async_staleness
-from rlbench.perfmodel.rollout import decode_stage
-from rlbench.perfmodel.roofline import StageCost
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
-from rlbench.perfmodel.stages import build_stages
+from rlbench.harness.perfmodel.parallelism import async_staleness
+from rlbench.harness.perfmodel.rollout import decode_stage
+from rlbench.harness.perfmodel.roofline import StageCost
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.stages import build_stages
 
 GROUPS = {
     "generation": ("generation_prefill", "generation_decode"),

@@ -29,7 +29,7 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
   (parallelism.experts_touched): at B = 1, k of E; at a few dozen sequences, nearly all.
   FLOPs count the active experts only (flops.py). Prefill reads every expert.
 
-    from rlbench.perfmodel.rollout import decode_stage
+    from rlbench.harness.perfmodel.rollout import decode_stage
     stage = decode_stage(arch, shape, parallel, hw, achievable=1.0)
     stage.bound        # "memory" for a 7B model at a few dozen sequences per GPU
 """
@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import math
 
-from rlbench.perfmodel import flops as fl
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import Collective, all_reduce_bytes, merge, ring_bandwidth
-from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.parallelism import experts_touched
-from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel import flops as fl
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.comm import Collective, all_reduce_bytes, merge, ring_bandwidth
+from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallelism import experts_touched
+from rlbench.harness.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 
 
 def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = 2) -> float:

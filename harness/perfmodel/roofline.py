@@ -33,8 +33,8 @@ The stage's predicted time_s is the bound that matches how the device dispatches
 A row with no measured latency (every datasheet row: no datasheet states one) has no span:
 depth_time_s and brent_upper_s are None and time_s is the roofline W/p, a lower bound only.
 
-    from rlbench.perfmodel import get_hardware
-    from rlbench.perfmodel.roofline import Work, build_stage
+    from rlbench.harness.perfmodel import get_hardware
+    from rlbench.harness.perfmodel.roofline import Work, build_stage
     stage = build_stage("x", hw=get_hardware("H100-SXM"), achievable=1.0, gpus=8, flops=8e15, bytes=0.0,
                         comm=(), depth=1, critical=Work(flops=1e15, bytes=0.0))
     stage.time_s      # 1e15 / 989e12 s
@@ -45,8 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.perfmodel.comm import Collective, comm_time_s
-from rlbench.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.comm import Collective, comm_time_s
+from rlbench.harness.perfmodel.hardware import Hardware
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,7 +2,7 @@
 
 Both are frozen and check themselves: a bad value raises ValueError naming the field.
 
-    from rlbench.perfmodel import WorkloadShape, ParallelShape
+    from rlbench.harness.perfmodel import WorkloadShape, ParallelShape
     work = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=256, response_len=1024)
     par = ParallelShape(gpus=16, tp=2, rollout_tp=2)                 # dp derived: 8
     split = ParallelShape(gpus=16, placement="disaggregated", rollout_gpus=8, async_mode="one-step")

@@ -31,7 +31,7 @@ Trainer passes, per GPU (tp x pp model shards; ParallelShape.sharding over dp x 
 * Stage fusion (ParallelShape.fuse): the old-log-prob pass removed (rollout_logprobs,
   on_policy_old) or run with the reference in one pass (ref_old), see _logprob_passes.
 
-    from rlbench.perfmodel.stages import build_stages
+    from rlbench.harness.perfmodel.stages import build_stages
     for stage in build_stages(arch, shape, parallel, hw, achievable=1.0):
         print(stage.name, stage.time_s)
 """
@@ -42,14 +42,14 @@ import math
 from dataclasses import replace
 from typing import Literal
 
-from rlbench.perfmodel import flops as fl
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import Collective, all_gather_bytes, merge, ring_bandwidth
-from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.rollout import decode_stage, prefill_stage
-from rlbench.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
-from rlbench.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
+from rlbench.harness.perfmodel import flops as fl
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.comm import Collective, all_gather_bytes, merge, ring_bandwidth
+from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.rollout import decode_stage, prefill_stage
+from rlbench.harness.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28
 

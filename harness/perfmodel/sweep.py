@@ -5,7 +5,7 @@ with its reason; pass a list as `skipped` to collect (combination, reason) pairs
 is itself in the grid it is re-derived for each combination, so sweeping `gpus` or `tp` works.
 Predictions without a step time (an unknown link) rank last; equal times rank by memory per GPU.
 
-    from rlbench.perfmodel import ParallelShape, WorkloadShape, sweep
+    from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, sweep
     work = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
     skipped = []
     ranked = sweep(ParallelShape(gpus=16), {"tp": [1, 2, 4], "rollout_tp": [1, 2]},
@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.perfmodel.arch import ModelArch, get_arch
-from rlbench.perfmodel.hardware import Hardware, get_hardware
-from rlbench.perfmodel.names import lookup
-from rlbench.perfmodel.predict import Prediction, predict
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.arch import ModelArch, get_arch
+from rlbench.harness.perfmodel.hardware import Hardware, get_hardware
+from rlbench.harness.perfmodel.names import lookup
+from rlbench.harness.perfmodel.predict import Prediction, predict
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 
 FIELDS = tuple(f.name for f in dataclasses.fields(ParallelShape))
 

@@ -14,16 +14,16 @@ to the next stage forward and gradients back, v times more with v interleaved ch
 "Pass" counts the forward-equivalents that talk: 1 forward, 2 for forward + backward, 3 with
 a recomputed forward.
 
-    from rlbench.perfmodel.trainer_comm import trainer_comm
+    from rlbench.harness.perfmodel.trainer_comm import trainer_comm
 """
 
 from __future__ import annotations
 
 import math
 
-from rlbench.perfmodel import flops as fl
-from rlbench.perfmodel.arch import ModelArch
-from rlbench.perfmodel.comm import (
+from rlbench.harness.perfmodel import flops as fl
+from rlbench.harness.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel.comm import (
     Collective,
     all_gather_bytes,
     all_reduce_bytes,
@@ -32,9 +32,14 @@ from rlbench.perfmodel.comm import (
     merge,
     ring_bandwidth,
 )
-from rlbench.perfmodel.hardware import Hardware
-from rlbench.perfmodel.parallelism import ep_all_to_all_bytes, ring_attention_bytes, ring_exposed_s, tp_all_reduce_bytes
-from rlbench.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallelism import (
+    ep_all_to_all_bytes,
+    ring_attention_bytes,
+    ring_exposed_s,
+    tp_all_reduce_bytes,
+)
+from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 
 
 def experts_apart(arch: ModelArch, par: ParallelShape) -> bool:

@@ -20,10 +20,10 @@ from typing import Any
 
 import yaml
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import FrameworkFloor, measure_floor
-from rlbench.perfmodel.floor import MODEL_STAGE
-from rlbench.predict.run_prediction import STAGE_MAP
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import FrameworkFloor, measure_floor
+from rlbench.harness.perfmodel.floor import MODEL_STAGE
+from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.workloads.catalog import WORKLOAD_DIR
 
 BASE_WORKLOAD = "gsm8k-grpo-tiny"
@@ -74,7 +74,7 @@ def calibration_cell(run_dir: Path) -> dict[str, Any]:
     """Measured and predicted (without any floor) seconds per stage of one finished calibration run."""
     import json
 
-    from rlbench.record.read import read_record
+    from rlbench.harness.record.read import read_record
 
     record = read_record(run_dir)
     prediction = json.loads((run_dir / "prediction.json").read_text())
@@ -108,9 +108,9 @@ def calibrate(
 ) -> tuple[FrameworkFloor, list[dict[str, Any]], Path]:
     """Run the calibration cells, measure the floor, cache it: (floor, cells, cache file)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.predict.floor_cache import save_floor
-    from rlbench.run.runner import execute
-    from rlbench.run.spec import build_run_spec
+    from rlbench.harness.predict.floor_cache import save_floor
+    from rlbench.harness.run.runner import execute
+    from rlbench.harness.run.spec import build_run_spec
 
     get_adapter(framework).check_machine()  # unknown, not installed or unusable here: before anything runs
     out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ does, measured with torch (the library the frameworks compute with), best of sev
 cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, threads, torch version and
 PROBE_VERSION (about 10 s on 2 cores). What each figure measures and why: docs/cpu-probe.md.
 
-    python -m rlbench.predict.cpu_probe
+    python -m rlbench.harness.predict.cpu_probe
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlbench.atomic import write_bytes
-from rlbench.run.environment import cpu_model, package_version
+from rlbench.harness.atomic import write_bytes
+from rlbench.harness.run.environment import cpu_model, package_version
 
 PROBE_VERSION = 7  # bump when a measurement changes, so cached probes are re-measured (docs/cpu-probe.md)
 RATE_ROWS = (16, 64, 256, 1024, 4096)
@@ -35,7 +35,7 @@ UNIT = {"hidden": 64, "heads": 2, "kv_heads": 1, "head_dim": 32, "ffn": 172, "ca
 
 
 def _cache_file() -> Path:
-    from rlbench.settings import cache_root
+    from rlbench.harness.settings import cache_root
 
     return cache_root() / "cpu_probe.json"
 
@@ -165,8 +165,8 @@ def train_layer_flops(shape: dict[str, int], sequences: int, length: int) -> flo
     """The performance model's own count for one layer's forward + backward over `sequences`
     causal sequences of `length` (perfmodel/flops.py: 3 x (2N t + 4 A t(t+1)/2)), so that a
     stage's FLOPs divided by this rate give back the measured time on the probe's shape."""
-    from rlbench.perfmodel.arch import ModelArch
-    from rlbench.perfmodel.flops import head_params, sequence_forward_flops
+    from rlbench.harness.perfmodel.arch import ModelArch
+    from rlbench.harness.perfmodel.flops import head_params, sequence_forward_flops
 
     arch = ModelArch(
         layers=1, vocab=1, qkv_bias=True, **{k: shape[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn")}
@@ -291,7 +291,7 @@ def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
 
 def cpu_row(peaks: dict[str, Any] | None = None):
     """The performance model's "cpu" Hardware row from the (cached) measurements."""
-    from rlbench.perfmodel import cpu_hardware
+    from rlbench.harness.perfmodel import cpu_hardware
 
     peaks = peaks if peaks is not None else cpu_peaks()
     return cpu_hardware(

@@ -16,15 +16,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlbench.atomic import write_bytes
-from rlbench.perfmodel import FrameworkFloor
+from rlbench.harness.atomic import write_bytes
+from rlbench.harness.perfmodel import FrameworkFloor
 
 FLOOR_VERSION = 4  # bump when the model under the floor changes, so old floors are re-measured
 # (2: fp32 shape; 3: decode KV traffic; 4: the padded prompt width)
 
 
 def floor_file(framework: str) -> Path:
-    from rlbench.settings import cache_root
+    from rlbench.harness.settings import cache_root
 
     return cache_root() / f"floor-{framework}.json"
 
@@ -32,8 +32,8 @@ def floor_file(framework: str) -> Path:
 def machine_key(framework: str) -> dict[str, Any]:
     """What a floor depends on: the framework's version and the machine it runs on."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.predict.cpu_probe import PROBE_VERSION
-    from rlbench.run.environment import cpu_model, gpus, package_version
+    from rlbench.harness.predict.cpu_probe import PROBE_VERSION
+    from rlbench.harness.run.environment import cpu_model, gpus, package_version
 
     found = gpus()[0]
     key: dict[str, Any] = {

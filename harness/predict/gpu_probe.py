@@ -19,7 +19,7 @@ Device times come from CUDA events around batches of calls, each batch long enou
 that the events' resolution does not matter. A rate keeps the best batch (a peak: other work only
 slows a batch) and the median beside it, with n.
 
-    python -m rlbench.predict.gpu_probe --out gpu_probe.json
+    python -m rlbench.harness.predict.gpu_probe --out gpu_probe.json
 
 Without CUDA it says so in one line and exits 2.
 """
@@ -175,7 +175,7 @@ def decode_model(torch: Any):
     """A random bf16 model of DECODE_MODEL's shape (perfmodel's built-in row), on the GPU."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from rlbench.perfmodel.arch import BUILTIN_ARCHS
+    from rlbench.harness.perfmodel.arch import BUILTIN_ARCHS
 
     arch = BUILTIN_ARCHS[DECODE_MODEL]
     config = Qwen2Config(
@@ -240,7 +240,7 @@ def decode_steps(torch: Any) -> dict[str, Any]:
 
 def device_identity(torch: Any) -> dict[str, Any]:
     """GPU name, driver, and the software the numbers were taken with."""
-    from rlbench.run.environment import gpus, package_version
+    from rlbench.harness.run.environment import gpus, package_version
 
     found, driver = gpus()
     props = torch.cuda.get_device_properties(0)

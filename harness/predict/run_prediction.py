@@ -1,7 +1,7 @@
 """Connect runs to the work-depth model: predict a run's exact configuration, compare with it.
 
 Turns rlbench's workload, parallelism, model and machine into the pure model's
-inputs (`rlbench.perfmodel`), and a finished run's summary into measured/predicted
+inputs (`rlbench.harness.perfmodel`), and a finished run's summary into measured/predicted
 ratios per stage. CPU runs use the peaks measured on this machine (`cpu_probe`);
 a GPU missing from the cited hardware table gives no prediction ("n/a"), never a
 guessed peak. Where `rlbench calibrate` measured the framework's per-step floor on this
@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import (
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import (
     FrameworkFloor,
     Hardware,
     ModelArch,
@@ -31,9 +31,9 @@ from rlbench.perfmodel import (
     load_hf_config,
     predict,
 )
-from rlbench.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
-from rlbench.predict.floor_cache import load_floor
-from rlbench.run.parallel import Parallelism
+from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
+from rlbench.harness.predict.floor_cache import load_floor
+from rlbench.harness.run.parallel import Parallelism
 from rlbench.workloads.spec import ModelSpec, Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
@@ -74,7 +74,7 @@ def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) ->
     per GPU (never below one whole sequence), as verl's and OpenRLHF's dynamic batching packs them,
     and a CUDA-graph vLLM engine with the equal-work contract's limits (256 sequences; half of a
     colocated GPU, 0.9 of a rollout GPU of its own) where the placement is known."""
-    from rlbench.run.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
+    from rlbench.harness.run.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
 
     fields: dict[str, Any] = {
         "micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len),
@@ -93,7 +93,7 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism, 
     packing, KV cache, dtype) and the rollout engine's mode from the equal-work contract every adapter
     launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.run.spec import RunSpec
+    from rlbench.harness.run.spec import RunSpec
 
     fields = get_adapter(framework).launch_shape(
         RunSpec(framework=framework, workload=workload, parallel=parallel), lane
@@ -107,7 +107,7 @@ def launch_shape(
     """The workload as launched with these `--parallel` pairs: the framework's launch shape (its CPU lane's
     where `lane`, i.e. on the CPU row), or the neutral one without a framework. A bad pair is an
     RLBenchError, as for `rlbench run`."""
-    from rlbench.run.parallel import parse_parallel
+    from rlbench.harness.run.parallel import parse_parallel
 
     parallel = parse_parallel(pairs)
     shape = workload_shape(workload)
@@ -117,7 +117,7 @@ def launch_shape(
 
 def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> dict[str, Any]:
     """The rollout engine's mode and limits as every adapter launches it (the equal-work contract)."""
-    from rlbench.run.equal_work import contract
+    from rlbench.harness.run.equal_work import contract
 
     engine = contract(workload, parallel).engine
     if fields.get("kv_cache") == "concat":  # Hugging Face generate: eager, the whole batch at once
@@ -131,7 +131,7 @@ def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, A
 
 def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
     """'eager' for Hugging Face generate (no paged cache) or an engine launched with enforce_eager."""
-    from rlbench.run.equal_work import contract
+    from rlbench.harness.run.equal_work import contract
 
     if fields.get("kv_cache") == "concat" or contract(workload, parallel).engine.enforce_eager:
         return "eager"
@@ -186,7 +186,7 @@ def predict_layout(
     floor: FrameworkFloor | None = None,
 ) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
-    from rlbench.run.parallel import check_heads, check_model_split, parse_parallel
+    from rlbench.harness.run.parallel import check_heads, check_model_split, parse_parallel
 
     parsed = parse_parallel(pairs)
     check_heads(parsed, arch, arch.name)  # the same refusals as `rlbench run` and `rlbench sweep`
@@ -198,7 +198,7 @@ def predict_layout(
         raise RLBenchError(str(exc)) from None
 
 
-# The layout axes `predict --sweep` ranks (rlbench.perfmodel.sweep_layouts); other knobs are fixed by --parallel.
+# The layout axes `predict --sweep` ranks (rlbench.harness.perfmodel.sweep_layouts); --parallel fixes the rest.
 LAYOUT_AXES = ("tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement")
 
 
@@ -215,7 +215,7 @@ def sweep_layout_table(
     floor: FrameworkFloor | None = None,
     lane: bool = False,
 ) -> dict[str, Any]:
-    """Rank layouts on `gpus` GPUs with `rlbench.perfmodel.sweep_layouts`: {"ranked", "skipped", "notes"}.
+    """Rank layouts on `gpus` GPUs with `rlbench.harness.perfmodel.sweep_layouts`: {"ranked", "skipped", "notes"}.
     lane: each layout takes the framework's CPU-lane launch shape (the CPU row).
 
     Each axis of LAYOUT_AXES takes the values `grid` gives it, else sweep_layouts' default range when
@@ -223,8 +223,8 @@ def sweep_layout_table(
     the neutral one). With a framework, a layout it refuses (`rlbench run` would) is skipped with
     check "framework". The trainer shards as Megatron's distributed optimizer ("optimizer"), the
     backend that trainer tp, pp, cp and ep select."""
-    from rlbench.perfmodel.sweep import sweep_layouts
-    from rlbench.run.parallel import knob_pairs, parse_parallel
+    from rlbench.harness.perfmodel.sweep import sweep_layouts
+    from rlbench.harness.run.parallel import knob_pairs, parse_parallel
 
     for key in grid:
         if key not in LAYOUT_AXES:
@@ -307,7 +307,7 @@ def sweep_layout_table(
 
 def _axis_value(axis: str, raw: str) -> int | str:
     """One --sweep value, checked as --parallel checks it."""
-    from rlbench.run.parallel import PLACEMENTS
+    from rlbench.harness.run.parallel import PLACEMENTS
 
     if axis == "placement":
         if raw not in PLACEMENTS:
@@ -324,7 +324,7 @@ def _axis_value(axis: str, raw: str) -> int | str:
 
 def _layout_pairs(layout: ParallelShape, fixed: Parallelism) -> list[str]:
     """The --parallel pairs of one swept layout: its axes and dp, the fixed knobs as given."""
-    from rlbench.run.parallel import knob_pairs
+    from rlbench.harness.run.parallel import knob_pairs
 
     knobs = {
         **fixed.non_default(),
@@ -355,8 +355,8 @@ def _framework_refusal(framework: str | None, workload: Workload, pairs: list[st
 def refuse_for_framework(framework: str, workload: Workload, pairs: tuple[str, ...] | list[str]) -> None:
     """The framework's refusal of knobs it cannot honour, whatever the machine (the adapter's `refuse_knobs`)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.run.parallel import parse_parallel
-    from rlbench.run.spec import RunSpec
+    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.run.spec import RunSpec
 
     spec = RunSpec(framework=framework, workload=workload, parallel=parse_parallel(pairs))
     get_adapter(framework).refuse_knobs(spec)
@@ -446,7 +446,7 @@ def hardware_for(environment: dict[str, Any]) -> Hardware | None:
     """The cited row of the run's GPU, the measured CPU row on a CPU run, None for an unknown GPU."""
     if environment.get("gpus"):
         return find_hardware(environment["gpus"][0]["name"])
-    from rlbench.predict.cpu_probe import cpu_row
+    from rlbench.harness.predict.cpu_probe import cpu_row
 
     return cpu_row()  # peaks and per-op latency measured on this machine, cached
 

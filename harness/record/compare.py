@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.record.read import DamagedRecord, read_record
-from rlbench.record.regression import Comparison, compare_samples
-from rlbench.record.schema import STEP_METRICS, Status
-from rlbench.run.equal_work import manifest_changes
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.read import DamagedRecord, read_record
+from rlbench.harness.record.regression import Comparison, compare_samples
+from rlbench.harness.record.schema import STEP_METRICS, Status
+from rlbench.harness.run.equal_work import manifest_changes
 from rlbench.workloads.spec import TinyModelSpec
 
 

@@ -1,11 +1,11 @@
 """Read one run record back: the one reader every command uses (report, compare, nightly, sweep, calibrate).
 
-`read_record` returns run.json migrated to the current schema (`rlbench.record.schema.migrate`), with
+`read_record` returns run.json migrated to the current schema (`rlbench.harness.record.schema.migrate`), with
 every current `--parallel` knob, and `steps` as a DataFrame or None. A record whose files cannot be read
 (a truncated run.json, a damaged steps.parquet, a field of the wrong type) raises `DamagedRecord` naming
 the file and what is wrong; a record of a newer schema raises it too, saying to upgrade.
 
-    python -c "from rlbench.record.read import read_record; print(read_record('results/<run_id>')['status'])"
+    python -c "from rlbench.harness.record.read import read_record; print(read_record('results/<run_id>')['status'])"
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 import pyarrow
 
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE, SchemaError, migrate
-from rlbench.run.parallel import Parallelism
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE, SchemaError, migrate
+from rlbench.harness.run.parallel import Parallelism
 
 # What a pyarrow/pandas parquet read raises on a damaged file (ArrowInvalid is also a ValueError,
 # ArrowIOError an OSError); anything else from the reader is a bug and keeps its traceback.
@@ -48,7 +48,7 @@ def _dicts(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 
 
-# run.json fields (rlbench.record.schema.RunRecord) that readers index below the top level, and what each
+# run.json fields (rlbench.harness.record.schema.RunRecord) that readers index below the top level, and what each
 # must be when present and not null (null means "not measured"). A record that breaks one is damaged.
 FIELD_CHECKS: dict[tuple[str, ...], tuple[Any, str]] = {
     ("error",): (dict, "a mapping"),

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Literal, TypedDict
 
 # 2: `tp` is the trainer's tensor parallelism; version-1 records without `rollout_tp` used it for the rollout's
-# (migrate moves it). The sweep index's version 2 (rlbench.sweep.index) is the same change.
+# (migrate moves it). The sweep index's version 2 (rlbench.harness.sweep.index) is the same change.
 SCHEMA_VERSION = 2
 
 Direction = Literal["higher", "lower", "neutral"]
@@ -206,7 +206,7 @@ STATUSES = (Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
 TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
 ABANDONED = Status.ABANDONED
 
-# error.kind: why a run is not "succeeded" (rlbench.run.failure_cause classifies the framework's own failures).
+# error.kind: why a run is not "succeeded" (rlbench.harness.run.failure_cause classifies the framework's own failures).
 ERROR_KINDS: dict[str, str] = {
     "framework_error": "the framework exited non-zero; message is the log line with the error",
     "oom": "out of memory, from evidence: OOM text in the log, a kernel OOM kill, or SIGKILL at the memory limit",
@@ -217,7 +217,7 @@ ERROR_KINDS: dict[str, str] = {
     "record_error": "the run ended but a record file could not be written (full disk, read-only filesystem)",
 }
 
-# The record's files, in one run folder (rlbench.record.store writes them, rlbench.record.read reads them).
+# The record's files, in one run folder (record.store writes them, record.read reads them).
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
 
 
@@ -240,7 +240,7 @@ class RunError(TypedDict, total=False):
     kind: str  # one of ERROR_KINDS
     message: str  # one line: why
     log_tail: list[str]  # last lines of framework.log
-    evidence: list[str]  # what made an OOM an OOM (rlbench.run.failure_cause)
+    evidence: list[str]  # what made an OOM an OOM (rlbench.harness.run.failure_cause)
     signal: str  # the signal's name, for an interrupted or killed run
 
 
@@ -264,13 +264,13 @@ class _RunStart(TypedDict):
     # what was run
     framework: FrameworkIdentity
     workload: dict[str, Any]  # the resolved workload (every field, after includes)
-    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.run.parallel.Parallelism.to_dict)
+    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.harness.run.parallel.Parallelism.to_dict)
     seed: int  # seed given to the framework
     timeout_s: float  # the framework is stopped past this (RLBENCH_TIMEOUT_S)
     model_path: str  # local folder of the model the framework loaded
     data: DataIdentity | None  # the problems trained on; absent in records written before it existed
     cpu_lane: dict[str, Any] | None  # what the CPU lane substitutes (shims, settings), or null (Adapter.lane)
-    # {contract, applied, differences, resolved?}: the equal-work contract (rlbench.run.equal_work), the framework
+    # {contract, applied, differences, resolved?}: the equal-work contract (harness.run.equal_work), the framework
     # setting that carried each term, what it could not match, and the terms as the framework resolved them
     # (docs/equal-work.md); null for an adapter without a mapping
     equal_work: dict[str, Any] | None
@@ -288,7 +288,7 @@ class _RunStart(TypedDict):
 
 class RunRecord(_RunStart, total=False):
     """run.json: the start fields, then what the run's end adds (a slim record on a full disk leaves the large
-    ones out: rlbench.run.runner._LARGE_FIELDS)."""
+    ones out: rlbench.harness.run.runner._LARGE_FIELDS)."""
 
     schema_version: int  # SCHEMA_VERSION when written (added by record.store.write_run_json)
     # how the framework process ended

@@ -7,7 +7,7 @@ two sweeps) writing into one results folder never overwrite each other.
 
     rlbench run --framework trl --workload gsm8k-grpo-tiny --steps 3   # writes results/<run_id>/
 
-Reading a record back is `rlbench.record.read.read_record`.
+Reading a record back is `rlbench.harness.record.read.read_record`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from rlbench.atomic import replacing, write_bytes
-from rlbench.record.read import read_run_json, read_steps
-from rlbench.record.schema import (
+from rlbench.harness.atomic import replacing, write_bytes
+from rlbench.harness.record.read import read_run_json, read_steps
+from rlbench.harness.record.schema import (
     RUN_FIELDS,
     RUN_FILE,
     SCHEMA_VERSION,
@@ -95,7 +95,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 def _versioned(record: RunRecord) -> dict[str, Any]:
     unknown = sorted(set(record) - RUN_FIELDS)
-    assert not unknown, f"run.json fields outside rlbench.record.schema.RunRecord: {unknown}"  # add them there
+    assert not unknown, f"run.json fields outside rlbench.harness.record.schema.RunRecord: {unknown}"  # add them there
     return {"schema_version": SCHEMA_VERSION, **record}
 
 
@@ -212,6 +212,6 @@ def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, 
 
 
 def load_record(run_dir: str | Path) -> dict[str, Any]:
-    """The name callers used before `rlbench.record.read.read_record`; kept for callers not yet moved
+    """The name callers used before `rlbench.harness.record.read.read_record`; kept for callers not yet moved
     (tests/sweep). The same reading, migration and damage guard, without the field checks of a full read."""
     return {**read_run_json(run_dir), "steps": read_steps(run_dir)}

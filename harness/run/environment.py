@@ -1,7 +1,7 @@
 """What a run ran on: package versions, git sha, CPU, memory and GPUs.
 
 Collected without importing any framework (package metadata, /proc, and the GPUs from
-`rlbench.telemetry.accelerators`), so it is cheap and safe in the parent process.
+`rlbench.harness.telemetry.accelerators`), so it is cheap and safe in the parent process.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from typing import Any
 
 import psutil
 
-import rlbench
-from rlbench.telemetry.accelerators import gpus
+import rlbench.harness
+from rlbench.harness.telemetry.accelerators import gpus
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # A source checkout runs rlbench from harness/; an installed wheel has no checkout and carries the commit
 # it was built from (setup.py writes it).
-FROM_CHECKOUT = Path(__file__).resolve().parents[1].name == "harness"
-BUILD_COMMIT = Path(rlbench.__file__).with_name("build_commit.txt")
+FROM_CHECKOUT = Path(__file__).resolve().parents[2].name != "rlbench"  # installed: rlbench/harness/run/
+BUILD_COMMIT = Path(rlbench.harness.__file__).with_name("build_commit.txt")
 
 
 def package_version(distribution: str) -> str | None:
@@ -132,4 +132,4 @@ def collect_environment(framework_distributions: tuple[str, ...] = ()) -> dict[s
 
 
 def rlbench_identity() -> dict[str, Any]:
-    return {"version": rlbench.__version__, "git_sha": git_sha()}
+    return {"version": rlbench.harness.__version__, "git_sha": git_sha()}

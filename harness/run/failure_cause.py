@@ -8,7 +8,7 @@ an error exit is a framework error whose message is the log line with the error
 (the exception line, not whatever the framework printed last) and whose tail is
 the traceback around it.
 
-    python -c "from pathlib import Path; from rlbench.run.failure_cause import classify; \\
+    python -c "from pathlib import Path; from rlbench.harness.run.failure_cause import classify; \\
         print(classify(1, Path('results/<run_id>'), None)['message'])"
 """
 

@@ -6,7 +6,7 @@ whole process group (plus descendants that left it) on a stop signal, a timeout,
 or when the leader exits and leaves workers behind. It returns an `Outcome`; the
 runner turns that into the record.
 
-    python -c "from rlbench.run.framework_process import launch; help(launch)"
+    python -c "from rlbench.harness.run.framework_process import launch; help(launch)"
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 
 from rlbench.adapters.base import LaunchPlan
-from rlbench.run.failure_cause import LOG_FILE
-from rlbench.run.stop_signals import RunStop, StopSignals
+from rlbench.harness.run.failure_cause import LOG_FILE
+from rlbench.harness.run.stop_signals import RunStop, StopSignals
 
 POLL_S = 0.5
 GRACEFUL_STOP_S, KILL_WAIT_S = 10.0, 5.0

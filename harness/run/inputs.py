@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads.datasets import hub_unreachable
 from rlbench.workloads.prompts import PromptRecord, select_prompts, shuffled, workload_problems
 from rlbench.workloads.spec import Workload

@@ -7,7 +7,7 @@ with the reason, before anything launches.
     rlbench run --framework verl --workload gsm8k-grpo --parallel dp=4 --parallel tp=2 --parallel rollout_tp=2
 
 `tp` is the trainer's tensor parallelism; the rollout engine's is `rollout_tp`. Records written
-before the two were separated used `tp` for the rollout's: `rlbench.record.schema.migrate` moves it.
+before the two were separated used `tp` for the rollout's: `rlbench.harness.record.schema.migrate` moves it.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 if TYPE_CHECKING:
-    from rlbench.perfmodel.arch import ModelArch
+    from rlbench.harness.perfmodel.arch import ModelArch
 
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy

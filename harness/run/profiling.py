@@ -19,10 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from rlbench import settings
-from rlbench.atomic import replacing
-from rlbench.settings import sample_hz
-from rlbench.telemetry import (
+from rlbench.harness import settings
+from rlbench.harness.atomic import replacing
+from rlbench.harness.settings import sample_hz
+from rlbench.harness.telemetry import (
     cost_per_mtok_usd,
     energy_per_mtok_j,
     nccl_env,
@@ -31,7 +31,7 @@ from rlbench.telemetry import (
     start_sampler,
     summarize_collectives,
 )
-from rlbench.telemetry.sampler import SamplerHandle
+from rlbench.harness.telemetry.sampler import SamplerHandle
 
 TELEMETRY_FILE, COMM_FILE, NCCL_PREFIX = "telemetry.parquet", "comm.parquet", "nccl"
 # per_step_telemetry column -> steps.parquet column

@@ -24,10 +24,10 @@ import psutil
 
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.predict.run_prediction import measured_vs_predicted, predict_run
-from rlbench.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
-from rlbench.record.store import (
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.predict.run_prediction import measured_vs_predicted, predict_run
+from rlbench.harness.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
+from rlbench.harness.record.store import (
     HEARTBEAT_S,
     heartbeat,
     new_run_dir,
@@ -39,15 +39,15 @@ from rlbench.record.store import (
     write_run_json_in_place,
     write_steps,
 )
-from rlbench.run import profiling
-from rlbench.run.derive import derive_step_metrics, model_flops_utilisation
-from rlbench.run.environment import collect_environment, rlbench_identity
-from rlbench.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
-from rlbench.run.framework_process import Outcome, launch
-from rlbench.run.inputs import prepare_inputs
-from rlbench.run.spec import RunSpec
-from rlbench.run.step_stamps import apply_stamps, note_seen
-from rlbench.run.stop_signals import RunStop, StopSignals, describe, stop_signals
+from rlbench.harness.run import profiling
+from rlbench.harness.run.derive import derive_step_metrics, model_flops_utilisation
+from rlbench.harness.run.environment import collect_environment, rlbench_identity
+from rlbench.harness.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
+from rlbench.harness.run.framework_process import Outcome, launch
+from rlbench.harness.run.inputs import prepare_inputs
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.run.step_stamps import apply_stamps, note_seen
+from rlbench.harness.run.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.workloads.prompts import write_prompts
 
 
@@ -423,7 +423,7 @@ def _end_record(run_dir: Path, record: RunRecord) -> None:
 
 def _gpu_price(environment: dict[str, Any]) -> float | None:
     """The cited default $/GPU-hour of the run's GPU, if the hardware table has one."""
-    from rlbench.perfmodel import find_hardware
+    from rlbench.harness.perfmodel import find_hardware
 
     row = find_hardware(environment["gpus"][0]["name"]) if environment["gpus"] else None
     return row.usd_per_gpu_hour if row is not None else None

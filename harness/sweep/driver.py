@@ -2,8 +2,8 @@
 
 The grid is expanded into cells; a cell its adapter refuses is marked `refused`
 with the adapter's reason before anything runs. The other cells run one at a time
-through an executor (`rlbench.sweep.executors`); each run's outcome, failed or not, goes
-into the sweep index (`rlbench.sweep.index`) and the sweep goes on. Repeats are the
+through an executor (`rlbench.harness.sweep.executors`); each run's outcome, failed or not, goes
+into the sweep index (`rlbench.harness.sweep.index`) and the sweep goes on. Repeats are the
 outer loop (every configuration once, then again), so slow drift of the machine
 spreads over configurations instead of biasing one.
 
@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.record.read import read_record
-from rlbench.record.schema import Status
-from rlbench.record.store import utc_now
-from rlbench.run.parallel import knob_pairs, parse_parallel
-from rlbench.run.runner import RunInterrupted
-from rlbench.run.spec import RunSpec
-from rlbench.sweep.executors import Executor, RunResult, Terminated, failure
-from rlbench.sweep.index import (
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.read import read_record
+from rlbench.harness.record.schema import Status
+from rlbench.harness.record.store import utc_now
+from rlbench.harness.run.parallel import knob_pairs, parse_parallel
+from rlbench.harness.run.runner import RunInterrupted
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.sweep.executors import Executor, RunResult, Terminated, failure
+from rlbench.harness.sweep.index import (
     INDEX_FILE,
     INTERRUPTED,
     PENDING,
@@ -43,7 +43,7 @@ from rlbench.sweep.index import (
     locked,
     save_index,
 )
-from rlbench.sweep.spread import cell_label, group_spread
+from rlbench.harness.sweep.spread import cell_label, group_spread
 
 
 class SweepInterrupted(RunInterrupted):

@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import Status
-from rlbench.record.store import new_unique_dir, utc_now, write_json
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import Status
+from rlbench.harness.record.store import new_unique_dir, utc_now, write_json
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
 SWEEP_SCHEMA_VERSION = 2  # 2: `tp` is the trainer's tensor parallelism; version 1's `tp` was the rollout's
@@ -50,7 +50,7 @@ INDEX_FIELDS: dict[str, str] = {
     "created_at": "ISO-8601 UTC",
     "updated_at": "ISO-8601 UTC of the last write",
     "cells": "list of cells, in run order (see CELL_FIELDS)",
-    "groups": "spread over the repeats of each configuration (rlbench.sweep.spread.group_spread)",
+    "groups": "spread over the repeats of each configuration (rlbench.harness.sweep.spread.group_spread)",
 }
 CELL_FIELDS: dict[str, str] = {
     "id": "c<index>, stable across resumes",

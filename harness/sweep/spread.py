@@ -15,8 +15,8 @@ import json
 import statistics
 from typing import Any
 
-from rlbench.record.schema import STEP_METRICS, Status, headline
-from rlbench.run.parallel import knob_label
+from rlbench.harness.record.schema import STEP_METRICS, Status, headline
+from rlbench.harness.run.parallel import knob_label
 
 METRICS = headline("sweep")
 

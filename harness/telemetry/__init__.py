@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# Lazy, so that the sampler process (`python -m rlbench.telemetry.sample_loop`) does not
+# Lazy, so that the sampler process (`python -m rlbench.harness.telemetry.sample_loop`) does not
 # pay for importing pandas: it needs only psutil, nvidia-ml-py and, at the end, pyarrow.
 _EXPORTS = {
     "SamplerHandle": "sampler",
@@ -35,5 +35,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
-        raise AttributeError(f"module 'rlbench.telemetry' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"rlbench.telemetry.{_EXPORTS[name]}"), name)
+        raise AttributeError(f"module 'rlbench.harness.telemetry' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"rlbench.harness.telemetry.{_EXPORTS[name]}"), name)

@@ -4,7 +4,7 @@ NVML (nvidia-ml-py) gives names, memory and the driver; without it `nvidia-smi` 
 without either, where the driver shows GPUs (/dev/nvidiaN), torch's CUDA count says how many there
 are. Their name is then unknown, so a run on them is priced "n/a", never on the CPU row.
 
-    python -c "from rlbench.telemetry.accelerators import gpus; print(gpus())"
+    python -c "from rlbench.harness.telemetry.accelerators import gpus; print(gpus())"
 """
 
 from __future__ import annotations

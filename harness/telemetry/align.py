@@ -1,7 +1,7 @@
 """Per-step telemetry: energy, power, utilisation and memory of each RL step.
 
 Pure: takes the recorded `telemetry.parquet` table (columns in
-`rlbench.telemetry.columns`; several hosts may be concatenated) and the steps
+`rlbench.harness.telemetry.columns`; several hosts may be concatenated) and the steps
 table (`step`, `step_start_unix_s`, `step_end_unix_s`) and returns one row per step.
 
 Energy of a step, per GPU: the cumulative NVML energy counter, linearly
@@ -11,7 +11,7 @@ the partial intervals at both ends). A GPU whose samples do not cover the whole
 step gives NaN rather than an extrapolated guess, and the step's energy (the sum
 over all GPUs of all hosts) is then NaN too. No GPU rows: NaN.
 
-    python -c "import pandas as pd; from rlbench.telemetry.align import per_step_telemetry; \\
+    python -c "import pandas as pd; from rlbench.harness.telemetry.align import per_step_telemetry; \\
         print(per_step_telemetry(pd.read_parquet('runs/x/telemetry.parquet'), pd.read_parquet('runs/x/steps.parquet')))"
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rlbench.telemetry.columns import NAMES
-from rlbench.telemetry.windows import assign_steps, check_steps
+from rlbench.harness.telemetry.columns import NAMES
+from rlbench.harness.telemetry.windows import assign_steps, check_steps
 
 REQUIRED_COLUMNS = ("time_unix_s", "host", "source", "device")
 

@@ -4,7 +4,7 @@ One row is one reading of one source at one tick: `source == "host"` rows carry
 the host and process-tree columns (device -1), `source == "gpu"` rows carry the
 NVML columns (device = NVML index). Columns of the other source are null.
 
-    python -c "from rlbench.telemetry.columns import COLUMNS; print(*COLUMNS, sep='\\n')"
+    python -c "from rlbench.harness.telemetry.columns import COLUMNS; print(*COLUMNS, sep='\\n')"
 """
 
 from __future__ import annotations

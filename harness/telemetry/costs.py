@@ -6,7 +6,7 @@ prices for one GPU type vary 2-5x between providers), never defaults hidden in h
     cost = (GPU-hours x $/GPU-hour + kWh x $/kWh) / tokens x 1e6
     kWh  = J / 3.6e6
 
-    python -c "from rlbench.telemetry.costs import cost_per_mtok_usd; \\
+    python -c "from rlbench.harness.telemetry.costs import cost_per_mtok_usd; \\
         print(cost_per_mtok_usd(gpu_hours=8.0, gpu_hour_usd=3.0, energy_j=2.0e7, kwh_usd=0.15, tokens=5e7))"
 """
 

@@ -12,7 +12,7 @@ that tick reads high). CPU of a process that starts and exits between two
 rebuilds is not seen. cpu_times have the kernel's 10 ms tick resolution, so at
 20 Hz one reading of a busy process jitters by about +-20 %.
 
-    python -c "from rlbench.telemetry.host_probe import ProcessTree; import os; \\
+    python -c "from rlbench.harness.telemetry.host_probe import ProcessTree; import os; \\
         t = ProcessTree(os.getpid()); print(t.sample(), t.root_alive())"
 """
 

@@ -21,7 +21,7 @@ bus factor (2(n-1)/n AllReduce; (n-1)/n AllGather, ReduceScatter, AlltoAll,
 Gather, Scatter; 1 Broadcast, Reduce, Send, Recv), so bus_bytes / time is busbw
 (nccl-tests doc/PERFORMANCE.md, src/*.cu GetBw).
 
-    python -c "from rlbench.telemetry.nccl import parse_nccl_log, summarize_collectives; \\
+    python -c "from rlbench.harness.telemetry.nccl import parse_nccl_log, summarize_collectives; \\
         print(summarize_collectives(parse_nccl_log(open('tests/data/nccl_coll_sample.log'))))"
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlbench.telemetry.windows import assign_steps, check_steps
+from rlbench.harness.telemetry.windows import assign_steps, check_steps
 
 # ncclDataType_t (src/nccl.h.in): id -> (name, bytes per element)
 DATATYPES: dict[int, tuple[str, int]] = {

@@ -2,9 +2,9 @@
 
 With `nccl_env(True, run_dir / "nccl")` NCCL writes `run_dir/nccl.<host>.<pid>`,
 one file per process; this reads them all (in name order) and hands the lines
-to the pure parser `rlbench.telemetry.nccl.parse_nccl_log`.
+to the pure parser `rlbench.harness.telemetry.nccl.parse_nccl_log`.
 
-    python -c "from pathlib import Path; from rlbench.telemetry.nccl_logs import read_nccl_logs; \\
+    python -c "from pathlib import Path; from rlbench.harness.telemetry.nccl_logs import read_nccl_logs; \\
         print(read_nccl_logs(Path('runs/x/nccl')))"
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlbench.telemetry.nccl import parse_nccl_log
+from rlbench.harness.telemetry.nccl import parse_nccl_log
 
 
 def nccl_log_files(log_path: Path) -> list[Path]:

@@ -6,7 +6,7 @@ A reading a device does not support is dropped for that device after the first
 try (one note), so an unsupported call costs nothing on later ticks. The probe
 takes the nvml module as an argument so tests can drive it with a fake.
 
-    python -c "from rlbench.telemetry.nvml import open_gpus; p, notes = open_gpus(); \\
+    python -c "from rlbench.harness.telemetry.nvml import open_gpus; p, notes = open_gpus(); \\
         print(notes or p.sample())"
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from rlbench.telemetry.accelerators import nvidia_driver_present
+from rlbench.harness.telemetry.accelerators import nvidia_driver_present
 
 # nvmlFieldValue_t.valueType -> the union member holding the value
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")

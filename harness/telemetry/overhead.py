@@ -5,7 +5,7 @@ child processes of one root process, `--repeats` times without and with a sample
 on that root, alternating so that drift (thermal, other load) hits both arms alike.
 Prints the median wall times, their ratio and the sampler's own CPU seconds.
 
-    python -m rlbench.telemetry.overhead --seconds 3 --repeats 3 --rate-hz 10 --workers 1
+    python -m rlbench.harness.telemetry.overhead --seconds 3 --repeats 3 --rate-hz 10 --workers 1
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlbench.telemetry.sampler import start_sampler
+from rlbench.harness.telemetry.sampler import start_sampler
 
 _CHILD = "import sys\nt = 0\nfor i in range(int(sys.argv[1])):\n    t += i * i\n"
 _ROOT = (
@@ -70,7 +70,9 @@ def measure_overhead(seconds: float = 3.0, repeats: int = 3, rate_hz: float = 10
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlbench.telemetry.overhead", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m rlbench.harness.telemetry.overhead", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rate-hz", type=float, default=10.0)

@@ -1,13 +1,13 @@
 """The sampler process: samples host, process tree and GPUs at a fixed rate until told to stop.
 
-Started by `rlbench.telemetry.sampler.start_sampler` as its own process so that
+Started by `rlbench.harness.telemetry.sampler.start_sampler` as its own process so that
 sampling never competes with the framework's Python threads. It stops on SIGTERM
 or SIGINT (taking one last sample), when the root process exits, or when its
 parent (the runner) exits, and then writes `<out>` and `<out stem>.notes.json`.
 The notes file is also written at start; the runner waits for it as the sign that
 sampling has begun.
 
-    python -m rlbench.telemetry.sample_loop --pid 1234 --out runs/x/telemetry.parquet --rate-hz 10
+    python -m rlbench.harness.telemetry.sample_loop --pid 1234 --out runs/x/telemetry.parquet --rate-hz 10
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import psutil
 
-from rlbench.telemetry.host_probe import ProcessTree
-from rlbench.telemetry.nvml import GpuProbe, open_gpus
-from rlbench.telemetry.store import append_rows, combine_parts, notes_file, write_notes
+from rlbench.harness.telemetry.host_probe import ProcessTree
+from rlbench.harness.telemetry.nvml import GpuProbe, open_gpus
+from rlbench.harness.telemetry.store import append_rows, combine_parts, notes_file, write_notes
 
 
 def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str) -> list[dict[str, Any]]:
@@ -176,7 +176,9 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlbench.telemetry.sample_loop", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m rlbench.harness.telemetry.sample_loop", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--pid", type=int, required=True, help="root of the process tree to measure")
     parser.add_argument("--out", type=Path, required=True, help="telemetry parquet to write at stop")
     parser.add_argument("--rate-hz", type=float, default=10.0)

@@ -10,7 +10,7 @@ The runner starts the sampler before the framework and stops it after:
 the framework's pid when it is known, or the runner's own pid (the framework is
 then one of its children; the sampler leaves itself out of the tree). Host and
 GPU readings do not depend on it. The sampler runs as `python -m
-rlbench.telemetry.sample_loop`; see that module for what it does and writes.
+rlbench.harness.telemetry.sample_loop`; see that module for what it does and writes.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
-from rlbench.errors import RLBenchError
-from rlbench.telemetry.store import combine_parts, journal_file, notes_file
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.telemetry.store import combine_parts, journal_file, notes_file
 
 
 @dataclass
@@ -113,7 +113,7 @@ def start_sampler(
     command = [
         sys.executable,
         "-m",
-        "rlbench.telemetry.sample_loop",
+        "rlbench.harness.telemetry.sample_loop",
         "--pid",
         str(root_pid),
         "--out",

@@ -8,7 +8,7 @@ then the journal is removed. The sampler thus never imports pyarrow (which pulls
 in pandas, about a second of CPU) until the run is over. After a crash,
 `combine_parts(out)` rebuilds `<out>` from the journal.
 
-    python -c "from pathlib import Path; from rlbench.telemetry.store import combine_parts; \\
+    python -c "from pathlib import Path; from rlbench.harness.telemetry.store import combine_parts; \\
         print(combine_parts(Path('runs/x/telemetry.parquet')))"
 """
 
@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlbench.atomic import replacing, write_bytes
-from rlbench.telemetry.columns import arrow_schema
+from rlbench.harness.atomic import replacing, write_bytes
+from rlbench.harness.telemetry.columns import arrow_schema
 
 
 def journal_file(out_file: Path) -> Path:

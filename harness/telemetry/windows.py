@@ -4,7 +4,7 @@ Shared by the telemetry alignment and the NCCL summary. Steps are wall-clock
 windows `[step_start_unix_s, step_end_unix_s]`, sorted and not overlapping (an RL
 step's phases are sequential); a time in no window belongs to no step.
 
-    python -c "import numpy as np, pandas as pd; from rlbench.telemetry.windows import assign_steps; \\
+    python -c "import numpy as np, pandas as pd; from rlbench.harness.telemetry.windows import assign_steps; \\
         print(assign_steps(np.array([0.5, 1.5, 9.0]), pd.DataFrame({'step': [1, 2], \\
         'step_start_unix_s': [0.0, 1.0], 'step_end_unix_s': [1.0, 2.0]})))"   # [0 1 -1]
 """

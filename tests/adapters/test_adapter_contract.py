@@ -16,11 +16,11 @@ from packaging.specifiers import SpecifierSet
 
 from rlbench.adapters.base import Adapter
 from rlbench.adapters.registry import ADAPTERS, get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel.shapes import WorkloadShape
-from rlbench.run.inputs import RunInputs
-from rlbench.run.parallel import Parallelism
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel.shapes import WorkloadShape
+from rlbench.harness.run.inputs import RunInputs
+from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.run.spec import RunSpec
 from rlbench.workloads.catalog import load_workload
 
 FRAMEWORKS = sorted(ADAPTERS)

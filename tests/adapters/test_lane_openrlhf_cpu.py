@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record.read import read_record
+from rlbench.harness.record.read import read_record
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 

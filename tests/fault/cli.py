@@ -15,23 +15,23 @@ import signal
 import time
 from pathlib import Path
 
-import rlbench.run.runner
+import rlbench.harness.run.runner
 from rlbench.adapters.registry import ADAPTERS
-from rlbench.cli import main
+from rlbench.harness.cli import main
 
 ADAPTERS["fake"] = "tests.fault.framework:FakeAdapter"
 faulthandler.register(signal.SIGUSR1)  # `kill -USR1` shows where a hung test run is
 
 
 def _pause_before(name: str) -> None:
-    real = getattr(rlbench.run.runner, name)
+    real = getattr(rlbench.harness.run.runner, name)
 
     def paused(*args, **kwargs):
         Path(os.environ["FAULT_PAUSE_MARKER"]).touch()
         time.sleep(60)  # the test's signal lands here
         return real(*args, **kwargs)
 
-    setattr(rlbench.run.runner, name, paused)
+    setattr(rlbench.harness.run.runner, name, paused)
 
 
 if os.environ.get("FAULT_PAUSE_AT"):

@@ -1,1 +1,1 @@
-"""Tests of rlbench.nightly."""
+"""Tests of rlbench.harness.nightly."""

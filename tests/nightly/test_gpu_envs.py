@@ -21,7 +21,7 @@ from packaging.specifiers import SpecifierSet
 
 from rlbench.adapters.common import declared_requirements
 from rlbench.adapters.registry import available, get_adapter
-from rlbench.nightly.config import load_nightly_config
+from rlbench.harness.nightly.config import load_nightly_config
 from tests.conftest import PROJECT_ROOT, readme_pins, readme_section
 
 WORKFLOW = PROJECT_ROOT / ".github" / "workflows" / "nightly.yml"

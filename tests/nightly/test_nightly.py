@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from rlbench.errors import RLBenchError
-from rlbench.nightly.config import load_nightly_config
-from rlbench.nightly.gate import find_baseline, format_night, judge, night_status
-from rlbench.record.read import read_record
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.nightly.config import load_nightly_config
+from rlbench.harness.nightly.gate import find_baseline, format_night, judge, night_status
+from rlbench.harness.record.read import read_record
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
 STEPS = 5  # 4 post-warm-up steps per side: the fewest for which the U test can reach p < 0.05
@@ -121,7 +121,7 @@ def test_the_shipped_matrix_is_valid(monkeypatch, name):
     config = load_nightly_config(PROJECT_ROOT / "benchmarks" / name)
     assert config.baseline == Path("/var/lib/rlbench/baseline") and config.threshold == 0.05
     from rlbench.adapters.registry import available
-    from rlbench.run.parallel import parse_parallel
+    from rlbench.harness.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     for bench in config.matrix:

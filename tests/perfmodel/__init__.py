@@ -1,1 +1,1 @@
-"""Tests of rlbench.perfmodel, the work-depth model."""
+"""Tests of rlbench.harness.perfmodel, the work-depth model."""

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import BUILTIN_ARCHS, ModelArch, from_hf_config, get_arch, load_hf_config
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import BUILTIN_ARCHS, ModelArch, from_hf_config, get_arch, load_hf_config
 
 # layers 2, hidden 8, 2 heads of 4, 1 KV head, ffn 16, vocab 10. Per layer: q 8x8=64, k 8x4=32,
 # v 32, o 64 -> 192; gated MLP 3x8x16 = 384; two norms 16 -> 592. Body 2x592 + final norm 8 = 1192.

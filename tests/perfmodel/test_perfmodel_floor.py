@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbench.perfmodel.floor import measure_floor
+from rlbench.harness.perfmodel.floor import measure_floor
 
 
 def test_generation_floor_splits_fixed_and_per_token_update_is_fixed():
@@ -41,8 +41,8 @@ def test_floor_is_clipped_at_zero_and_needs_two_lengths():
 
 
 def test_predict_adds_the_floor_to_the_stages_that_pay_it():
-    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
-    from rlbench.perfmodel.floor import FrameworkFloor
+    from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, predict
+    from rlbench.harness.perfmodel.floor import FrameworkFloor
 
     work = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
     floor = FrameworkFloor(

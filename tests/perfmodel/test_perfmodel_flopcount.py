@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.perfmodel import flops, from_hf_config, get_arch
+from rlbench.harness.perfmodel import flops, from_hf_config, get_arch
 
 BATCH, SEQ = 2, 128
 CONFIG = {

@@ -6,7 +6,7 @@ parameters; L = 2 layers, A = heads x head_dim = 8.
 
 from __future__ import annotations
 
-from rlbench.perfmodel import ModelArch, flops
+from rlbench.harness.perfmodel import ModelArch, flops
 
 TOY = ModelArch(name="toy", layers=2, hidden=8, heads=2, kv_heads=1, ffn=16, vocab=10)
 N = 1272

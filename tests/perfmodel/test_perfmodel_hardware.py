@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import HARDWARE, cpu_hardware, find_hardware, get_hardware
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import HARDWARE, cpu_hardware, find_hardware, get_hardware
 
 
 def test_rows_are_dense_peaks() -> None:

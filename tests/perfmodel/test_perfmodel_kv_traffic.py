@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
-from rlbench.perfmodel import flops as fl
-from rlbench.perfmodel.rollout import kv_traffic_per_cached_token
-from rlbench.perfmodel.roofline import Work, build_stage
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
+from rlbench.harness.perfmodel import flops as fl
+from rlbench.harness.perfmodel.rollout import kv_traffic_per_cached_token
+from rlbench.harness.perfmodel.roofline import Work, build_stage
 
 QWEN = get_arch("Qwen2.5-7B-Instruct")
 WORK = WorkloadShape(

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
-from rlbench.perfmodel.roofline import Work, build_stage, pass_units
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
+from rlbench.harness.perfmodel.roofline import Work, build_stage, pass_units
 
 ARCH = get_arch("Qwen2.5-0.5B-Instruct")  # 24 layers
 WORK = WorkloadShape(
@@ -74,7 +74,7 @@ def test_hardware_rejects_bad_latency() -> None:
 
 def test_probe_measures_a_small_latency() -> None:
     pytest.importorskip("torch")
-    from rlbench.predict.cpu_probe import measure_op_latency
+    from rlbench.harness.predict.cpu_probe import measure_op_latency
 
     latency = measure_op_latency(repeats=5)
     assert 1e-6 < latency < 0.1  # a tiny layer: microseconds to milliseconds, never seconds
@@ -82,7 +82,7 @@ def test_probe_measures_a_small_latency() -> None:
 
 def test_probe_cache_holds_latency_and_builds_the_row(tmp_path, monkeypatch) -> None:
     pytest.importorskip("torch")
-    from rlbench.predict import cpu_probe
+    from rlbench.harness.predict import cpu_probe
 
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
     fake = {"fp32_flops_per_s": 5e10, "mem_bytes_per_s": 1e10, "op_latency_s": 4e-4, "method": "fake"}
@@ -99,7 +99,7 @@ def test_probe_cache_holds_latency_and_builds_the_row(tmp_path, monkeypatch) -> 
 
 
 def test_probe_reads_the_l2_size_and_builds_the_streamed_row(tmp_path, monkeypatch) -> None:
-    from rlbench.predict import cpu_probe
+    from rlbench.harness.predict import cpu_probe
 
     l2 = cpu_probe.l2_cache_bytes()
     assert l2 is None or 16 * 2**10 <= l2 <= 1 * 2**30  # KiB to MiB, as sysfs states it

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, predict
-from rlbench.perfmodel.arch import ModelArch
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, predict
+from rlbench.harness.perfmodel.arch import ModelArch
 
 GRID = ((16, 64, 1e9), (16, 256, 4e9), (1024, 64, 16e9), (1024, 256, 64e9))
 
@@ -108,7 +108,7 @@ def test_training_probe_counts_its_layer_as_the_model_does(monkeypatch) -> None:
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
-    from rlbench.predict import cpu_probe
+    from rlbench.harness.predict import cpu_probe
 
     shape = cpu_probe.train_layer_shape(256)
     assert shape == {"hidden": 256, "heads": 4, "kv_heads": 2, "head_dim": 64, "ffn": 688}

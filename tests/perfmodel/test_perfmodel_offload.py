@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
-from rlbench.perfmodel.stages import SWAPPED_ADAM_BYTES, SWAPPED_PARAM_BYTES
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
+from rlbench.harness.perfmodel.stages import SWAPPED_ADAM_BYTES, SWAPPED_PARAM_BYTES
 
 QWEN7B = get_arch("Qwen2.5-7B-Instruct")
 H100 = get_hardware("H100-SXM")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, get_arch, get_hardware, predict
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, get_arch, get_hardware, predict
 
 ARCH = get_arch("Qwen2.5-0.5B-Instruct")
 HW = get_hardware("H100-SXM")
@@ -49,8 +49,8 @@ def test_padding_narrower_than_the_mean_is_rejected() -> None:
 
 def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
-    from rlbench.predict.run_prediction import predict_run
-    from rlbench.run.parallel import parse_parallel
+    from rlbench.harness.predict.run_prediction import predict_run
+    from rlbench.harness.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     args = (

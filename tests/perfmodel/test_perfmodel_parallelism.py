@@ -7,12 +7,20 @@ import dataclasses
 
 import pytest
 
-from rlbench.perfmodel import ModelArch, ParallelShape, WorkloadShape, from_hf_config, get_arch, get_hardware, predict
-from rlbench.perfmodel import parallelism as par
-from rlbench.perfmodel.flops import matmul_params
-from rlbench.perfmodel.memory import estimate_memory
-from rlbench.perfmodel.stages import build_stages
-from rlbench.perfmodel.sweep import SKIP_CHECKS, sweep_layouts
+from rlbench.harness.perfmodel import (
+    ModelArch,
+    ParallelShape,
+    WorkloadShape,
+    from_hf_config,
+    get_arch,
+    get_hardware,
+    predict,
+)
+from rlbench.harness.perfmodel import parallelism as par
+from rlbench.harness.perfmodel.flops import matmul_params
+from rlbench.harness.perfmodel.memory import estimate_memory
+from rlbench.harness.perfmodel.stages import build_stages
+from rlbench.harness.perfmodel.sweep import SKIP_CHECKS, sweep_layouts
 
 H100 = get_hardware("H100-SXM")
 QWEN7B = get_arch("Qwen2.5-7B-Instruct")  # 28 layers, hidden 3584, 28 heads, 4 KV heads of 128
@@ -244,7 +252,7 @@ def test_expert_tensor_parallelism_folds_tp_ranks_into_ep() -> None:
 def test_a_ring_across_nodes_crosses_every_nic_of_a_node_and_an_all_to_all_its_own():
     """NCCL spreads a cross-node ring's channels over the node's NICs: min(NVLink, g x NIC) with g of the group's
     ranks on a node. An all-to-all sends each GPU's bytes to other nodes through its own NIC."""
-    from rlbench.perfmodel.comm import link_bandwidth, ring_bandwidth
+    from rlbench.harness.perfmodel.comm import link_bandwidth, ring_bandwidth
 
     nic, nvlink = H100.inter_node_bytes_per_s, H100.intra_node_bytes_per_s
     assert ring_bandwidth(H100, 8, 1) == nvlink  # inside one node

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, get_hardware, predict
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, get_hardware, predict
 
 WORK = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
 QWEN7B, H100 = "Qwen2.5-7B-Instruct", "H100-SXM"
@@ -176,7 +176,7 @@ def test_achievable_fraction_scales_time() -> None:
 
 
 def test_accepts_objects_and_cpu_row() -> None:
-    from rlbench.perfmodel import cpu_hardware, get_arch
+    from rlbench.harness.perfmodel import cpu_hardware, get_arch
 
     p = predict(
         get_arch("Qwen2.5-0.5B-Instruct"),
@@ -191,7 +191,7 @@ def test_accepts_objects_and_cpu_row() -> None:
 def test_fp32_doubles_the_bytes_a_decode_moves():
     import dataclasses
 
-    from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+    from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, predict
 
     bf16 = WorkloadShape(prompts_per_step=8, group_size=4, prompt_len=128, response_len=256)
     fp32 = dataclasses.replace(bf16, dtype_bytes=4)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, predict
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, predict
 
 PUBLISHED = [  # (label, mean response, layout, measured step seconds)
     ("on-policy colocated", 1060.0, ParallelShape(gpus=16, pp=2, sharding="optimizer"), 97.7),

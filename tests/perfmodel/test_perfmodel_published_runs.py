@@ -68,7 +68,7 @@ def test_a_bad_entry_is_refused_by_name(tmp_path):
 def test_the_fitted_terms_are_the_fit_of_the_declared_training_subset_alone():
     """overheads.FITTED is what `validate_published.py --fit` computes from the training subset, and
     changing a validation run's measurements does not move it."""
-    from rlbench.perfmodel.overheads import FITTED
+    from rlbench.harness.perfmodel.overheads import FITTED
 
     script = _script()
     data = script.load_runs()

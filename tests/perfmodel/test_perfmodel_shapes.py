@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape
 
 WORK = {"prompts_per_step": 8, "group_size": 4, "prompt_len": 16, "response_len": 32}
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import ParallelShape, WorkloadShape, sweep
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, sweep
 
 WORK = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
 KW = {"arch": "Qwen2.5-7B-Instruct", "shape": WORK, "hardware": "H100-SXM"}

@@ -1,1 +1,1 @@
-"""Tests of rlbench.predict: predictions of runs, calibration, probes."""
+"""Tests of rlbench.harness.predict: predictions of runs, calibration, probes."""

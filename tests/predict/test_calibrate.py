@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.perfmodel import FrameworkFloor
-from rlbench.predict.floor_cache import floor_file, load_floor, save_floor
+from rlbench.harness.perfmodel import FrameworkFloor
+from rlbench.harness.predict.floor_cache import floor_file, load_floor, save_floor
 from tests.conftest import run_cli
 
 FLOOR = FrameworkFloor(
@@ -37,7 +37,7 @@ def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
 
 
 def test_a_framework_that_cannot_run_here_is_refused_before_anything_is_written(own_cache, tmp_path):
-    from rlbench.run.environment import gpus
+    from rlbench.harness.run.environment import gpus
 
     if gpus()[0]:
         pytest.skip("verl can run on a GPU machine")
@@ -79,10 +79,10 @@ def test_a_floor_is_ignored_once_the_framework_or_machine_changed(own_cache):
 
 
 def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
-    from rlbench.perfmodel import cpu_hardware
-    from rlbench.predict import cpu_probe
-    from rlbench.predict.run_prediction import predict_run
-    from rlbench.run.parallel import parse_parallel
+    from rlbench.harness.perfmodel import cpu_hardware
+    from rlbench.harness.predict import cpu_probe
+    from rlbench.harness.predict.run_prediction import predict_run
+    from rlbench.harness.run.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check

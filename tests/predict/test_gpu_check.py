@@ -63,7 +63,7 @@ def test_script_returns_few_files_two_folders_deep():
         "records.tar.gz",
     }
     assert all("/" not in name for name in written)
-    assert "--no-index" in text and "gsm8k-grpo-qwen05b-random" in text and "rlbench.predict.gpu_probe" in text
+    assert "--no-index" in text and "gsm8k-grpo-qwen05b-random" in text and "rlbench.harness.predict.gpu_probe" in text
     assert "benchmarks/measure_gpu_overheads.py" in text
 
 
@@ -222,7 +222,7 @@ def test_summarize_cli_exit_codes(tmp_path):
 
 
 def test_publish_writes_entry_and_constants_the_model_reads(tmp_path):
-    from rlbench.perfmodel.gpu_measured import load_measured, measured_hardware
+    from rlbench.harness.perfmodel.gpu_measured import load_measured, measured_hardware
 
     entry, constants = gpu_check_results.publish(FIXTURE, tmp_path / "docs", tmp_path / "measured")
     text = entry.read_text()
@@ -242,7 +242,7 @@ def test_publish_writes_entry_and_constants_the_model_reads(tmp_path):
     assert measured_hardware("H100", folder=constants.parent) is None
 
 
-@pytest.mark.parametrize("module", ["rlbench.predict.gpu_probe", None])
+@pytest.mark.parametrize("module", ["rlbench.harness.predict.gpu_probe", None])
 def test_probe_refuses_without_cuda(tmp_path, module):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -258,7 +258,7 @@ def test_probe_refuses_without_cuda(tmp_path, module):
 
 @pytest.mark.gpu
 def test_probe_on_a_gpu_gives_what_publish_reads(tmp_path):
-    from rlbench.predict import gpu_probe
+    from rlbench.harness.predict import gpu_probe
 
     assert gpu_probe.main(["--out", str(tmp_path / "p.json")]) == 0
     probe = json.loads((tmp_path / "p.json").read_text())

@@ -1,1 +1,1 @@
-"""Tests of rlbench.record: records, schema, comparison."""
+"""Tests of rlbench.harness.record: records, schema, comparison."""

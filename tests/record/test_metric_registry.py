@@ -7,14 +7,14 @@ import typing
 
 import pytest
 
-from rlbench.nightly.gate import format_night, night_status
-from rlbench.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, View, headline
+from rlbench.harness.nightly.gate import format_night, night_status
+from rlbench.harness.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, View, headline
+from rlbench.harness.sweep.spread import METRICS as SWEEP_METRICS
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.history import HISTORY_METRICS
 from rlbench.reports.repeats import POOLED_METRICS
 from rlbench.reports.sweep_views import grid_rows
 from rlbench.reports.tables import summary_rows
-from rlbench.sweep.spread import METRICS as SWEEP_METRICS
 
 
 @pytest.mark.parametrize("view", typing.get_args(View))

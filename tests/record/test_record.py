@@ -8,10 +8,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from rlbench.atomic import write_bytes
-from rlbench.record.read import FIELD_CHECKS, DamagedRecord, read_record, read_run_json, read_steps
-from rlbench.record.schema import RUN_FIELDS, SCHEMA_VERSION, STEP_METRICS, SchemaError, migrate
-from rlbench.record.store import new_run_dir, summarize, write_run_json, write_steps
+from rlbench.harness.atomic import write_bytes
+from rlbench.harness.record.read import FIELD_CHECKS, DamagedRecord, read_record, read_run_json, read_steps
+from rlbench.harness.record.schema import RUN_FIELDS, SCHEMA_VERSION, STEP_METRICS, SchemaError, migrate
+from rlbench.harness.record.store import new_run_dir, summarize, write_run_json, write_steps
 from tests.conftest import GOLDEN_RECORDS
 
 GOLDEN = GOLDEN_RECORDS / "trl-tiny"  # a real record of schema version 1, kept as it was written
@@ -40,7 +40,7 @@ def test_run_json_round_trip_with_nan_as_null(tmp_path):
 
 
 def test_a_field_outside_the_type_is_never_written(tmp_path):
-    with pytest.raises(AssertionError, match="outside rlbench.record.schema.RunRecord: \\['made_up'\\]"):
+    with pytest.raises(AssertionError, match="outside rlbench.harness.record.schema.RunRecord: \\['made_up'\\]"):
         write_run_json(tmp_path, {"status": "succeeded", "made_up": 1})  # type: ignore[typeddict-unknown-key]
     assert not (tmp_path / "run.json").exists()
 
@@ -91,7 +91,7 @@ def test_summary_excludes_warmup():
 def test_a_record_from_before_the_moe_fields_has_the_configuration_of_a_new_dense_one():
     import copy
 
-    from rlbench.record.compare import configuration_key
+    from rlbench.harness.record.compare import configuration_key
 
     old = json.loads((GOLDEN / "run.json").read_text())
     old["workload"]["model"]["tiny"] = {

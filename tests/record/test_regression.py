@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from rlbench.record.regression import compare_samples, min_p_value, samples_needed
+from rlbench.harness.record.regression import compare_samples, min_p_value, samples_needed
 from tests.conftest import run_cli, synthetic_record
 
 STEPS, NOISE = 30, 0.03  # 30 post-warm-up steps with 3% step-to-step noise

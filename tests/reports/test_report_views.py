@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from rlbench.record.store import summarize, write_run_json, write_steps
+from rlbench.harness.record.store import summarize, write_run_json, write_steps
+from rlbench.harness.sweep.index import save_index
 from rlbench.reports.curves import curves_view
 from rlbench.reports.html import render_report
 from rlbench.reports.load import RunView, load_runs
@@ -28,7 +29,6 @@ from rlbench.reports.scatter import prediction_points, vs_model_scatter
 from rlbench.reports.svg import Tips
 from rlbench.reports.sweep_views import find_sweeps, grid_rows, swept_axes
 from rlbench.reports.timeline import stage_bars, timeline_view
-from rlbench.sweep.index import save_index
 from rlbench.workloads.catalog import load_workload
 from tests.conftest import report_page
 

@@ -1,1 +1,1 @@
-"""Tests of rlbench.run: one run, start to end."""
+"""Tests of rlbench.harness.run: one run, start to end."""

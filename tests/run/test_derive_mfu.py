@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from rlbench.perfmodel import ParallelShape, WorkloadShape, get_hardware, predict
-from rlbench.run.derive import model_flops_utilisation
+from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, get_hardware, predict
+from rlbench.harness.run.derive import model_flops_utilisation
 
 WORK = WorkloadShape(prompts_per_step=32, group_size=8, prompt_len=512, response_len=1024)
 

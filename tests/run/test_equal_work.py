@@ -1,6 +1,6 @@
 """Equal work across verl, OpenRLHF and TRL (issue 17), for every shipped workload.
 
-- the launches agree on the equal-work contract (`rlbench.run.equal_work`: vLLM engine settings, token
+- the launches agree on the equal-work contract (`rlbench.harness.run.equal_work`: vLLM engine settings, token
   budgets per role), each read back from the framework's own resolution of its launch: verl's composed
   Hydra config, what OpenRLHF's own `train_ppo_ray` parses and hands to vLLM, TRL's `GRPOConfig`;
   every term a framework does not carry is named in its record (`Adapter.equal_work`), never silent;
@@ -22,11 +22,11 @@ import rlbench.adapters.openrlhf.adapter as openrlhf_module
 import rlbench.adapters.trl.adapter as trl_module
 import rlbench.adapters.verl.adapter as verl_module
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.predict.run_prediction import workload_arch
-from rlbench.run.equal_work import UNEXPLAINED, contract
-from rlbench.run.parallel import Parallelism, splits_heads
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.predict.run_prediction import workload_arch
+from rlbench.harness.run.equal_work import UNEXPLAINED, contract
+from rlbench.harness.run.parallel import Parallelism, splits_heads
+from rlbench.harness.run.spec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.spec import ModelSpec
 from tests.conftest import run_cli
@@ -48,7 +48,7 @@ HEADS = {"Qwen/Qwen2.5-0.5B-Instruct": (14, 2), "Qwen/Qwen2.5-1.5B-Instruct": (1
 def gpu_machine_without_lane(monkeypatch):
     """The launch of a GPU machine (no CPU lane), whatever this machine has; shape checks see no GPUs."""
     for module in (verl_module, openrlhf_module):
-        monkeypatch.setattr("rlbench.telemetry.accelerators.gpu_count", lambda: 0)
+        monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 0)
         monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)
 
 
@@ -343,8 +343,8 @@ def test_heads_come_from_a_local_config_or_the_hub_cache(tmp_path, monkeypatch):
 
 
 def test_sweep_marks_the_cells_that_cannot_split_the_heads_refused(tmp_path):
-    from rlbench.sweep.driver import SweepRequest, plan
-    from rlbench.sweep.executors.local import LocalExecutor
+    from rlbench.harness.sweep.driver import SweepRequest, plan
+    from rlbench.harness.sweep.executors.local import LocalExecutor
 
     request = SweepRequest(
         frameworks=("verl", "openrlhf"),
@@ -374,7 +374,7 @@ def test_predict_refuses_and_skips_the_same_layouts():
 
 
 def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
-    from rlbench.record.store import write_run_json
+    from rlbench.harness.record.store import write_run_json
     from rlbench.reports.html import render_report
     from tests.conftest import synthetic_record
 
@@ -393,8 +393,8 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
 
 
 def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
-    from rlbench.record.compare import compare_records
-    from rlbench.record.store import write_run_json
+    from rlbench.harness.record.compare import compare_records
+    from rlbench.harness.record.store import write_run_json
     from tests.conftest import synthetic_record
 
     manifest = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo"))
@@ -449,8 +449,8 @@ def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
 @pytest.mark.parametrize("framework", ["verl", "openrlhf"])
 def test_a_trainer_tensor_parallel_launch_names_its_sharding(framework):
     from rlbench.adapters.registry import get_adapter
-    from rlbench.run.parallel import Parallelism
-    from rlbench.run.spec import RunSpec
+    from rlbench.harness.run.parallel import Parallelism
+    from rlbench.harness.run.spec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     spec = RunSpec(framework=framework, workload=load_workload("gsm8k-grpo"), parallel=Parallelism(dp=2, tp=2))

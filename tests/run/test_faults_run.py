@@ -22,9 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rlbench.record.read import read_record
-from rlbench.record.schema import TERMINAL_STATUSES
-from rlbench.record.store import effective_status
+from rlbench.harness.record.read import read_record
+from rlbench.harness.record.schema import TERMINAL_STATUSES
+from rlbench.harness.record.store import effective_status
 from tests.conftest import PROJECT_ROOT, run_cli
 
 TINY = "gsm8k-grpo-tiny"
@@ -303,7 +303,7 @@ def test_read_only_disk_while_recording(small_tmpfs):
 def test_effective_status_from_pid_heartbeat_or_timeout(tmp_path):
     import socket
 
-    from rlbench.record.store import write_run_json
+    from rlbench.harness.record.store import write_run_json
 
     now = time.time()
     here = {
@@ -331,7 +331,7 @@ def test_sigkill_is_oom_only_with_evidence(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rlbench.run.failure_cause import classify, memory_limit_gb, oom_kill_count
+    from rlbench.harness.run.failure_cause import classify, memory_limit_gb, oom_kill_count
 
     (tmp_path / "framework.log").write_text("step 1\n{'loss': 0.1}\n")
     assert classify(-9, tmp_path, oom_kill_count(), None)["kind"] == "signal"

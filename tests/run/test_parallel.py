@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.errors import RLBenchError
-from rlbench.perfmodel import get_arch
-from rlbench.run.parallel import (
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import get_arch
+from rlbench.harness.run.parallel import (
     KNOBS,
     MEGATRON_KNOBS,
     Parallelism,
@@ -76,8 +76,8 @@ def test_async_is_a_depth_with_one_spelling_each(spelling, depth, mode):
 
 
 def test_fusions_are_the_models():
-    from rlbench.perfmodel.shapes import FUSIONS as MODEL_FUSIONS
-    from rlbench.run.parallel import FUSIONS
+    from rlbench.harness.perfmodel.shapes import FUSIONS as MODEL_FUSIONS
+    from rlbench.harness.run.parallel import FUSIONS
 
     assert set(FUSIONS) == set(MODEL_FUSIONS)
     assert parse_parallel(["fuse=on_policy_old"]).to_dict()["fuse"] == "on_policy_old"
@@ -146,7 +146,7 @@ def test_experts_and_layers_bound_ep_and_pp():
 
 def test_an_old_records_tp_is_the_rollouts():
     """Version-1 records written before the split carry {"tp": N} for the rollout engine, and no rollout_tp."""
-    from rlbench.record.schema import migrate
+    from rlbench.harness.record.schema import migrate
 
     old = {"dp": 2, "tp": 4, "pp": 1, "sp": 1, "placement": "colocated", "async": "off"}
     moved = migrate({"schema_version": 1, "parallel": old})["parallel"]
@@ -171,9 +171,9 @@ def test_old_records_load_and_compare_with_new_ones(tmp_path):
     """An old run.json ({"tp": 2} = rollout TP) loads with today's knobs and compares with a new record."""
     import json
 
-    from rlbench.record.compare import configuration_key
-    from rlbench.record.read import read_record
-    from rlbench.record.schema import SCHEMA_VERSION
+    from rlbench.harness.record.compare import configuration_key
+    from rlbench.harness.record.read import read_record
+    from rlbench.harness.record.schema import SCHEMA_VERSION
     from rlbench.reports.load import base_label
 
     def read(name: str, record: dict) -> dict:

@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from rlbench.run import profiling
+from rlbench.harness.run import profiling
 
 
 def test_steps_without_wall_clock_bounds_keep_run_level_telemetry(tmp_path):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from rlbench.run.step_stamps import STAMPS_FILE, apply_stamps, note_seen, read_stamps
+from rlbench.harness.run.step_stamps import STAMPS_FILE, apply_stamps, note_seen, read_stamps
 
 
 def test_wall_step_time_is_the_gap_between_stamps_and_stands_in_for_missing_boundaries(tmp_path):

@@ -1,1 +1,1 @@
-"""Tests of rlbench.sweep and its executors."""
+"""Tests of rlbench.harness.sweep and its executors."""

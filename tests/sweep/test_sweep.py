@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlbench.errors import RLBenchError
-from rlbench.predict.run_prediction import LAYOUT_AXES
-from rlbench.record.store import load_record, write_run_json
-from rlbench.run.parallel import parse_grid
-from rlbench.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, run, start
-from rlbench.sweep.executors import RunResult, failure
-from rlbench.sweep.executors.record_transfer import pack, strip_blocks, unpack
-from rlbench.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
-from rlbench.sweep.spread import format_summary, group_spread, spread
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.predict.run_prediction import LAYOUT_AXES
+from rlbench.harness.record.store import load_record, write_run_json
+from rlbench.harness.run.parallel import parse_grid
+from rlbench.harness.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, run, start
+from rlbench.harness.sweep.executors import RunResult, failure
+from rlbench.harness.sweep.executors.record_transfer import pack, strip_blocks, unpack
+from rlbench.harness.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
+from rlbench.harness.sweep.spread import format_summary, group_spread, spread
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from tests.conftest import PROJECT_ROOT, run_cli
 
@@ -207,7 +207,7 @@ def test_failures_are_recorded_and_interrupted_sweeps_resume(tmp_path):
 
 def test_a_failing_report_never_fails_the_sweep(tmp_path, monkeypatch):
     import rlbench.reports.html
-    from rlbench.sweep.driver import final_report
+    from rlbench.harness.sweep.driver import final_report
 
     def broken(paths, out, **options):
         raise ValueError("no figures")
@@ -224,7 +224,7 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
     """Refused cells are in the report too, not only on the console and in sweep.json."""
     import shutil
 
-    from rlbench.sweep.driver import final_report
+    from rlbench.harness.sweep.driver import final_report
     from tests.conftest import PROJECT_ROOT
 
     shutil.copytree(PROJECT_ROOT / "tests" / "data" / "records" / "trl-tiny", tmp_path / "r1")
@@ -248,9 +248,9 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
 
 
 def test_gpus_asked_of_ray():
-    from rlbench.run.parallel import parse_parallel
-    from rlbench.run.spec import RunSpec
-    from rlbench.sweep.executors.ray_executor import entrypoint_gpus
+    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.sweep.executors.ray_executor import entrypoint_gpus
     from rlbench.workloads.catalog import load_workload
 
     def gpus(framework: str, workload: str) -> int:
@@ -266,8 +266,8 @@ def test_gpus_asked_of_ray():
 
 def test_sweep_help_imports_no_ray_or_framework():
     code = (
-        "import sys, rlbench.cli\nfrom click.testing import CliRunner\n"
-        "assert CliRunner().invoke(rlbench.cli.main, ['sweep', '--help']).exit_code == 0\n"
+        "import sys, rlbench.harness.cli\nfrom click.testing import CliRunner\n"
+        "assert CliRunner().invoke(rlbench.harness.cli.main, ['sweep', '--help']).exit_code == 0\n"
         "print([m for m in ('ray', 'torch', 'trl', 'transformers') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -279,7 +279,7 @@ def test_two_sweeps_into_one_folder_do_not_clash(tmp_path):
     args = [
         sys.executable,
         "-m",
-        "rlbench",
+        "rlbench.harness",
         "sweep",
         "--framework",
         "trl",
@@ -315,7 +315,7 @@ def _broken_workload(tmp_path: Path) -> Path:
     """gsm8k-grpo-tiny with a model folder whose weights are gone: TRL itself crashes on load."""
     import shutil
 
-    from rlbench.run.inputs import prepare_inputs
+    from rlbench.harness.run.inputs import prepare_inputs
     from rlbench.workloads.catalog import load_workload
 
     broken = tmp_path / "broken-model"
@@ -394,7 +394,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
         [
             sys.executable,
             "-m",
-            "rlbench",
+            "rlbench.harness",
             "sweep",
             "--framework",
             "trl",
@@ -452,7 +452,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
 
 
 def test_an_index_from_before_trainer_tp_resumes_its_rollout_tp(tmp_path):
-    from rlbench.sweep.index import INDEX_FILE, SWEEP_SCHEMA_VERSION, load_index
+    from rlbench.harness.sweep.index import INDEX_FILE, SWEEP_SCHEMA_VERSION, load_index
 
     cell = {
         "id": "c000",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.errors import RLBenchError
-from rlbench.sweep.executors.environments import parse_envs
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.sweep.executors.environments import parse_envs
 from tests.conftest import run_cli
 
 LANES = [pair for pair in os.environ.get("RLBENCH_LANE_ENVS", "").split(",") if pair]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.record.store import load_record
-from rlbench.sweep.index import INDEX_FILE, load_index
+from rlbench.harness.record.store import load_record
+from rlbench.harness.sweep.index import INDEX_FILE, load_index
 from tests.conftest import PROJECT_ROOT
 from tests.loopback.ray_cluster import CLIENT_ENV, loopback_ray
 
@@ -46,7 +46,7 @@ def _sweep(ray_head: str, out: Path, *args: str) -> subprocess.Popen:
         [
             sys.executable,
             "-m",
-            "rlbench",
+            "rlbench.harness",
             "sweep",
             "--framework",
             "trl",

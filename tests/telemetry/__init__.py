@@ -1,1 +1,1 @@
-"""Tests of rlbench.telemetry."""
+"""Tests of rlbench.harness.telemetry."""

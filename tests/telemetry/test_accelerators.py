@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from rlbench.predict.run_prediction import hardware_for
-from rlbench.telemetry import accelerators
+from rlbench.harness.predict.run_prediction import hardware_for
+from rlbench.harness.telemetry import accelerators
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlbench.telemetry.align import OUTPUT_COLUMNS, energy_from_power, per_step_telemetry
+from rlbench.harness.telemetry.align import OUTPUT_COLUMNS, energy_from_power, per_step_telemetry
 
 TICKS = np.arange(0, 17) * 0.25  # 0, 0.25, ..., 4.0 s: exact in binary, so window edges are exact
 

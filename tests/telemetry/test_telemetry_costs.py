@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlbench.telemetry.costs import cost_per_mtok_usd, energy_kwh, energy_per_mtok_j
+from rlbench.harness.telemetry.costs import cost_per_mtok_usd, energy_kwh, energy_per_mtok_j
 
 
 def test_energy_per_mtok():

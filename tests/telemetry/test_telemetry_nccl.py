@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlbench.telemetry.nccl import COLLECTIVE_COLUMNS, nccl_env, parse_nccl_log, summarize_collectives
-from rlbench.telemetry.nccl_logs import read_nccl_logs
+from rlbench.harness.telemetry.nccl import COLLECTIVE_COLUMNS, nccl_env, parse_nccl_log, summarize_collectives
+from rlbench.harness.telemetry.nccl_logs import read_nccl_logs
 
 DATA = Path(__file__).parents[1] / "data"
 T0 = 1796220000.0  # the timestamped sample's epoch

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.telemetry import nvml as nvml_reader
-from rlbench.telemetry.nvml import GpuProbe, open_gpus
+from rlbench.harness.telemetry import nvml as nvml_reader
+from rlbench.harness.telemetry.nvml import GpuProbe, open_gpus
 
 
 class FakeNvml:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlbench.telemetry.align import per_step_telemetry
-from rlbench.telemetry.columns import NAMES
-from rlbench.telemetry.sampler import start_sampler
-from rlbench.telemetry.store import journal_file, read_journal
+from rlbench.harness.telemetry.align import per_step_telemetry
+from rlbench.harness.telemetry.columns import NAMES
+from rlbench.harness.telemetry.sampler import start_sampler
+from rlbench.harness.telemetry.store import journal_file, read_journal
 
 # 220 MB touched page by page (so it is resident), then ~1.8 s of pure-Python CPU
 BURN = """

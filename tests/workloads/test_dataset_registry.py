@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from rlbench.cli import main
-from rlbench.errors import RLBenchError
+from rlbench.harness.cli import main
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry, datasets
 from rlbench.workloads.answers import numeric
 from rlbench.workloads.catalog import WORKLOAD_DIR, load_workload

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry, datasets
 from rlbench.workloads.datasets import Problem, data_dir, dataset_names, load_problems, load_split
 

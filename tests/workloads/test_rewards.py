@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry, rewards
 from rlbench.workloads.datasets import data_dir
 from rlbench.workloads.rewards import gsm8k_ground_truth, reward_names, score

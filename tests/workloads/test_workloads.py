@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import yaml
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads.catalog import WORKLOAD_DIR, available_workloads, load_workload
 
 REQUIRED = {"gsm8k-grpo", "math-grpo", "gsm8k-ppo", "math-ppo", "gsm8k-grpo-tiny", "math-grpo-tiny"}

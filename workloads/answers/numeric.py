@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from rlbench.errors import RLBenchError
+from rlbench.harness.errors import RLBenchError
 
 # Answers are integers or short decimals, so anything beyond float noise is a
 # different answer.

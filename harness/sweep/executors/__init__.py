@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from rlbench.errors import RLBenchError
-from rlbench.record.read import read_run_json
-from rlbench.record.schema import Status
-from rlbench.run.spec import RunSpec
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.read import read_run_json
+from rlbench.harness.record.schema import Status
+from rlbench.harness.run.spec import RunSpec
 
 EXECUTORS = ("local", "ray")
 
@@ -50,16 +50,16 @@ def make_executor(kind: str, ray_address: str | None = None, envs: tuple[str, ..
         if ray_address:
             raise RLBenchError("--ray-address is for --executor ray; drop it or add --executor ray")
         if envs:
-            from rlbench.sweep.executors.environments import EnvironmentExecutor, parse_envs
+            from rlbench.harness.sweep.executors.environments import EnvironmentExecutor, parse_envs
 
             return EnvironmentExecutor(parse_envs(envs))
-        from rlbench.sweep.executors.local import LocalExecutor
+        from rlbench.harness.sweep.executors.local import LocalExecutor
 
         return LocalExecutor()
     if envs:
         raise RLBenchError("--env is for --executor local (each framework in its own virtualenv here); drop it")
     if kind == "ray":
-        from rlbench.sweep.executors.ray_executor import RayExecutor
+        from rlbench.harness.sweep.executors.ray_executor import RayExecutor
 
         return RayExecutor(ray_address)
     raise RLBenchError(f"unknown executor {kind!r}; available: {', '.join(EXECUTORS)}")

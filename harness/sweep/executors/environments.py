@@ -3,7 +3,7 @@
 verl and OpenRLHF pin conflicting releases (transformers, vLLM, Ray), so one Python
 cannot hold both; each has an environment of its own (`nox -s verl_cpu` and
 `nox -s openrlhf_cpu` build them on CPU). With `--env verl=.nox/verl_cpu`, a cell of
-that framework runs as `<env>/bin/python -m rlbench run ...` into the sweep folder,
+that framework runs as `<env>/bin/python -m rlbench.harness run ...` into the sweep folder,
 and is refused or accepted by that environment's own adapter (`rlbench run --dry-run`
 there), so a sweep over trl,verl,openrlhf writes one folder that one report compares.
 Frameworks without an `--env` run here, through the local executor.
@@ -20,11 +20,11 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import Status
-from rlbench.run.spec import RunSpec
-from rlbench.sweep.executors import RunResult, failure, result_from_record
-from rlbench.sweep.executors.local import LocalExecutor, _run_dirs
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import Status
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.sweep.executors.local import LocalExecutor, _run_dirs
 
 CHECK_TIMEOUT_S = 600  # a dry run there imports the framework and may build the tiny model
 
@@ -60,7 +60,7 @@ class EnvironmentExecutor:
         if python is None or run_args is None:
             return self.here.check(spec, run_args)
         done = subprocess.run(
-            [str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out), "--dry-run"],
+            [str(python), "-m", "rlbench.harness", "run", *run_args, "--out", str(spec.out), "--dry-run"],
             capture_output=True,
             text=True,
             timeout=CHECK_TIMEOUT_S,
@@ -79,7 +79,7 @@ class EnvironmentExecutor:
         env = {**os.environ, "RLBENCH_RUN_TIMEOUT_S": str(spec.timeout_s)}
         # Same process group: a Ctrl-C reaches the child's runner, which stops its framework and records it.
         process = subprocess.Popen(
-            [str(python), "-m", "rlbench", "run", *run_args, "--out", str(spec.out)],
+            [str(python), "-m", "rlbench.harness", "run", *run_args, "--out", str(spec.out)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -104,7 +104,9 @@ class EnvironmentExecutor:
             return RunResult(
                 Status.INTERRUPTED if status == Status.INTERRUPTED else Status.FAILED,
                 None,
-                failure("launch_error", f"{python} -m rlbench run exited {process.returncode} before recording"),
+                failure(
+                    "launch_error", f"{python} -m rlbench.harness run exited {process.returncode} before recording"
+                ),
                 executor,
             )
         return result_from_record(created[-1], status, executor)

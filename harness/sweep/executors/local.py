@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.record.read import read_run_json
-from rlbench.record.schema import Status
-from rlbench.record.store import RUN_FILE, utc_now, write_run_json
-from rlbench.run.spec import RunSpec
-from rlbench.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.read import read_run_json
+from rlbench.harness.record.schema import Status
+from rlbench.harness.record.store import RUN_FILE, utc_now, write_run_json
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
 
 
 def _run_dirs(out: Path) -> set[Path]:
@@ -51,7 +51,7 @@ def _stop_own_framework() -> None:
 def _settle_interrupted(run_dir: Path) -> None:
     """A Ctrl-C that lands while the framework is being started escapes the runner's own handling and
     leaves run.json saying "running" (and possibly the framework alive): stop it and say what happened."""
-    from rlbench.run.runner import log_tail
+    from rlbench.harness.run.runner import log_tail
 
     record = read_run_json(run_dir)
     if record.get("status") != Status.RUNNING:
@@ -76,7 +76,7 @@ class LocalExecutor:
         adapter.check_machine()
 
     def run(self, spec: RunSpec, run_args: list[str], echo: Callable[[str], None]) -> RunResult:
-        from rlbench.run.runner import RunFailed, RunInterrupted, execute
+        from rlbench.harness.run.runner import RunFailed, RunInterrupted, execute
 
         executor = {"kind": self.kind}
         before = _run_dirs(spec.out)

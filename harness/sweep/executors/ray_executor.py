@@ -4,9 +4,9 @@
     rlbench sweep --framework trl --workload gsm8k-grpo-tiny --executor ray --ray-address http://127.0.0.1:8265
 
 Each run is submitted with `JobSubmissionClient.submit_job` as
-`python -m rlbench.sweep.executors.ray_job <rlbench run arguments>`, one at a time (runs
+`python -m rlbench.harness.sweep.executors.ray_job <rlbench run arguments>`, one at a time (runs
 sharing a cluster would disturb each other's measurements). The job's record comes
-back through its log (`rlbench.sweep.executors.record_transfer`) into the sweep folder.
+back through its log (`rlbench.harness.sweep.executors.record_transfer`) into the sweep folder.
 
 GPUs: the entrypoint asks for `world_size` GPUs (`entrypoint_num_gpus`) when its
 framework trains in the entrypoint's own processes (TRL under accelerate), and for
@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.adapters.registry import get_adapter
-from rlbench.errors import RLBenchError
-from rlbench.record.schema import Status
-from rlbench.run.failure_cause import OOM_TEXT, TAIL_LINES
-from rlbench.run.spec import RunSpec
-from rlbench.sweep.executors import RunResult, failure, result_from_record
-from rlbench.sweep.executors.record_transfer import strip_blocks, unpack
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import Status
+from rlbench.harness.run.failure_cause import OOM_TEXT, TAIL_LINES
+from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.sweep.executors.record_transfer import strip_blocks, unpack
 
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
 STOP_WAIT_S = 60  # RAY_JOB_STOP_WAIT_TIME_S for our jobs: time to stop the framework and send the record
@@ -95,7 +95,7 @@ class RayExecutor:
 
     def _submit(self, spec: RunSpec, run_args: list[str], job_id: str) -> None:
         self.client.submit_job(
-            entrypoint=shlex.join(["python", "-m", "rlbench.sweep.executors.ray_job", *run_args]),
+            entrypoint=shlex.join(["python", "-m", "rlbench.harness.sweep.executors.ray_job", *run_args]),
             submission_id=job_id,
             entrypoint_num_gpus=entrypoint_gpus(spec) or None,
             runtime_env={
@@ -173,7 +173,7 @@ class RayExecutor:
 
 
 def _record_tail(run_dir: Path | None) -> list[str]:
-    from rlbench.run.runner import log_tail
+    from rlbench.harness.run.runner import log_tail
 
     return log_tail(run_dir) if run_dir is not None else []
 

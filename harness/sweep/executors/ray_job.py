@@ -1,10 +1,10 @@
 """The entrypoint of one sweep run inside a Ray job: `rlbench run`, then the record printed to the log.
 
-    python -m rlbench.sweep.executors.ray_job --framework trl --workload gsm8k-grpo-tiny --steps 2
+    python -m rlbench.harness.sweep.executors.ray_job --framework trl --workload gsm8k-grpo-tiny --steps 2
 
 Arguments are those of `rlbench run` without `--out`: the record goes to a scratch
 folder on the node ($RLBENCH_RAY_SCRATCH, default the system temp folder), is
-printed as a record block (`rlbench.sweep.executors.record_transfer`) and the scratch is
+printed as a record block (`rlbench.harness.sweep.executors.record_transfer`) and the scratch is
 removed. `ray job stop` sends SIGTERM: it is turned into the Ctrl-C the runner
 already handles, so the framework is stopped and the partial record still comes
 back (within RAY_JOB_STOP_WAIT_TIME_S, which the sweep raises for its jobs).
@@ -22,14 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.record.store import RUN_FILE
-from rlbench.settings import ray_scratch
-from rlbench.sweep.executors import sigterm_as_ctrl_c
-from rlbench.sweep.executors.record_transfer import pack
+from rlbench.harness.record.store import RUN_FILE
+from rlbench.harness.settings import ray_scratch
+from rlbench.harness.sweep.executors import sigterm_as_ctrl_c
+from rlbench.harness.sweep.executors.record_transfer import pack
 
 
 def main(argv: list[str]) -> int:
-    from rlbench.cli import main as cli
+    from rlbench.harness.cli import main as cli
 
     if os.environ.get("OMP_NUM_THREADS") == "":  # the sweep's "unset" (see ray_executor._submit)
         del os.environ["OMP_NUM_THREADS"]

@@ -7,7 +7,7 @@ only the job API the sweep already talks to. Its cost: the whole record (with
 `framework.log`) passes through the head node's job log, so records of hundreds of
 MB would be slow; the sizes of benchmark records (KB to a few MB) are fine.
 
-    python -c "from rlbench.sweep.executors.record_transfer import pack; print(pack('results/<run_id>')[:80])"
+    python -c "from rlbench.harness.sweep.executors.record_transfer import pack; print(pack('results/<run_id>')[:80])"
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ T0 = 1796400000.0
 
 
 def telemetry(start: float, end: float, power: float, rng: np.random.Generator, rate_hz: float = 10.0) -> pd.DataFrame:
-    from rlbench.telemetry.columns import arrow_schema
+    from rlbench.harness.telemetry.columns import arrow_schema
 
     times = np.arange(start, end, 1 / rate_hz)
     n = times.size
@@ -113,7 +113,7 @@ def probe() -> dict:
             "decode_step_s": {"model": "Qwen2.5-0.5B-Instruct", "parameters": 494032768, "weight_bytes": 988065536,
                               "prompt_tokens": 128, "columns": ["batch", "median_s", "min_s", "max_s", "n"],
                               "rows": [[1, 0.021, 0.020, 0.023, 3], [8, 0.022, 0.021, 0.024, 3]]},
-            "method": f"{LABEL}; shaped like rlbench.predict.gpu_probe's output"}
+            "method": f"{LABEL}; shaped like rlbench.harness.predict.gpu_probe's output"}
 
 
 def main() -> None:
