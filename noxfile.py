@@ -134,17 +134,25 @@ def openrlhf_cpu(session: nox.Session) -> None:
     _lane(session, "openrlhf")
 
 
-RUFF = "ruff==0.17.6"  # pinned: a new ruff release may add rules or reformat, and CI must not move under us
+# pinned: a new ruff release may add rules or reformat, and CI must not move under us
+RUFF = "ruff==0.17.6"
+IMPORT_LINTER = "import-linter==2.17"
 LINTED = ("harness", "adapters", "workloads", "reports", "benchmarks", "tests", "noxfile.py", "setup.py")
 
 
 @nox.session(default=False)
 def lint(session: nox.Session) -> None:
-    """ruff: the linter's rules and the formatter's layout (pyproject's [tool.ruff]); `-- --fix` applies them."""
+    """ruff: the linter's rules and the formatter's layout (pyproject's [tool.ruff]), `-- --fix` applies them;
+    import-linter: the layering (pyproject's [tool.importlinter])."""
     session.install(RUFF)
     fix = "--fix" in session.posargs
     session.run("ruff", "check", *(["--fix"] if fix else []), *LINTED)
     session.run("ruff", "format", *([] if fix else ["--check"]), *LINTED)
+    # The layering contract (pyproject's [tool.importlinter]) on the package as built: import-linter reads the
+    # installed `rlbench`, whose import paths are the folders' paths.
+    session.install(IMPORT_LINTER)
+    session.install("--no-deps", "--force-reinstall", _wheel(session))
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session

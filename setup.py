@@ -1,10 +1,11 @@
 """Wheel layout: package discovery over the four source folders, and the commit the wheel was built from.
 
 The import package `rlbench` is a namespace over four top-level folders, each its subpackage under the
-folder's own name (`harness/cli.py` is `rlbench.harness.cli`, `adapters/verl/` is `rlbench.adapters.verl`),
-so an import path is the file's folder path; pyproject.toml's declarative `packages.find` cannot map
-folders under a common prefix. Discovering the subpackages here, instead of listing them by hand,
-keeps a new folder from silently missing from the wheel (it once dropped `rlbench.workloads.answers`).
+folder's own name (`harness/run/runner.py` is `rlbench.harness.run.runner`, `adapters/verl/` is
+`rlbench.adapters.verl`), so an import path is the file's folder path; pyproject.toml's declarative
+`packages.find` cannot map folders under a common prefix. Discovering the subpackages here, instead of
+listing them by hand, keeps a new folder from silently missing from the wheel (it once dropped
+`rlbench.workloads.answers`).
 An installed wheel has no git checkout to ask, so the build writes the commit into the package
 (`rlbench/harness/build_commit.txt`), which every record then names. Everything else is in pyproject.toml.
 """
@@ -23,7 +24,7 @@ SOURCE_FOLDERS = {
     "rlbench.reports": "reports",
 }
 SOURCE_PACKAGE = "rlbench.harness"  # the package the commit file goes in
-BUILD_COMMIT_FILE = "build_commit.txt"  # read by rlbench.harness.run.environment.git_sha
+BUILD_COMMIT_FILE = "build_commit.txt"  # read by rlbench.harness.spec.environment.git_sha
 
 
 def _packages() -> list[str]:

@@ -23,9 +23,9 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.environment import package_version
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.environment import package_version
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.runspec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +92,8 @@ class Adapter(ABC):
                     f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                     f"it supports: {', '.join(sorted(self.supported_knobs))}"
                 )
-        from rlbench.harness.predict.run_prediction import workload_arch
-        from rlbench.harness.run.parallel import check_heads
+        from rlbench.harness.spec.model_arch import workload_arch
+        from rlbench.harness.spec.parallel import check_heads
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
@@ -151,7 +151,7 @@ class Adapter(ABC):
         return None
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any] | None:
-        """How this launch meets the equal-work contract (`rlbench.harness.run.equal_work.manifest`: the contract, the
+        """How this launch meets the equal-work contract (`rlbench.harness.spec.equal_work.manifest`: the contract, the
         framework setting that carries each term, the differences named), recorded as run.json's
         `equal_work`; with the finished run's folder, also what the framework itself resolved where it
         saves that. None for an adapter that does not map it."""

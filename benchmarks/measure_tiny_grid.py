@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rlbench.harness.predict.calibrate import tiny_workload
+from rlbench.harness.sweep.calibrate import tiny_workload
 
 
 def pass_order(cells: list[tuple[int, int]], repeat: int) -> list[tuple[int, int]]:

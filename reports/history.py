@@ -28,7 +28,7 @@ import ruptures
 
 from rlbench.harness.record.compare import configuration_key
 from rlbench.harness.record.schema import STEP_METRICS, headline
-from rlbench.harness.run.parallel import knob_label
+from rlbench.harness.spec.parallel import knob_label
 from rlbench.reports.load import RunView
 
 HISTORY_METRICS = headline("history")

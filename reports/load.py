@@ -23,8 +23,8 @@ import pandas as pd
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import PARQUET_ERRORS, DamagedRecord, first_line, read_record
 from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE
-from rlbench.harness.run.parallel import Parallelism
 from rlbench.harness.run.profiling import COMM_FILE, TELEMETRY_FILE
+from rlbench.harness.spec.parallel import Parallelism
 from rlbench.harness.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
 
 TELEMETRY_NUMERIC = tuple(c.name for c in TELEMETRY_COLUMNS if c.kind in ("float", "int"))

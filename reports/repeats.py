@@ -5,7 +5,7 @@ repeats. Each contributes its own median over post-warm-up steps; the pooled row
 gives the median of those run medians, the standard deviation across runs (what
 decides whether two configurations differ by more than noise) and, beside it, the
 typical spread within a run (the median of the runs' own step-to-step std). The
-arithmetic is the sweep's (`rlbench.harness.sweep.spread.spread`), so a report and a sweep
+arithmetic is the sweep's (`rlbench.harness.record.spread.spread`), so a report and a sweep
 never disagree on what "spread across repeats" means.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from rlbench.harness.record.compare import configuration_key
 from rlbench.harness.record.schema import STEP_METRICS, headline
-from rlbench.harness.sweep.spread import spread
+from rlbench.harness.record.spread import spread
 from rlbench.reports.load import RunView, base_label
 
 POOLED_METRICS = headline("sweep")  # pooled as a sweep's closing spread pools them

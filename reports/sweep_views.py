@@ -1,6 +1,6 @@
 """Sweep and scaling views: each metric against each swept knob, every cell of the grid shown.
 
-A sweep's index (sweep.json, `rlbench.harness.sweep.index`) says which cells ran, which failed
+A sweep's index (sweep.json, `rlbench.harness.record.sweep_index`) says which cells ran, which failed
 and which were refused before anything ran, and why. The report finds the indexes
 beside or under the folders it was given, joins each cell to its run record, and draws
 - one panel per (metric, swept axis): x the axis's values in the order the sweep asked
@@ -32,7 +32,7 @@ from matplotlib.transforms import blended_transform_factory
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import STEP_METRICS
 from rlbench.harness.record.store import effective_status
-from rlbench.harness.sweep.index import INDEX_FILE, load_index
+from rlbench.harness.record.sweep_index import INDEX_FILE, load_index
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View

@@ -169,7 +169,7 @@ def lane_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
 
 
 def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    """Each term of the equal-work contract (`harness.run.equal_work`) and each named difference, by run: the value
+    """Each term of the equal-work contract (`harness.spec.equal_work`) and each named difference, by run: the value
     the launch carried, or why the framework could not match it. Rows where the runs differ come first."""
     views = [(run, run.record.get("equal_work")) for run in runs]
     views = [(run, manifest) for run, manifest in views if isinstance(manifest, dict)]

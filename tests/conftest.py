@@ -19,7 +19,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_collection_modifyitems(config, items):
     """Skip @pytest.mark.gpu tests on machines without an NVIDIA GPU."""
-    from rlbench.harness.run.environment import gpus
+    from rlbench.harness.spec.environment import gpus
 
     if gpus()[0]:
         return

@@ -19,7 +19,7 @@ import rlbench.harness
 from tests.conftest import PROJECT_ROOT
 
 # source folder -> its path inside the wheel: the folder's own path under the `rlbench` namespace, so that an
-# import path is the file's folder path (`harness/cli.py` is `rlbench.harness.cli`)
+# import path is the file's folder path (`harness/run/runner.py` is `rlbench.harness.run.runner`)
 FOLDERS = {folder: f"rlbench/{folder}" for folder in ("harness", "adapters", "workloads", "reports")}
 # Developer notes beside the code; everything else under the source folders is product.
 NOT_SHIPPED = {"README.md"}

@@ -184,7 +184,7 @@ def check_lane_run(spec, framework: str, shape: str) -> None:
 def lane_refusal(spec, framework: str, shape: str) -> str | None:
     """Why a CPU lane cannot run `spec`, one line, or None: it runs tiny GRPO workloads with no --parallel
     knobs (`shape` says what the lane runs instead)."""
-    from rlbench.harness.run.parallel import knob_label
+    from rlbench.harness.spec.parallel import knob_label
 
     w, knobs = spec.workload, spec.parallel.non_default()
     if w.model.tiny is None:

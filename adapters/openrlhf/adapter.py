@@ -30,11 +30,11 @@ from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV, label
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.harness.atomic import write_bytes
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.environment import package_version
-from rlbench.harness.run.equal_work import contract, manifest, nested_values
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.parallel import knob_label
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.environment import package_version
+from rlbench.harness.spec.equal_work import contract, manifest, nested_values
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import knob_label
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 from rlbench.workloads.prompts import read_prompts
 
@@ -47,7 +47,7 @@ TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 # only with a wandb key): the pre-launch step records them here, as OpenRLHF's own parser resolved them.
 RESOLVED_FILE = "openrlhf_resolved.json"
 CRITIC_LR = 1e-5  # verl's critic default, so both frameworks train the same critic
-# The equal-work contract's terms (rlbench.harness.run.equal_work) -> the OpenRLHF 0.11 flags that carry them.
+# The equal-work contract's terms (rlbench.harness.spec.equal_work) -> the OpenRLHF 0.11 flags that carry them.
 CONTRACT_KEYS = {
     **{
         f"engine.{name}": f"vllm.{name}"

@@ -20,17 +20,17 @@ import pandas as pd
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.common import declared_requirements
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.environment import gpus, package_version
-from rlbench.harness.run.equal_work import contract, manifest
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.environment import gpus, package_version
+from rlbench.harness.spec.equal_work import contract, manifest
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.runspec import RunSpec
 
 LAUNCH_FILE = "trl_launch.json"
 # What TRL resolved, written by the launcher once GRPOTrainer is built: {"trl", "args", "generation"}.
 RESOLVED_FILE = "trl_resolved.json"
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
 _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
-# The equal-work contract's terms (rlbench.harness.run.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
+# The equal-work contract's terms (harness.spec.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
 CONTRACT_KEYS = {
     "engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
     "engine.sleep_mode": "vllm_enable_sleep_mode",

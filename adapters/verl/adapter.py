@@ -30,11 +30,11 @@ from rlbench.adapters.common import declared_requirements, whole_count
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.harness.atomic import replacing
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.environment import package_version
-from rlbench.harness.run.equal_work import contract, manifest, nested_values
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.parallel import MEGATRON_KNOBS, check_expert_ranks, check_model_split, knob_label
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.environment import package_version
+from rlbench.harness.spec.equal_work import contract, manifest, nested_values
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import MEGATRON_KNOBS, check_expert_ranks, check_model_split, knob_label
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 from rlbench.workloads.prompts import read_prompts
 
@@ -73,7 +73,7 @@ K_STEP_REFUSAL = (
     "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step"
 )
 ROLLOUT = "actor_rollout_ref.rollout"
-# The equal-work contract's terms (rlbench.harness.run.equal_work) -> the verl 0.9.1 config keys that carry them.
+# The equal-work contract's terms (rlbench.harness.spec.equal_work) -> the verl 0.9.1 config keys that carry them.
 CONTRACT_KEYS = {
     **{
         f"engine.{name}": f"{ROLLOUT}.{name}"
@@ -254,7 +254,7 @@ class VerlAdapter(LaneAdapter):
         p, w = spec.parallel, spec.workload
         self.refuse_knobs(spec)
         super().check(spec)
-        from rlbench.harness.predict.run_prediction import workload_arch
+        from rlbench.harness.spec.model_arch import workload_arch
 
         check_model_split(p, workload_arch(w.model), w.model.name)  # ep by the experts, pp by the layers
         check_expert_ranks(p)

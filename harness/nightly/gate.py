@@ -61,7 +61,7 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
     from rlbench.harness.run.runner import RunFailed, RunInterrupted, execute
-    from rlbench.harness.run.spec import build_run_spec
+    from rlbench.harness.spec.runspec import build_run_spec
 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
     try:

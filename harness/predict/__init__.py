@@ -1,1 +1,2 @@
-"""Bridges from runs to the work-depth model: predictions of a run, calibration of the floor, machine probes."""
+"""Bridges from runs to the work-depth model: predictions of a run, `rlbench predict` tables, the floor cache,
+machine probes."""

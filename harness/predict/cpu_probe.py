@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.atomic import write_bytes
-from rlbench.harness.run.environment import cpu_model, package_version
+from rlbench.harness.spec.environment import cpu_model, package_version
 
 PROBE_VERSION = 7  # bump when a measurement changes, so cached probes are re-measured (docs/cpu-probe.md)
 RATE_ROWS = (16, 64, 256, 1024, 4096)

@@ -33,7 +33,7 @@ def machine_key(framework: str) -> dict[str, Any]:
     """What a floor depends on: the framework's version and the machine it runs on."""
     from rlbench.adapters.registry import get_adapter
     from rlbench.harness.predict.cpu_probe import PROBE_VERSION
-    from rlbench.harness.run.environment import cpu_model, gpus, package_version
+    from rlbench.harness.spec.environment import cpu_model, gpus, package_version
 
     found = gpus()[0]
     key: dict[str, Any] = {

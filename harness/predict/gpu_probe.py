@@ -240,7 +240,7 @@ def decode_steps(torch: Any) -> dict[str, Any]:
 
 def device_identity(torch: Any) -> dict[str, Any]:
     """GPU name, driver, and the software the numbers were taken with."""
-    from rlbench.harness.run.environment import gpus, package_version
+    from rlbench.harness.spec.environment import gpus, package_version
 
     found, driver = gpus()
     props = torch.cuda.get_device_properties(0)

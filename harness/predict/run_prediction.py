@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
@@ -27,14 +26,13 @@ from rlbench.harness.perfmodel import (
     Prediction,
     WorkloadShape,
     find_hardware,
-    get_arch,
-    load_hf_config,
     predict,
 )
 from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.harness.predict.floor_cache import load_floor
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.workloads.spec import ModelSpec, Workload
+from rlbench.harness.spec.model_arch import arch_for
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.workloads.spec import Workload
 
 # rlbench's measured stage columns -> the model's stages that make them up.
 STAGE_MAP: dict[str, tuple[str, ...]] = {
@@ -74,7 +72,7 @@ def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) ->
     per GPU (never below one whole sequence), as verl's and OpenRLHF's dynamic batching packs them,
     and a CUDA-graph vLLM engine with the equal-work contract's limits (256 sequences; half of a
     colocated GPU, 0.9 of a rollout GPU of its own) where the placement is known."""
-    from rlbench.harness.run.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
+    from rlbench.harness.spec.equal_work import GPU_MEMORY_COLOCATED, GPU_MEMORY_DEDICATED, MAX_NUM_SEQS
 
     fields: dict[str, Any] = {
         "micro_batch_tokens": max(NEUTRAL_MICRO_BATCH_TOKENS, shape.max_seq_len),
@@ -93,7 +91,7 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism, 
     packing, KV cache, dtype) and the rollout engine's mode from the equal-work contract every adapter
     launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.runspec import RunSpec
 
     fields = get_adapter(framework).launch_shape(
         RunSpec(framework=framework, workload=workload, parallel=parallel), lane
@@ -107,7 +105,7 @@ def launch_shape(
     """The workload as launched with these `--parallel` pairs: the framework's launch shape (its CPU lane's
     where `lane`, i.e. on the CPU row), or the neutral one without a framework. A bad pair is an
     RLBenchError, as for `rlbench run`."""
-    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.spec.parallel import parse_parallel
 
     parallel = parse_parallel(pairs)
     shape = workload_shape(workload)
@@ -117,7 +115,7 @@ def launch_shape(
 
 def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> dict[str, Any]:
     """The rollout engine's mode and limits as every adapter launches it (the equal-work contract)."""
-    from rlbench.harness.run.equal_work import contract
+    from rlbench.harness.spec.equal_work import contract
 
     engine = contract(workload, parallel).engine
     if fields.get("kv_cache") == "concat":  # Hugging Face generate: eager, the whole batch at once
@@ -131,7 +129,7 @@ def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, A
 
 def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
     """'eager' for Hugging Face generate (no paged cache) or an engine launched with enforce_eager."""
-    from rlbench.harness.run.equal_work import contract
+    from rlbench.harness.spec.equal_work import contract
 
     if fields.get("kv_cache") == "concat" or contract(workload, parallel).engine.enforce_eager:
         return "eager"
@@ -186,7 +184,7 @@ def predict_layout(
     floor: FrameworkFloor | None = None,
 ) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
-    from rlbench.harness.run.parallel import check_heads, check_model_split, parse_parallel
+    from rlbench.harness.spec.parallel import check_heads, check_model_split, parse_parallel
 
     parsed = parse_parallel(pairs)
     check_heads(parsed, arch, arch.name)  # the same refusals as `rlbench run` and `rlbench sweep`
@@ -224,7 +222,7 @@ def sweep_layout_table(
     check "framework". The trainer shards as Megatron's distributed optimizer ("optimizer"), the
     backend that trainer tp, pp, cp and ep select."""
     from rlbench.harness.perfmodel.sweep import sweep_layouts
-    from rlbench.harness.run.parallel import knob_pairs, parse_parallel
+    from rlbench.harness.spec.parallel import knob_pairs, parse_parallel
 
     for key in grid:
         if key not in LAYOUT_AXES:
@@ -307,7 +305,7 @@ def sweep_layout_table(
 
 def _axis_value(axis: str, raw: str) -> int | str:
     """One --sweep value, checked as --parallel checks it."""
-    from rlbench.harness.run.parallel import PLACEMENTS
+    from rlbench.harness.spec.parallel import PLACEMENTS
 
     if axis == "placement":
         if raw not in PLACEMENTS:
@@ -324,7 +322,7 @@ def _axis_value(axis: str, raw: str) -> int | str:
 
 def _layout_pairs(layout: ParallelShape, fixed: Parallelism) -> list[str]:
     """The --parallel pairs of one swept layout: its axes and dp, the fixed knobs as given."""
-    from rlbench.harness.run.parallel import knob_pairs
+    from rlbench.harness.spec.parallel import knob_pairs
 
     knobs = {
         **fixed.non_default(),
@@ -355,91 +353,11 @@ def _framework_refusal(framework: str | None, workload: Workload, pairs: list[st
 def refuse_for_framework(framework: str, workload: Workload, pairs: tuple[str, ...] | list[str]) -> None:
     """The framework's refusal of knobs it cannot honour, whatever the machine (the adapter's `refuse_knobs`)."""
     from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.run.parallel import parse_parallel
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.harness.spec.runspec import RunSpec
 
     spec = RunSpec(framework=framework, workload=workload, parallel=parse_parallel(pairs))
     get_adapter(framework).refuse_knobs(spec)
-
-
-def arch_for(model: str) -> ModelArch:
-    """Architecture from a model folder's config.json, a config.json path, the Hugging Face cache's copy of
-    a hub model's config.json (offline), or the built-in table."""
-    path = Path(model)
-    if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
-        return load_hf_config(path)
-    if path.suffix == ".json":  # a file name, not an architecture name: say it is missing
-        raise RLBenchError(
-            f"model config {model}: no such file; pass an existing config.json, a model folder or a built-in name"
-        )
-    if path.is_dir():
-        raise RLBenchError(f"model folder {model} has no config.json; pass the folder of a Hugging Face model")
-    cached = _hub_cached_config(model)
-    if cached:
-        try:
-            return dataclasses.replace(load_hf_config(cached), name=model, source=str(cached))
-        except (RLBenchError, ValueError):
-            pass  # a config the model cannot read (not a decoder-only LM): the table may still know the name
-    return get_arch(model)
-
-
-def workload_arch(model: ModelSpec) -> ModelArch | None:
-    """A workload model's architecture from its own config, offline, or None where none is here.
-
-    In order: the tiny model's spec (the config `tiny_model` builds), a local folder's or file's
-    config.json, the Hugging Face cache's copy of the hub model's config.json, then rlbench's built-in
-    table (values from each model's published config.json)."""
-    if model.tiny is not None:
-        t = model.tiny
-        return ModelArch(
-            name="tiny",
-            layers=t.num_layers,
-            hidden=t.hidden_size,
-            heads=t.num_heads,
-            kv_heads=t.num_kv_heads,
-            ffn=t.intermediate_size,
-            vocab=t.vocab_size,
-            tied_embeddings=True,
-            **_tiny_moe_fields(model),
-            source="workload model.tiny",
-        )
-    try:
-        return arch_for(model.name)
-    except (RLBenchError, ValueError):
-        return None
-
-
-def _tiny_moe_fields(model: ModelSpec) -> dict[str, Any]:
-    """The tiny model's attention bias and MoE fields, as `tiny_model` builds it: dense and with a shared
-    expert it is Qwen2(-MoE), q/k/v biases on, the shared expert behind a sigmoid gate; routed experts
-    only, it is Qwen3-MoE, no biases (its per-head q/k RMSNorms, 2 x head_dim a layer, are not counted)."""
-    tiny = model.tiny
-    assert tiny is not None, "a tiny model's fields"
-    if not tiny.is_moe:
-        return {"qkv_bias": True}
-    return {
-        "qkv_bias": bool(tiny.shared_expert_intermediate_size),
-        "moe_experts": tiny.num_experts,
-        "moe_top_k": tiny.experts_per_token,
-        "moe_ffn": tiny.expert_intermediate_size,
-        "moe_shared_ffn": tiny.shared_expert_intermediate_size,
-        "moe_shared_gate": bool(tiny.shared_expert_intermediate_size),
-    }
-
-
-def _hub_cached_config(repo: str) -> Path | None:
-    """The Hugging Face cache's config.json of a hub model, never the network."""
-    if Path(repo).exists() or repo.count("/") != 1:
-        return None
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    try:
-        found = try_to_load_from_cache(repo, "config.json")
-    except ValueError:  # not a valid repo id
-        return None
-    return Path(found) if isinstance(found, str) else None
 
 
 def hardware_for(environment: dict[str, Any]) -> Hardware | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlbench.harness.run.parallel import knob_label
+from rlbench.harness.spec.parallel import knob_label
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 3) -> str:

@@ -17,7 +17,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import DamagedRecord, read_record
 from rlbench.harness.record.regression import Comparison, compare_samples
 from rlbench.harness.record.schema import STEP_METRICS, Status
-from rlbench.harness.run.equal_work import manifest_changes
+from rlbench.harness.spec.equal_work import manifest_changes
 from rlbench.workloads.spec import TinyModelSpec
 
 

@@ -20,7 +20,7 @@ import pyarrow
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE, SchemaError, migrate
-from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.spec.parallel import Parallelism
 
 # What a pyarrow/pandas parquet read raises on a damaged file (ArrowInvalid is also a ValueError,
 # ArrowIOError an OSError); anything else from the reader is a bug and keeps its traceback.

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Literal, TypedDict
 
 # 2: `tp` is the trainer's tensor parallelism; version-1 records without `rollout_tp` used it for the rollout's
-# (migrate moves it). The sweep index's version 2 (rlbench.harness.sweep.index) is the same change.
+# (migrate moves it). The sweep index's version 2 (rlbench.harness.record.sweep_index) is the same change.
 SCHEMA_VERSION = 2
 
 Direction = Literal["higher", "lower", "neutral"]
@@ -264,13 +264,13 @@ class _RunStart(TypedDict):
     # what was run
     framework: FrameworkIdentity
     workload: dict[str, Any]  # the resolved workload (every field, after includes)
-    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.harness.run.parallel.Parallelism.to_dict)
+    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.harness.spec.parallel.Parallelism.to_dict)
     seed: int  # seed given to the framework
     timeout_s: float  # the framework is stopped past this (RLBENCH_TIMEOUT_S)
     model_path: str  # local folder of the model the framework loaded
     data: DataIdentity | None  # the problems trained on; absent in records written before it existed
     cpu_lane: dict[str, Any] | None  # what the CPU lane substitutes (shims, settings), or null (Adapter.lane)
-    # {contract, applied, differences, resolved?}: the equal-work contract (harness.run.equal_work), the framework
+    # {contract, applied, differences, resolved?}: the equal-work contract (harness.spec.equal_work), the framework
     # setting that carried each term, what it could not match, and the terms as the framework resolved them
     # (docs/equal-work.md); null for an adapter without a mapping
     equal_work: dict[str, Any] | None

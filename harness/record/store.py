@@ -25,7 +25,6 @@ from typing import Any
 import pandas as pd
 
 from rlbench.harness.atomic import replacing, write_bytes
-from rlbench.harness.record.read import read_run_json, read_steps
 from rlbench.harness.record.schema import (
     RUN_FIELDS,
     RUN_FILE,
@@ -209,9 +208,3 @@ def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, 
     except (TypeError, ValueError):
         return "running"
     return "abandoned" if timeout > 0 and now > started + timeout + GRACE_S else "running"
-
-
-def load_record(run_dir: str | Path) -> dict[str, Any]:
-    """The name callers used before `rlbench.harness.record.read.read_record`; kept for callers not yet moved
-    (tests/sweep). The same reading, migration and damage guard, without the field checks of a full read."""
-    return {**read_run_json(run_dir), "steps": read_steps(run_dir)}

@@ -41,13 +41,13 @@ from rlbench.harness.record.store import (
 )
 from rlbench.harness.run import profiling
 from rlbench.harness.run.derive import derive_step_metrics, model_flops_utilisation
-from rlbench.harness.run.environment import collect_environment, rlbench_identity
 from rlbench.harness.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
 from rlbench.harness.run.framework_process import Outcome, launch
-from rlbench.harness.run.inputs import prepare_inputs
-from rlbench.harness.run.spec import RunSpec
 from rlbench.harness.run.step_stamps import apply_stamps, note_seen
 from rlbench.harness.run.stop_signals import RunStop, StopSignals, describe, stop_signals
+from rlbench.harness.spec.environment import collect_environment, rlbench_identity
+from rlbench.harness.spec.inputs import prepare_inputs
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.prompts import write_prompts
 
 

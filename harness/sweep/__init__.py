@@ -1,1 +1,2 @@
-"""Sweeps: a grid of runs, its index on disk, the executors that run its cells, and the spread over repeats."""
+"""Several runs toward one answer: a sweep's grid, its driver and the executors that run its cells; calibration's
+runs of a tiny model at several response lengths."""

@@ -3,7 +3,7 @@
 The grid is expanded into cells; a cell its adapter refuses is marked `refused`
 with the adapter's reason before anything runs. The other cells run one at a time
 through an executor (`rlbench.harness.sweep.executors`); each run's outcome, failed or not, goes
-into the sweep index (`rlbench.harness.sweep.index`) and the sweep goes on. Repeats are the
+into the sweep index (`rlbench.harness.record.sweep_index`) and the sweep goes on. Repeats are the
 outer loop (every configuration once, then again), so slow drift of the machine
 spreads over configurations instead of biasing one.
 
@@ -23,14 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.out_dir import check_writable
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import Status
+from rlbench.harness.record.spread import cell_label, group_spread
 from rlbench.harness.record.store import utc_now
-from rlbench.harness.run.parallel import knob_pairs, parse_parallel
-from rlbench.harness.run.runner import RunInterrupted
-from rlbench.harness.run.spec import RunSpec
-from rlbench.harness.sweep.executors import Executor, RunResult, Terminated, failure
-from rlbench.harness.sweep.index import (
+from rlbench.harness.record.sweep_index import (
     INDEX_FILE,
     INTERRUPTED,
     PENDING,
@@ -43,7 +41,11 @@ from rlbench.harness.sweep.index import (
     locked,
     save_index,
 )
-from rlbench.harness.sweep.spread import cell_label, group_spread
+from rlbench.harness.run.runner import RunInterrupted
+from rlbench.harness.settings import run_timeout_s
+from rlbench.harness.spec.parallel import knob_pairs, parse_grid, parse_parallel
+from rlbench.harness.spec.runspec import RunSpec
+from rlbench.harness.sweep.executors import Executor, RunResult, Terminated, failure
 
 
 class SweepInterrupted(RunInterrupted):
@@ -85,6 +87,56 @@ class SweepRequest:
                 "parallel": tuple(values["parallel"]),
             }
         )
+
+
+def request_from_options(
+    framework: str | None,
+    workload: str | None,
+    grid: tuple[str, ...],
+    parallel: tuple[str, ...],
+    steps: int | None,
+    seed: int,
+    repeats: int,
+    resume: Path | None,
+) -> SweepRequest | None:
+    """The sweep `rlbench sweep`'s options ask for; None where they only resume one (--resume)."""
+    if not (framework or workload or grid):
+        if resume is None:
+            raise RLBenchError("sweep: give --framework and --workload, or --resume SWEEP_DIR")
+        return None
+    if not (framework and workload):
+        raise RLBenchError("sweep: give both --framework and --workload (or only --resume SWEEP_DIR)")
+    return SweepRequest(
+        frameworks=parse_list(framework),
+        workloads=parse_list(workload),
+        grid=parse_grid(grid)[0],
+        parallel=parallel,
+        steps=steps,
+        seed=seed,
+        repeats=repeats,
+        timeout_s=run_timeout_s(),
+    )
+
+
+def open_sweep(request: SweepRequest | None, executor: Executor, out: Path, resume: Path | None) -> Path:
+    """The sweep folder to run: `resume`, checked against `request` where both are given, or a new one under
+    `out` (refused before any run when it cannot be written)."""
+    if resume is not None:
+        check_resume(resume, request)
+        return resume
+    assert request is not None, "request_from_options gives a request where there is no --resume"
+    return start(request, executor, check_writable(out))
+
+
+def cells_to_run(index: dict[str, Any]) -> int:
+    """Cells of the index not yet ended (succeeded, failed or refused)."""
+    return sum(cell["status"] not in (Status.SUCCEEDED, Status.FAILED, Status.REFUSED) for cell in index["cells"])
+
+
+def succeeded(index: dict[str, Any]) -> bool:
+    """A sweep succeeds when no cell failed and at least one ran to the end."""
+    statuses = [cell["status"] for cell in index["cells"]]
+    return Status.FAILED not in statuses and Status.SUCCEEDED in statuses
 
 
 def parse_list(text: str) -> tuple[str, ...]:

@@ -18,9 +18,9 @@ from rlbench.adapters.base import Adapter
 from rlbench.adapters.registry import ADAPTERS, get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel.shapes import WorkloadShape
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import load_workload
 
 FRAMEWORKS = sorted(ADAPTERS)

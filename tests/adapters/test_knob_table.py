@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from rlbench.adapters.registry import available, get_adapter
-from rlbench.harness.run.parallel import KNOBS
+from rlbench.harness.spec.parallel import KNOBS
 from tests.conftest import PROJECT_ROOT, readme_section
 
 

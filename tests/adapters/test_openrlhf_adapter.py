@@ -29,9 +29,9 @@ from rlbench.adapters import prelaunch
 from rlbench.adapters.openrlhf.reward import reward_func
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 from rlbench.workloads.rewards import score

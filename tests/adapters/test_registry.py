@@ -49,8 +49,8 @@ def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     import dataclasses
 
     from rlbench.harness.predict.run_prediction import workload_shape
-    from rlbench.harness.run.parallel import Parallelism
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.parallel import Parallelism
+    from rlbench.harness.spec.runspec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo")

@@ -8,8 +8,8 @@ import pytest
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import load_workload
 
 trl = pytest.importorskip("trl")
@@ -34,7 +34,7 @@ def test_config_is_accepted_by_trl_grpo_config(workload, tmp_path):
 
 
 def test_dry_run_plan_names_the_launcher_and_config(tmp_path):
-    from rlbench.harness.run.inputs import RunInputs
+    from rlbench.harness.spec.inputs import RunInputs
 
     plan = get_adapter("trl").plan(_spec(), RunInputs(model="/m", prompts=[]), tmp_path)
     assert plan.argv[1:3] == ["-m", "rlbench.adapters.trl.launcher"]
@@ -80,7 +80,7 @@ def test_not_installed_framework_is_refused(monkeypatch):
 
 
 def test_model_shape_is_what_trl_launches_on_this_cpu():
-    from rlbench.harness.run.environment import gpus
+    from rlbench.harness.spec.environment import gpus
 
     if gpus()[0]:
         pytest.skip("the CPU launch only")

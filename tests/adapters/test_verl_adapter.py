@@ -18,9 +18,9 @@ import pytest
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.inputs import RunInputs
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 
@@ -222,9 +222,9 @@ def test_megatron_layouts_compose_and_pass_verls_checks(workload, parallel, tiny
 def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
     """ep on a model with experts (Qwen3-30B-A3B's built-in shape: 128 experts, 48 layers, 4 KV heads)."""
     from rlbench.harness.perfmodel import get_arch
-    from rlbench.harness.predict import run_prediction
+    from rlbench.harness.spec import model_arch
 
-    monkeypatch.setattr(run_prediction, "workload_arch", lambda model: get_arch("Qwen3-30B-A3B"))
+    monkeypatch.setattr(model_arch, "workload_arch", lambda model: get_arch("Qwen3-30B-A3B"))
     spec = _spec("gsm8k-grpo", dp=4, ep=4, tp=2, rollout_tp=4)
     get_adapter("verl").check(spec)
     resolved = _verl_checks(_compose(spec, tiny_model))

@@ -16,8 +16,8 @@ from tests.conftest import readme_section
 pytest.importorskip("verl")
 from rlbench.adapters.verl import adapter as verl_adapter  # noqa: E402
 from rlbench.adapters.verl.adapter import VerlAdapter, gpu_stack_problem, pinned_by_verl  # noqa: E402
-from rlbench.harness.run.parallel import parse_parallel  # noqa: E402
-from rlbench.harness.run.spec import RunSpec  # noqa: E402
+from rlbench.harness.spec.parallel import parse_parallel  # noqa: E402
+from rlbench.harness.spec.runspec import RunSpec  # noqa: E402
 from rlbench.workloads.catalog import load_workload  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def test_the_readme_recipe_is_verls_own_pins():
         assert f"{name} {pins[name]}" in recipe, name
     (installed,) = re.findall(r"'verl\[([\w,-]+)\]==([\d.]+)'", recipe)
     assert set(installed[0].split(",")) == set(verl_adapter.GPU_EXTRAS)
-    from rlbench.harness.run.environment import package_version
+    from rlbench.harness.spec.environment import package_version
 
     assert installed[1] == package_version("verl")
 

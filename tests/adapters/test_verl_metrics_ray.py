@@ -33,8 +33,8 @@ DRIVER = textwrap.dedent("""
     import verl
     import verl.trainer.main_ppo as main_ppo
     from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.run.parallel import Parallelism
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.parallel import Parallelism
+    from rlbench.harness.spec.runspec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     @ray.remote(num_cpus=0)

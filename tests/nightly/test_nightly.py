@@ -121,7 +121,7 @@ def test_the_shipped_matrix_is_valid(monkeypatch, name):
     config = load_nightly_config(PROJECT_ROOT / "benchmarks" / name)
     assert config.baseline == Path("/var/lib/rlbench/baseline") and config.threshold == 0.05
     from rlbench.adapters.registry import available
-    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.spec.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     for bench in config.matrix:

@@ -50,7 +50,7 @@ def test_padding_narrower_than_the_mean_is_rejected() -> None:
 def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
     from rlbench.harness.predict.run_prediction import predict_run
-    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.spec.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     args = (

@@ -37,7 +37,7 @@ def test_bad_calibration_requests_are_one_line_exit_2(own_cache):
 
 
 def test_a_framework_that_cannot_run_here_is_refused_before_anything_is_written(own_cache, tmp_path):
-    from rlbench.harness.run.environment import gpus
+    from rlbench.harness.spec.environment import gpus
 
     if gpus()[0]:
         pytest.skip("verl can run on a GPU machine")
@@ -82,7 +82,7 @@ def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
     from rlbench.harness.perfmodel import cpu_hardware
     from rlbench.harness.predict import cpu_probe
     from rlbench.harness.predict.run_prediction import predict_run
-    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.spec.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check

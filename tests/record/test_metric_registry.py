@@ -9,7 +9,7 @@ import pytest
 
 from rlbench.harness.nightly.gate import format_night, night_status
 from rlbench.harness.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, View, headline
-from rlbench.harness.sweep.spread import METRICS as SWEEP_METRICS
+from rlbench.harness.record.spread import METRICS as SWEEP_METRICS
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.history import HISTORY_METRICS
 from rlbench.reports.repeats import POOLED_METRICS

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from rlbench.harness.record.store import summarize, write_run_json, write_steps
-from rlbench.harness.sweep.index import save_index
+from rlbench.harness.record.sweep_index import save_index
 from rlbench.reports.curves import curves_view
 from rlbench.reports.html import render_report
 from rlbench.reports.load import RunView, load_runs

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.cli import main
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.run.inputs import prepare_inputs
-from rlbench.harness.run.parallel import Parallelism
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.inputs import prepare_inputs
+from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry.accelerators import gpu_count
 from rlbench.workloads.catalog import load_workload
 from tests.conftest import run_cli

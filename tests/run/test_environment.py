@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from types import SimpleNamespace
 
-import rlbench.harness.run.environment as environment
+import rlbench.harness.spec.environment as environment
 
 
 def test_vllm_is_found_under_either_distribution_name(monkeypatch):

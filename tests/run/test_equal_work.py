@@ -1,6 +1,6 @@
 """Equal work across verl, OpenRLHF and TRL (issue 17), for every shipped workload.
 
-- the launches agree on the equal-work contract (`rlbench.harness.run.equal_work`: vLLM engine settings, token
+- the launches agree on the equal-work contract (`rlbench.harness.spec.equal_work`: vLLM engine settings, token
   budgets per role), each read back from the framework's own resolution of its launch: verl's composed
   Hydra config, what OpenRLHF's own `train_ppo_ray` parses and hands to vLLM, TRL's `GRPOConfig`;
   every term a framework does not carry is named in its record (`Adapter.equal_work`), never silent;
@@ -23,10 +23,10 @@ import rlbench.adapters.trl.adapter as trl_module
 import rlbench.adapters.verl.adapter as verl_module
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.predict.run_prediction import workload_arch
-from rlbench.harness.run.equal_work import UNEXPLAINED, contract
-from rlbench.harness.run.parallel import Parallelism, splits_heads
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.equal_work import UNEXPLAINED, contract
+from rlbench.harness.spec.model_arch import workload_arch
+from rlbench.harness.spec.parallel import Parallelism, splits_heads
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.spec import ModelSpec
 from tests.conftest import run_cli
@@ -449,8 +449,8 @@ def test_predict_reads_a_hub_models_heads_from_the_hugging_face_cache(tmp_path):
 @pytest.mark.parametrize("framework", ["verl", "openrlhf"])
 def test_a_trainer_tensor_parallel_launch_names_its_sharding(framework):
     from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.run.parallel import Parallelism
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.parallel import Parallelism
+    from rlbench.harness.spec.runspec import RunSpec
     from rlbench.workloads.catalog import load_workload
 
     spec = RunSpec(framework=framework, workload=load_workload("gsm8k-grpo"), parallel=Parallelism(dp=2, tp=2))

@@ -6,7 +6,7 @@ import pytest
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel import get_arch
-from rlbench.harness.run.parallel import (
+from rlbench.harness.spec.parallel import (
     KNOBS,
     MEGATRON_KNOBS,
     Parallelism,
@@ -77,7 +77,7 @@ def test_async_is_a_depth_with_one_spelling_each(spelling, depth, mode):
 
 def test_fusions_are_the_models():
     from rlbench.harness.perfmodel.shapes import FUSIONS as MODEL_FUSIONS
-    from rlbench.harness.run.parallel import FUSIONS
+    from rlbench.harness.spec.parallel import FUSIONS
 
     assert set(FUSIONS) == set(MODEL_FUSIONS)
     assert parse_parallel(["fuse=on_policy_old"]).to_dict()["fuse"] == "on_policy_old"

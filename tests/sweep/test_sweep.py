@@ -21,13 +21,14 @@ import yaml
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.predict.run_prediction import LAYOUT_AXES
-from rlbench.harness.record.store import load_record, write_run_json
-from rlbench.harness.run.parallel import parse_grid
+from rlbench.harness.record.read import read_record
+from rlbench.harness.record.spread import format_summary, group_spread, spread
+from rlbench.harness.record.store import write_run_json
+from rlbench.harness.record.sweep_index import INDEX_FILE, create_sweep_dir, load_index, locked
+from rlbench.harness.spec.parallel import parse_grid
 from rlbench.harness.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, run, start
 from rlbench.harness.sweep.executors import RunResult, failure
 from rlbench.harness.sweep.executors.record_transfer import pack, strip_blocks, unpack
-from rlbench.harness.sweep.index import INDEX_FILE, create_sweep_dir, load_index, locked
-from rlbench.harness.sweep.spread import format_summary, group_spread, spread
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from tests.conftest import PROJECT_ROOT, run_cli
 
@@ -129,7 +130,7 @@ def test_record_travels_through_a_log(tmp_path):
     dest.mkdir()
     copied = unpack(log, dest)
     assert copied == dest / run_dir.name and (copied / "framework.log").read_text() == "hello\n"
-    assert load_record(copied)["status"] == "succeeded" and sorted(p.name for p in dest.iterdir()) == [run_dir.name]
+    assert read_record(copied)["status"] == "succeeded" and sorted(p.name for p in dest.iterdir()) == [run_dir.name]
     with pytest.raises(OSError):  # never merged into an existing record
         unpack(log, dest)
     assert unpack("no record here\n", dest) is None
@@ -248,8 +249,8 @@ def test_the_sweep_report_lists_refused_cells_beside_the_runs(tmp_path):
 
 
 def test_gpus_asked_of_ray():
-    from rlbench.harness.run.parallel import parse_parallel
-    from rlbench.harness.run.spec import RunSpec
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.harness.spec.runspec import RunSpec
     from rlbench.harness.sweep.executors.ray_executor import entrypoint_gpus
     from rlbench.workloads.catalog import load_workload
 
@@ -315,7 +316,7 @@ def _broken_workload(tmp_path: Path) -> Path:
     """gsm8k-grpo-tiny with a model folder whose weights are gone: TRL itself crashes on load."""
     import shutil
 
-    from rlbench.harness.run.inputs import prepare_inputs
+    from rlbench.harness.spec.inputs import prepare_inputs
     from rlbench.workloads.catalog import load_workload
 
     broken = tmp_path / "broken-model"
@@ -360,9 +361,9 @@ def test_local_sweep_records_runs_refusals_and_failures(local_sweep):
     ok, crashed = cells[(TINY, "colocated")], cells[("broken", "colocated")]
     assert cells[(TINY, "disaggregated")]["status"] == cells[("broken", "disaggregated")]["status"] == "refused"
     assert "TRL adapter runs vLLM colocated only" in cells[(TINY, "disaggregated")]["reason"]
-    assert ok["status"] == "succeeded" and load_record(sweep_dir / ok["record"])["steps"]["step"].tolist() == [1, 2]
+    assert ok["status"] == "succeeded" and read_record(sweep_dir / ok["record"])["steps"]["step"].tolist() == [1, 2]
     assert crashed["status"] == "failed" and crashed["error"]["kind"] == "framework_error"
-    assert crashed["error"]["log_tail"] and load_record(sweep_dir / crashed["record"])["status"] == "failed"
+    assert crashed["error"]["log_tail"] and read_record(sweep_dir / crashed["record"])["status"] == "failed"
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == sorted([ok["record"], crashed["record"]])
     assert f"report: {sweep_dir / 'report.html'}" in result.stdout and (sweep_dir / "report.html").stat().st_size
     assert index["groups"][0]["metrics"]["step_time_s"]["n"] == 1
@@ -436,7 +437,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
     sweep_dir = out / index["sweep_id"]
     first, second = index["cells"]
     assert index["status"] == "interrupted" and first["status"] == "succeeded" and second["status"] == "interrupted"
-    assert load_record(sweep_dir / second["record"])["status"] == "interrupted"
+    assert read_record(sweep_dir / second["record"])["status"] == "interrupted"
     kept = (sweep_dir / first["record"] / "run.json").stat().st_mtime_ns
 
     result = run_cli("sweep", "--resume", str(sweep_dir))
@@ -452,7 +453,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
 
 
 def test_an_index_from_before_trainer_tp_resumes_its_rollout_tp(tmp_path):
-    from rlbench.harness.sweep.index import INDEX_FILE, SWEEP_SCHEMA_VERSION, load_index
+    from rlbench.harness.record.sweep_index import INDEX_FILE, SWEEP_SCHEMA_VERSION, load_index
 
     cell = {
         "id": "c000",

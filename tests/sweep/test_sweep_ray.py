@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from rlbench.harness.record.store import load_record
-from rlbench.harness.sweep.index import INDEX_FILE, load_index
+from rlbench.harness.record.read import read_record
+from rlbench.harness.record.sweep_index import INDEX_FILE, load_index
 from tests.conftest import PROJECT_ROOT
 from tests.loopback.ray_cluster import CLIENT_ENV, loopback_ray
 
@@ -99,10 +99,10 @@ def test_ray_sweep_survives_a_stopped_job(ray_head, tmp_path):
     assert stopped["status"] == "failed" and stopped["error"]["kind"] == "stopped"
     assert stopped["executor"] == {"kind": "ray", "address": ray_head, "job_id": job_id}
     # The wrapper turned the stop into the runner's Ctrl-C and sent the partial record back.
-    assert load_record(sweep_dir / stopped["record"])["status"] == "interrupted"
+    assert read_record(sweep_dir / stopped["record"])["status"] == "interrupted"
     assert stopped["error"]["log_tail"]
     assert succeeded["status"] == "succeeded" and succeeded["executor"]["kind"] == "ray"
-    record = load_record(sweep_dir / succeeded["record"])
+    record = read_record(sweep_dir / succeeded["record"])
     assert record["status"] == "succeeded" and record["steps"]["step"].tolist() == list(range(1, STEPS + 1))
     files = {p.name for p in (sweep_dir / succeeded["record"]).iterdir()}
     assert {"framework.log", "steps.parquet", "run.json"} <= files
@@ -122,4 +122,4 @@ def test_ctrl_c_stops_the_ray_job_and_keeps_its_record(ray_head, tmp_path):
     (index_file,) = out.glob(f"*/{INDEX_FILE}")
     (cell,) = load_index(index_file.parent)["cells"]
     assert cell["status"] == "interrupted" and cell["error"]["kind"] == "interrupted"
-    assert load_record(index_file.parent / cell["record"])["status"] == "interrupted"
+    assert read_record(index_file.parent / cell["record"])["status"] == "interrupted"

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("transformers")
 
 from rlbench.harness.perfmodel import flops, load_hf_config  # noqa: E402
-from rlbench.harness.predict.run_prediction import workload_arch  # noqa: E402
 from rlbench.harness.record.read import read_record  # noqa: E402
+from rlbench.harness.spec.model_arch import workload_arch  # noqa: E402
 from rlbench.workloads.catalog import load_workload, workload_from_mapping  # noqa: E402
 from rlbench.workloads.spec import ModelSpec, TinyModelSpec  # noqa: E402
 from rlbench.workloads.tiny_model import build_tiny_model, model_key  # noqa: E402

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import read_run_json
 from rlbench.harness.record.schema import Status
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec
 
 EXECUTORS = ("local", "ray")
 

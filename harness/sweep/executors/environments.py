@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import Status
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
 from rlbench.harness.sweep.executors.local import LocalExecutor, _run_dirs
 

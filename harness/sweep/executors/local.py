@@ -21,7 +21,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import read_run_json
 from rlbench.harness.record.schema import Status
 from rlbench.harness.record.store import RUN_FILE, utc_now, write_run_json
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
 
 

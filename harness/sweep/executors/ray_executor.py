@@ -36,7 +36,7 @@ from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import Status
 from rlbench.harness.run.failure_cause import OOM_TEXT, TAIL_LINES
-from rlbench.harness.run.spec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
 from rlbench.harness.sweep.executors.record_transfer import strip_blocks, unpack
 

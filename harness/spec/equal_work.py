@@ -7,8 +7,8 @@ framework has no way to set one of them, or runs a pass the others do not, its a
 difference (`Adapter.equal_work`); run.json records the contract, what the launch set and the named
 differences under `equal_work`.
 
-    from rlbench.harness.run.equal_work import contract
-    from rlbench.harness.run.parallel import Parallelism
+    from rlbench.harness.spec.equal_work import contract
+    from rlbench.harness.spec.parallel import Parallelism
     from rlbench.workloads.catalog import load_workload
     contract(load_workload("gsm8k-grpo"), Parallelism()).to_dict()
     # {'engine.max_num_seqs': 256, ..., 'budget.critic': 16384}
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.harness.run.parallel import Parallelism
+from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
 
 MAX_NUM_SEQS = 256

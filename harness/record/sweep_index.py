@@ -50,7 +50,7 @@ INDEX_FIELDS: dict[str, str] = {
     "created_at": "ISO-8601 UTC",
     "updated_at": "ISO-8601 UTC of the last write",
     "cells": "list of cells, in run order (see CELL_FIELDS)",
-    "groups": "spread over the repeats of each configuration (rlbench.harness.sweep.spread.group_spread)",
+    "groups": "spread over the repeats of each configuration (rlbench.harness.record.spread.group_spread)",
 }
 CELL_FIELDS: dict[str, str] = {
     "id": "c<index>, stable across resumes",

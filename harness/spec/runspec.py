@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.harness.run.parallel import Parallelism
 from rlbench.harness.settings import check_environment, run_timeout_s
+from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
 
 
@@ -24,7 +24,7 @@ def build_run_spec(
     framework: str, workload: str, parallel: tuple[str, ...] | list[str], *, steps: int | None, seed: int, out: Path
 ) -> RunSpec:
     """The spec of `rlbench run` (and of each nightly benchmark): workload by name or path, --steps applied."""
-    from rlbench.harness.run.parallel import parse_parallel
+    from rlbench.harness.spec.parallel import parse_parallel
     from rlbench.workloads.catalog import load_workload
 
     loaded = load_workload(workload)

@@ -110,7 +110,7 @@ def calibrate(
     from rlbench.adapters.registry import get_adapter
     from rlbench.harness.predict.floor_cache import save_floor
     from rlbench.harness.run.runner import execute
-    from rlbench.harness.run.spec import build_run_spec
+    from rlbench.harness.spec.runspec import build_run_spec
 
     get_adapter(framework).check_machine()  # unknown, not installed or unusable here: before anything runs
     out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import statistics
 from typing import Any
 
 from rlbench.harness.record.schema import STEP_METRICS, Status, headline
-from rlbench.harness.run.parallel import knob_label
+from rlbench.harness.spec.parallel import knob_label
 
 METRICS = headline("sweep")
 

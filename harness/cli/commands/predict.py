@@ -1,0 +1,65 @@
+"""`rlbench predict`: a workload's per-stage cost from the work-depth model, or layouts ranked; no GPU needed."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from rlbench.harness.cli.user_errors import user_errors
+
+# The largest job `predict` plans: today's largest training clusters are ~100k GPUs; a larger count is a typo.
+MAX_PREDICT_GPUS = 100_000
+
+
+@click.command()
+@click.option("--model-config", required=True, help="HF config.json, a model folder, or a built-in name.")
+@click.option("--workload", required=True, help="Workload name or YAML path.")
+@click.option("--hardware", required=True, help="Hardware row, e.g. H100-SXM, H200, A100-80GB, or 'cpu' (measured).")
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1, max=MAX_PREDICT_GPUS),
+    default=1,
+    show_default=True,
+    help=f"GPUs of the job (at most {MAX_PREDICT_GPUS:,}: beyond that a count is a typo, not a plan).",
+)
+@click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="As for `run`.")
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="all|KEY=V1,V2",
+    help="Rank layouts (tp, pp, cp, ep, sp, rollout_tp, placement): `all` sweeps every axis over its "
+    "default range, KEY=V1,V2 one axis over these values (others stay at --parallel); repeatable.",
+)
+@click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
+@click.option(
+    "--framework",
+    help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "
+    "mode) and its refusals; on --hardware cpu also its floor measured by "
+    "`rlbench calibrate`.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@user_errors
+def predict(
+    model_config: str,
+    workload: str,
+    hardware: str,
+    gpus: int,
+    parallel: tuple[str, ...],
+    sweeps: tuple[str, ...],
+    gpu_hour_usd: float | None,
+    framework: str | None,
+    as_json: bool,
+) -> None:
+    """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
+    from rlbench.harness.predict.plan import plan_job
+    from rlbench.harness.predict.tables import stage_table, sweep_table
+
+    result, ranked = plan_job(model_config, workload, hardware, gpus, parallel, sweeps, gpu_hour_usd, framework)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif ranked:
+        click.echo(sweep_table(result["ranked"], result["skipped"], result["notes"]))
+    else:
+        click.echo(stage_table(result))

@@ -1,0 +1,97 @@
+"""A model's architecture, as the performance model and the knob checks need it, found offline.
+
+From a workload's tiny-model spec, a model folder's or file's config.json, the Hugging Face
+cache's copy of a hub model's config.json, or the built-in table of published configs; never
+the network. The adapters check head and layer splits with it before launch; the prediction
+prices the run with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.perfmodel import ModelArch, get_arch, load_hf_config
+from rlbench.workloads.spec import ModelSpec
+
+
+def arch_for(model: str) -> ModelArch:
+    """Architecture from a model folder's config.json, a config.json path, the Hugging Face cache's copy of
+    a hub model's config.json (offline), or the built-in table."""
+    path = Path(model)
+    if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
+        return load_hf_config(path)
+    if path.suffix == ".json":  # a file name, not an architecture name: say it is missing
+        raise RLBenchError(
+            f"model config {model}: no such file; pass an existing config.json, a model folder or a built-in name"
+        )
+    if path.is_dir():
+        raise RLBenchError(f"model folder {model} has no config.json; pass the folder of a Hugging Face model")
+    cached = _hub_cached_config(model)
+    if cached:
+        try:
+            return dataclasses.replace(load_hf_config(cached), name=model, source=str(cached))
+        except (RLBenchError, ValueError):
+            pass  # a config the model cannot read (not a decoder-only LM): the table may still know the name
+    return get_arch(model)
+
+
+def _hub_cached_config(repo: str) -> Path | None:
+    """The Hugging Face cache's config.json of a hub model, never the network."""
+    if Path(repo).exists() or repo.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        found = try_to_load_from_cache(repo, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def workload_arch(model: ModelSpec) -> ModelArch | None:
+    """A workload model's architecture from its own config, offline, or None where none is here.
+
+    In order: the tiny model's spec (the config `tiny_model` builds), a local folder's or file's
+    config.json, the Hugging Face cache's copy of the hub model's config.json, then rlbench's built-in
+    table (values from each model's published config.json)."""
+    if model.tiny is not None:
+        t = model.tiny
+        return ModelArch(
+            name="tiny",
+            layers=t.num_layers,
+            hidden=t.hidden_size,
+            heads=t.num_heads,
+            kv_heads=t.num_kv_heads,
+            ffn=t.intermediate_size,
+            vocab=t.vocab_size,
+            tied_embeddings=True,
+            **_tiny_moe_fields(model),
+            source="workload model.tiny",
+        )
+    try:
+        return arch_for(model.name)
+    except (RLBenchError, ValueError):
+        return None
+
+
+def _tiny_moe_fields(model: ModelSpec) -> dict[str, Any]:
+    """The tiny model's attention bias and MoE fields, as `tiny_model` builds it: dense and with a shared
+    expert it is Qwen2(-MoE), q/k/v biases on, the shared expert behind a sigmoid gate; routed experts
+    only, it is Qwen3-MoE, no biases (its per-head q/k RMSNorms, 2 x head_dim a layer, are not counted)."""
+    tiny = model.tiny
+    assert tiny is not None, "a tiny model's fields"
+    if not tiny.is_moe:
+        return {"qkv_bias": True}
+    return {
+        "qkv_bias": bool(tiny.shared_expert_intermediate_size),
+        "moe_experts": tiny.num_experts,
+        "moe_top_k": tiny.experts_per_token,
+        "moe_ffn": tiny.expert_intermediate_size,
+        "moe_shared_ffn": tiny.shared_expert_intermediate_size,
+        "moe_shared_gate": bool(tiny.shared_expert_intermediate_size),
+    }
