@@ -21,7 +21,7 @@ import yaml
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.predict.run_prediction import LAYOUT_AXES
-from rlbench.harness.record.read import read_record
+from rlbench.harness.record.read import read_record, read_run_json
 from rlbench.harness.record.spread import format_summary, group_spread, spread
 from rlbench.harness.record.store import write_run_json
 from rlbench.harness.record.sweep_index import INDEX_FILE, create_sweep_dir, load_index, locked
@@ -130,7 +130,7 @@ def test_record_travels_through_a_log(tmp_path):
     dest.mkdir()
     copied = unpack(log, dest)
     assert copied == dest / run_dir.name and (copied / "framework.log").read_text() == "hello\n"
-    assert read_record(copied)["status"] == "succeeded" and sorted(p.name for p in dest.iterdir()) == [run_dir.name]
+    assert read_run_json(copied)["status"] == "succeeded" and sorted(p.name for p in dest.iterdir()) == [run_dir.name]
     with pytest.raises(OSError):  # never merged into an existing record
         unpack(log, dest)
     assert unpack("no record here\n", dest) is None
