@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.read import PARQUET_ERRORS, DamagedRecord, first_line, read_record
+from rlbench.harness.record.read import DamagedRecord, first_line, read_record, read_table
 from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE
 from rlbench.harness.run.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.harness.spec.parallel import Parallelism
@@ -72,25 +72,6 @@ def find_record_dirs(paths: list[Path]) -> list[Path]:
     return unique
 
 
-def _read_parquet(
-    run_dir: Path, name: str, required: tuple[str, ...], numeric: tuple[str, ...] = ()
-) -> pd.DataFrame | None:
-    path = run_dir / name
-    if not path.is_file():
-        return None
-    try:
-        table = pd.read_parquet(path)
-    except PARQUET_ERRORS as exc:
-        raise DamagedRecord(run_dir, f"{name} is not a readable parquet file ({first_line(exc)})") from None
-    missing = [column for column in required if column not in table]
-    if missing:
-        raise DamagedRecord(run_dir, f"{name} lacks the column(s) {', '.join(missing)}")
-    odd = [c for c in numeric if c in table and not pd.api.types.is_numeric_dtype(table[c])]
-    if odd:
-        raise DamagedRecord(run_dir, f"{name} column {odd[0]!r} is not numeric")
-    return table
-
-
 def _read_prediction(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / PREDICTION_FILE
     if not path.is_file():
@@ -112,8 +93,8 @@ def load_run(path: Path) -> RunView:
         path=path,
         record=record,
         steps=steps,
-        telemetry=_read_parquet(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
-        comm=_read_parquet(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
+        telemetry=read_table(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
+        comm=read_table(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
         prediction=_read_prediction(path),
         label=base_label(record),
     )

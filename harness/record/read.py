@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -132,20 +133,26 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
 
 def read_steps(run_dir: str | Path) -> pd.DataFrame | None:
     """steps.parquet, or None when the run logged no step; a damaged file raises `DamagedRecord`."""
-    run_dir = Path(run_dir)
-    path = run_dir / STEPS_FILE
+    return read_table(Path(run_dir), STEPS_FILE, required=("step",), numeric=STEP_METRICS)
+
+
+def read_table(run_dir: Path, name: str, required: tuple[str, ...], numeric: Iterable[str] = ()) -> pd.DataFrame | None:
+    """One parquet file of a record (steps, telemetry, NCCL), or None where the run wrote none; a file that does
+    not read, lacks a `required` column or holds a non-numeric `numeric` one raises `DamagedRecord`."""
+    path = run_dir / name
     if not path.is_file():
         return None
     try:
-        steps = pd.read_parquet(path)
+        table = pd.read_parquet(path)
     except PARQUET_ERRORS as exc:
-        raise DamagedRecord(run_dir, f"{STEPS_FILE} is not a readable parquet file ({first_line(exc)})") from None
-    if "step" not in steps:
-        raise DamagedRecord(run_dir, f"{STEPS_FILE} has no 'step' column")
-    odd = [c for c in steps.columns if c in STEP_METRICS and not pd.api.types.is_numeric_dtype(steps[c])]
+        raise DamagedRecord(run_dir, f"{name} is not a readable parquet file ({first_line(exc)})") from None
+    missing = [column for column in required if column not in table]
+    if missing:
+        raise DamagedRecord(run_dir, f"{name} has no {', '.join(map(repr, missing))} column")
+    odd = [c for c in numeric if c in table and not pd.api.types.is_numeric_dtype(table[c])]
     if odd:
-        raise DamagedRecord(run_dir, f"{STEPS_FILE} column {odd[0]!r} is not numeric")
-    return steps
+        raise DamagedRecord(run_dir, f"{name} column {odd[0]!r} is not numeric")
+    return table
 
 
 def read_record(run_dir: str | Path) -> dict[str, Any]:

@@ -260,12 +260,7 @@ def check_heads(parallel: Parallelism, arch: ModelArch | None, model: str) -> No
     if not splits:
         return
     if arch is None:
-        knobs = " ".join(f"{name}={n}" for name, n in splits.items())
-        raise RLBenchError(
-            f"--parallel {knobs}: cannot check it against the attention heads of model '{model}': "
-            "its config.json is not here (no local folder, not in the Hugging Face cache, not in "
-            f"rlbench's built-in table); fetch it first: huggingface-cli download {model} config.json"
-        )
+        raise _no_config(splits, "attention heads", model)
     for name, n in splits.items():
         rule, who = _HEAD_RULES[name]
         if rule(n, arch.heads, arch.kv_heads):
@@ -290,11 +285,7 @@ def check_model_split(parallel: Parallelism, arch: ModelArch | None, model: str)
     if not asked:
         return
     if arch is None:
-        knobs = " ".join(f"{name}={n}" for name, n in asked.items())
-        raise RLBenchError(
-            f"--parallel {knobs}: cannot check it against the experts and layers of model '{model}': "
-            f"its config.json is not here; fetch it first: huggingface-cli download {model} config.json"
-        )
+        raise _no_config(asked, "experts and layers", model)
     ep, chunks = parallel.ep, parallel.pp * parallel.pp_virtual
     if ep > 1 and not arch.is_moe:
         raise RLBenchError(f"--parallel ep={ep}: model {arch.name} is dense, it has no experts to split; use ep=1")
@@ -327,3 +318,13 @@ def check_expert_ranks(parallel: Parallelism) -> None:
             f"--parallel ep={parallel.ep}: must divide {pool} = {expert_ranks} (expert ranks are "
             "carved out of the data-parallel ones); raise dp, lower ep, or fold tp in with etp=1"
         )
+
+
+def _no_config(asked: dict[str, int], what: str, model: str) -> RLBenchError:
+    """The refusal of knobs that split the model where its architecture (config.json) is not here."""
+    knobs = " ".join(f"{name}={n}" for name, n in asked.items())
+    return RLBenchError(
+        f"--parallel {knobs}: cannot check it against the {what} of model '{model}': its config.json is not "
+        "here (no local folder, not in the Hugging Face cache, not in rlbench's built-in table); fetch it first: "
+        f"huggingface-cli download {model} config.json"
+    )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from rlbench.harness.cli.options import out_folder
 from rlbench.harness.cli.user_errors import user_errors
 
 
@@ -25,13 +26,7 @@ from rlbench.harness.cli.user_errors import user_errors
     show_default=True,
     help="RL steps per calibration run (up to 3 warm-up steps are left out).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results/calibration"),
-    show_default=True,
-    help="Folder that receives the calibration runs' records.",
-)
+@out_folder("results/calibration", help="Folder that receives the calibration runs' records.")
 @user_errors
 def calibrate(framework: str, lengths: str, steps: int, out: Path) -> None:
     """Measure a framework's per-step floor here with tiny real runs; later predictions include it."""

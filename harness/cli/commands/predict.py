@@ -41,22 +41,12 @@ MAX_PREDICT_GPUS = 100_000
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @user_errors
-def predict(
-    model_config: str,
-    workload: str,
-    hardware: str,
-    gpus: int,
-    parallel: tuple[str, ...],
-    sweeps: tuple[str, ...],
-    gpu_hour_usd: float | None,
-    framework: str | None,
-    as_json: bool,
-) -> None:
+def predict(as_json: bool, **options) -> None:
     """Predict per-stage cost of a workload with the work-depth model (no GPU needed)."""
     from rlbench.harness.predict.plan import plan_job
     from rlbench.harness.predict.tables import stage_table, sweep_table
 
-    result, ranked = plan_job(model_config, workload, hardware, gpus, parallel, sweeps, gpu_hour_usd, framework)
+    result, ranked = plan_job(**options)  # the options above, by name
     if as_json:
         click.echo(json.dumps(result, indent=2))
     elif ranked:

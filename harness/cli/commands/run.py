@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from rlbench.harness.cli.options import out_folder
 from rlbench.harness.cli.user_errors import user_errors
 
 
@@ -21,13 +22,7 @@ from rlbench.harness.cli.user_errors import user_errors
     help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, etp (expert tp), sp, "
     "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Folder that receives one record folder per run.",
-)
+@out_folder("results", help="Folder that receives one record folder per run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")
 @click.option("--dry-run", is_flag=True, help="Print the exact framework command and config; run nothing.")
 @user_errors

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from rlbench.harness.cli.options import out_folder
 from rlbench.harness.cli.user_errors import user_errors
 
 
@@ -31,13 +32,7 @@ from rlbench.harness.cli.user_errors import user_errors
     help="Runs of each configuration (reported with their spread).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run (repeats share it).")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("results"),
-    show_default=True,
-    help="Folder that receives the sweep folder (index and one record per run).",
-)
+@out_folder("results", help="Folder that receives the sweep folder (index and one record per run).")
 @click.option(
     "--executor",
     "executor_kind",
@@ -63,18 +58,7 @@ from rlbench.harness.cli.user_errors import user_errors
 )
 @user_errors
 def sweep(
-    framework: str | None,
-    workload: str | None,
-    grid: tuple[str, ...],
-    parallel: tuple[str, ...],
-    steps: int | None,
-    repeats: int,
-    seed: int,
-    out: Path,
-    executor_kind: str,
-    ray_address: str | None,
-    envs: tuple[str, ...],
-    resume: Path | None,
+    out: Path, executor_kind: str, ray_address: str | None, envs: tuple[str, ...], resume: Path | None, **grid_options
 ) -> None:
     """Run a grid of benchmarks, one record per run plus a sweep index; exit 1 if a run failed."""
     from rlbench.harness.record.spread import format_summary, refusals
@@ -82,7 +66,7 @@ def sweep(
     from rlbench.harness.sweep import driver as sweeps
     from rlbench.harness.sweep.executors import make_executor, sigterm_as_ctrl_c
 
-    request = sweeps.request_from_options(framework, workload, grid, parallel, steps, seed, repeats, resume)
+    request = sweeps.request_from_options(resume=resume, **grid_options)  # --framework ... --repeats, by name
     executor = make_executor(executor_kind, ray_address, envs)
     sigterm_as_ctrl_c()  # `kill` stops the current run cleanly, like Ctrl-C
     sweep_dir = sweeps.open_sweep(request, executor, out, resume)
