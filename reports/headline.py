@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.record.schema import STEP_METRICS
+from rlbench.harness.record.schema import headline as headline_metrics
 from rlbench.reports.hygiene import hygiene
 from rlbench.reports.load import load_runs
 from rlbench.reports.tables import peak_memory_metric
 
-# A finished run's figures, also each sweep cell's row (sweep_views.grid_rows); title, unit and scale are the
-# registry's. To become headline("run") once the registry has that view (harness/record/schema.py).
-RUN_METRICS = ("step_time_s", "tokens_per_s", "mfu")
+# A finished run's figures, also each sweep cell's row (sweep_views.grid_rows): the registry's "run" view.
+RUN_METRICS = headline_metrics("run")
 
 
 def _figure(summary: dict[str, Any], name: str, unit: str, scale: float = 1.0, digits: int = 3) -> str | None:

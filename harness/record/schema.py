@@ -20,9 +20,10 @@ SCHEMA_VERSION = 2
 Direction = Literal["higher", "lower", "neutral"]
 
 
-# Where a headline metric is shown: the report's summary table, a sweep's closing spread, nightly history
-# and the night's one-line verdicts. Each view lists its metrics from STEP_METRICS, in registry order.
-View = Literal["report", "sweep", "history", "nightly"]
+# Where a headline metric is shown: the lines `rlbench run` prints and each sweep cell's row ("run"), the
+# report's summary table, a sweep's closing spread, nightly history and the night's one-line verdicts. Each
+# view lists its metrics from STEP_METRICS, in registry order.
+View = Literal["run", "report", "sweep", "history", "nightly"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ STEP_METRICS: dict[str, Metric] = {
             "lower",
             "wall time of the whole RL step",
             label="step time",
-            views=("report", "sweep", "history", "nightly"),
+            views=("run", "report", "sweep", "history", "nightly"),
         ),
         _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
         _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
@@ -106,7 +107,7 @@ STEP_METRICS: dict[str, Metric] = {
             "higher",
             "total_tokens / step_time_s (HybridFlow's throughput convention)",
             label="throughput",
-            views=("report", "sweep", "history", "nightly"),
+            views=("run", "report", "sweep", "history", "nightly"),
         ),
         _m(
             "tokens_per_s_per_gpu",
@@ -143,7 +144,7 @@ STEP_METRICS: dict[str, Metric] = {
             "(work-depth count for the run's shape, scaled to its tokens) / (devices x dense peak x step time); "
             "NaN without a prediction",
             label="MFU",
-            views=("report", "history", "nightly"),
+            views=("run", "report", "history", "nightly"),
             scale=100.0,
             shown_unit="%",
         ),
