@@ -35,6 +35,8 @@ from rlbench.harness.perfmodel.predict import Prediction, predict
 from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 
 FIELDS = tuple(f.name for f in dataclasses.fields(ParallelShape))
+# The layout axes `sweep_layouts` ranks, in the order of its arguments; every other field is fixed by `base`.
+LAYOUT_AXES = ("tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement")
 
 
 def sweep(
@@ -199,7 +201,7 @@ def sweep_layouts(
     ranked: list[tuple[ParallelShape, Prediction]] = []
     skipped: list[SkippedLayout] = []
     for values in itertools.product(tp, pp, cp, ep, sp, rollout_tp, placements):
-        combo = dict(zip(("tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement"), values))
+        combo = dict(zip(LAYOUT_AXES, values, strict=True))
         combo["pp_virtual"] = fixed.get("pp_virtual", 1) if combo["pp"] > 1 else 1
         refusal = _refusal(model, combo)
         shown = {k: v for k, v in combo.items() if k != "pp_virtual" or v > 1}

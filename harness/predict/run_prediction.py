@@ -29,6 +29,7 @@ from rlbench.harness.perfmodel import (
     predict,
 )
 from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
+from rlbench.harness.perfmodel.sweep import LAYOUT_AXES  # the axes `predict --sweep` ranks
 from rlbench.harness.predict.floor_cache import load_floor
 from rlbench.harness.spec.model_arch import arch_for
 from rlbench.harness.spec.parallel import Parallelism
@@ -194,10 +195,6 @@ def predict_layout(
         return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor).to_dict()
     except ValueError as exc:
         raise RLBenchError(str(exc)) from None
-
-
-# The layout axes `predict --sweep` ranks (rlbench.harness.perfmodel.sweep_layouts); --parallel fixes the rest.
-LAYOUT_AXES = ("tp", "pp", "cp", "ep", "sp", "rollout_tp", "placement")
 
 
 def sweep_layout_table(

@@ -97,7 +97,7 @@ class EnvironmentExecutor:
             status = (
                 Status.SUCCEEDED
                 if process.returncode == 0
-                else ("interrupted" if process.returncode == 130 else "failed")
+                else (Status.INTERRUPTED if process.returncode == 130 else Status.FAILED)
             )
         created = sorted(_run_dirs(spec.out) - before)
         if not created:
