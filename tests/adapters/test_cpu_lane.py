@@ -52,7 +52,7 @@ def test_vllm_version_lookup_answers_for_the_cpu_build_only(monkeypatch):
 
 
 def test_every_lane_lists_its_shims_with_the_upstream_code():
-    for framework in cpu_lane.LANES:
+    for framework in cpu_lane.lanes():
         shims = cpu_lane.lane_module(framework).SHIMS
         assert shims and all(s.upstream and s.works_around for s in shims)
         described = cpu_lane.describe(framework, {"collectives": "gloo"})
@@ -71,7 +71,7 @@ def _in_lane(code: str, framework: str = "verl") -> subprocess.CompletedProcess:
 def test_the_start_up_hook_applies_the_lane_in_a_fresh_process():
     done = _in_lane("""
         import sys
-        print("rlbench.adapters.cpu_lane.verl_shims" in sys.modules, "vllm" in sys.modules)
+        print("rlbench.adapters.verl.cpu_lane" in sys.modules, "vllm" in sys.modules)
     """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]  # shims armed, vLLM not imported for it

@@ -26,6 +26,8 @@ import pytest
 
 import rlbench.adapters.openrlhf.adapter as module
 from rlbench.adapters import prelaunch
+from rlbench.adapters.openrlhf import config as openrlhf_config  # noqa: E402
+from rlbench.adapters.openrlhf import launch as openrlhf_launch  # noqa: E402
 from rlbench.adapters.openrlhf.reward import reward_func
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
@@ -183,16 +185,16 @@ def _assert_workload_lands(args, spec: RunSpec) -> None:
     assert (args.rollout.temperature, args.rollout.top_p) == (w.sampling.temperature, w.sampling.top_p)
     assert args.actor.gradient_checkpointing_enable is w.gradient_checkpointing
     assert args.data.apply_chat_template is w.prompt.chat
-    assert args.data.prompt_dataset == str(RUN_DIR / module.JSONL_FILE)
+    assert args.data.prompt_dataset == str(RUN_DIR / openrlhf_config.JSONL_FILE)
     assert (args.data.input_key, args.data.label_key) == ("input", "label")
     if w.fixed_length:  # the agent hook replaces the reward URL ("agent") and scores through reward_func itself
-        assert args.train.agent_func_path == str(module.REWARD_FILE) and args.reward.remote_url == ["agent"]
+        assert args.train.agent_func_path == str(openrlhf_config.REWARD_FILE) and args.reward.remote_url == ["agent"]
     else:
-        assert args.reward.remote_url == [str(module.REWARD_FILE)] and args.train.agent_func_path is None
-    assert module.REWARD_FILE.is_file()
+        assert args.reward.remote_url == [str(openrlhf_config.REWARD_FILE)] and args.train.agent_func_path is None
+    assert openrlhf_config.REWARD_FILE.is_file()
     assert args.train.num_episodes == 1 and args.train.seed == spec.seed
-    assert args.logger.tensorboard_dir == str(RUN_DIR / module.TENSORBOARD_DIR)
-    assert args.logger.wandb.run_name == module.RUN_NAME and args.logger.wandb.key is None  # no wandb
+    assert args.logger.tensorboard_dir == str(RUN_DIR / openrlhf_config.TENSORBOARD_DIR)
+    assert args.logger.wandb.run_name == openrlhf_config.RUN_NAME and args.logger.wandb.key is None  # no wandb
     assert args.eval.dataset is None and args.ckpt.save_steps == -1
 
 
@@ -299,11 +301,13 @@ def test_jsonl_is_read_by_openrlhfs_prompt_dataset(chat, tmp_path, tiny_tokenize
     if chat:  # the tiny tokenizer has no chat template of its own
         monkeypatch.setattr(tiny_tokenizer, "chat_template", CHAT_TEMPLATE)
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    assert module.write_jsonl(tmp_path / "prompts.jsonl", tmp_path / module.JSONL_FILE) == 3
+    assert openrlhf_launch.write_jsonl(tmp_path / "prompts.jsonl", tmp_path / openrlhf_config.JSONL_FILE) == 3
     prompts = _load("openrlhf_prompts_dataset", root / "datasets" / "prompts_dataset.py", monkeypatch)
     args = SimpleNamespace(data=SimpleNamespace(input_key="input", label_key="label", apply_chat_template=chat))
     strategy = SimpleNamespace(args=args, is_rank_0=lambda: False)
-    data = load_dataset("json", data_files=str(tmp_path / module.JSONL_FILE))["train"]  # as blending_datasets does
+    data = load_dataset("json", data_files=str(tmp_path / openrlhf_config.JSONL_FILE))[
+        "train"
+    ]  # as blending_datasets does
     dataset = prompts.PromptDataset(data, tiny_tokenizer, strategy)
     rows = [dataset[i] for i in range(len(dataset))]
     expected = [f"<|user|>{r.prompt}<|assistant|>" if chat else r.prompt for r in _records()]
@@ -348,13 +352,13 @@ def test_openrlhfs_executor_scores_through_the_rlbench_hook(
 
     agent = _agent_module(monkeypatch)
     if fixed_length:  # loaded as OpenRLHF's vllm_engine._load_agent_executor loads --train.agent_func_path
-        spec = importlib.util.spec_from_file_location("agent_module", module.REWARD_FILE)
+        spec = importlib.util.spec_from_file_location("agent_module", openrlhf_config.REWARD_FILE)
         hook = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(hook)
         assert issubclass(hook.AgentExecutor, agent.AgentExecutorBase)
         executor = hook.AgentExecutor()
     else:  # --reward.remote_url FILE.py
-        executor = agent.SingleTurnAgentExecutor([str(module.REWARD_FILE)])
+        executor = agent.SingleTurnAgentExecutor([str(openrlhf_config.REWARD_FILE)])
     engine = _Engine(tiny_tokenizer, response + (tiny_tokenizer.eos_token or ""))
     params = SimpleNamespace(max_tokens=32, logprobs=None, ignore_eos=False)
     output = asyncio.run(executor.execute("Q: how many?", label(dataset, truth), params, 64, tiny_tokenizer, engine))
@@ -453,7 +457,8 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
     logger = logging_utils.TensorboardLogger(
         SimpleNamespace(
             logger=SimpleNamespace(
-                tensorboard_dir=str(tmp_path / module.TENSORBOARD_DIR), wandb=SimpleNamespace(run_name=module.RUN_NAME)
+                tensorboard_dir=str(tmp_path / openrlhf_config.TENSORBOARD_DIR),
+                wandb=SimpleNamespace(run_name=openrlhf_config.RUN_NAME),
             )
         )
     )
@@ -471,7 +476,7 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
 def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
     plan = get_adapter("openrlhf").plan(_spec(dp=4, rollout_tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launch"]
     assert plan.argv[plan.argv.index("--") + 1 :][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
     for part in (
         "--actor.num_gpus_per_node 4",
@@ -484,7 +489,7 @@ def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
         "--train.batch_size 256",
         "--ds.zero_stage 3",
         f"--actor.model_name_or_path {MODEL}",
-        f"--train.agent_func_path {module.REWARD_FILE}",
+        f"--train.agent_func_path {openrlhf_config.REWARD_FILE}",
         f"--logger.tensorboard_dir {RUN_DIR}/openrlhf_tensorboard",
         "WANDB_MODE=disabled",
     ):
@@ -534,17 +539,19 @@ def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys
     usable, why = get_adapter("openrlhf").usable_here()
     assert not usable and ("no NVIDIA GPU" in why or "not installed" in why)
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    code = module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "o.jsonl"), "--", "/bin/false"])
+    code = openrlhf_launch.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "o.jsonl"), "--", "/bin/false"])
     assert code == 2 and "OpenRLHF cannot run on this machine: no NVIDIA GPU" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_prelaunch_step_writes_the_jsonl_then_execs_openrlhf(tmp_path, monkeypatch):
     launched = []
-    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr("rlbench.adapters.openrlhf.machine.machine_ready", lambda: (True, "test"))
     monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "o.jsonl"), "--", "/usr/bin/python3", "-m", "x"])
+    openrlhf_launch.main(
+        [str(tmp_path / "prompts.jsonl"), str(tmp_path / "o.jsonl"), "--", "/usr/bin/python3", "-m", "x"]
+    )
     assert launched == [["/usr/bin/python3", "-m", "x"]]
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert [r["input"] for r in rows] == [r.prompt for r in _records()] and rows[0]["datasource"] == "gsm8k"
@@ -560,7 +567,7 @@ def test_registry_and_version():
 def test_cpu_lane_flags_parse_with_openrlhfs_own_cli_in_the_workloads_precision(monkeypatch):
     import argparse
 
-    from rlbench.adapters.cpu_lane import openrlhf_shims
+    from rlbench.adapters.openrlhf import cpu_lane as openrlhf_shims
 
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
     monkeypatch.setattr(argparse.ArgumentParser, "add_argument", argparse.ArgumentParser.add_argument)  # restored
@@ -614,12 +621,12 @@ def test_the_readme_gpu_recipe_is_openrlhfs_own_pins():
 def _prelaunch(spec: RunSpec, run_dir: Path, monkeypatch) -> list[list[str]]:
     """The generated launch's pre-launch step up to its exec (recorded, not run)."""
     launched: list[list[str]] = []
-    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr("rlbench.adapters.openrlhf.machine.machine_ready", lambda: (True, "test"))
     monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), run_dir / "prompts.jsonl")
     plan = get_adapter("openrlhf").plan(spec, RunInputs(model=MODEL, prompts=_records()), run_dir)
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.adapter"]
-    module.main(plan.argv[3:])
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launch"]
+    openrlhf_launch.main(plan.argv[3:])
     return launched
 
 
@@ -629,17 +636,17 @@ def test_prelaunch_records_what_openrlhfs_own_parser_resolved(workload, parallel
     spec = _spec(workload, **parallel)
     launched = _prelaunch(spec, tmp_path, monkeypatch)
     flags = get_adapter("openrlhf").flags(spec, MODEL, tmp_path)
-    assert launched == [[sys.executable, "-m", module.TRAIN_MODULE, *flags]]  # the launch itself is unchanged
-    saved = json.loads((tmp_path / module.RESOLVED_FILE).read_text())
+    assert launched == [[sys.executable, "-m", openrlhf_config.TRAIN_MODULE, *flags]]  # the launch itself is unchanged
+    saved = json.loads((tmp_path / openrlhf_config.RESOLVED_FILE).read_text())
     # Exactly the args OpenRLHF's train() receives when the installed file runs as __main__ with these flags.
-    assert saved["args"] == module._plain(run_train_ppo_ray(flags, monkeypatch).args)
+    assert saved["args"] == openrlhf_launch._plain(run_train_ppo_ray(flags, monkeypatch).args)
     assert saved["flags"] == flags and saved["openrlhf"].startswith("0.11")
     # Values only OpenRLHF's parser and post-parse fixes set: rlbench passes neither flag.
     assert saved["args"]["rollout"]["vllm_generate_batch_size"] == spec.workload.prompts_per_step
     assert saved["args"]["ds"]["attn_implementation"] == "flash_attention_2"
     record = get_adapter("openrlhf").equal_work(spec, tmp_path)
     resolved = record["resolved"]
-    assert resolved["source"] == str(tmp_path / module.RESOLVED_FILE)
+    assert resolved["source"] == str(tmp_path / openrlhf_config.RESOLVED_FILE)
     assert set(resolved["values"]) == set(record["applied"]) == set(record["contract"]) - set(record["differences"])
     assert resolved["values"]["engine.gpu_memory_utilization"] == saved["args"]["vllm"]["gpu_memory_utilization"]
     assert resolved["values"]["train.packing"] is True  # --ds.packing_samples, nested under args.ds
@@ -653,7 +660,9 @@ def test_a_term_openrlhf_resolved_otherwise_is_a_named_difference(tmp_path, monk
     _openrlhf_root()
     spec = _spec()
     flags = [f for f in get_adapter("openrlhf").flags(spec, MODEL, tmp_path) if f != "--train.colocate_all"]
-    module.write_resolved(tmp_path / module.JSONL_FILE, [sys.executable, "-m", module.TRAIN_MODULE, *flags])
+    openrlhf_launch.write_resolved(
+        tmp_path / openrlhf_config.JSONL_FILE, [sys.executable, "-m", openrlhf_config.TRAIN_MODULE, *flags]
+    )
     record = get_adapter("openrlhf").equal_work(spec, tmp_path)
     assert "engine.sleep_mode" not in record["applied"] and record["resolved"]["values"]["engine.sleep_mode"] is False
     assert record["differences"]["engine.sleep_mode"] == (
@@ -665,18 +674,18 @@ def test_a_term_openrlhf_resolved_otherwise_is_a_named_difference(tmp_path, monk
 def test_a_flag_openrlhf_rejects_still_launches_without_a_resolved_file(tmp_path, monkeypatch, capsys):
     _openrlhf_root()
     launched = []
-    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr("rlbench.adapters.openrlhf.machine.machine_ready", lambda: (True, "test"))
     monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    command = [sys.executable, "-m", module.TRAIN_MODULE, "--vllm_num_engines", "1"]
-    module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / module.JSONL_FILE), "--", *command])
-    assert launched == [command] and not (tmp_path / module.RESOLVED_FILE).exists()
+    command = [sys.executable, "-m", openrlhf_config.TRAIN_MODULE, "--vllm_num_engines", "1"]
+    openrlhf_launch.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / openrlhf_config.JSONL_FILE), "--", *command])
+    assert launched == [command] and not (tmp_path / openrlhf_config.RESOLVED_FILE).exists()
     assert "OpenRLHF's arguments not recorded (SystemExit: 2)" in capsys.readouterr().out
     assert "resolved" not in get_adapter("openrlhf").equal_work(_spec(), tmp_path)
 
 
 @pytest.mark.parametrize("text", ['{"args": {"vllm": ', "[1, 2]", '{"args": [1]}', '{"flags": []}'])
 def test_a_damaged_resolved_file_is_no_crash_and_no_resolved(text, tmp_path):
-    (tmp_path / module.RESOLVED_FILE).write_text(text)
+    (tmp_path / openrlhf_config.RESOLVED_FILE).write_text(text)
     record = get_adapter("openrlhf").equal_work(_spec(), tmp_path)
     assert "resolved" not in record and record["applied"]

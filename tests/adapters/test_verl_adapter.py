@@ -33,6 +33,9 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config  # noqa: 
 
 import rlbench.adapters.verl.adapter as module  # noqa: E402
 from rlbench.adapters import prelaunch  # noqa: E402
+from rlbench.adapters.verl import config as verl_config  # noqa: E402
+from rlbench.adapters.verl import launch as verl_launch  # noqa: E402
+from rlbench.adapters.verl import metrics as verl_metrics  # noqa: E402
 
 VERL_ROOT = Path(verl.__file__).parent
 RUN_DIR = Path("/runs/20260101T000000Z-verl-x-abc123")
@@ -110,12 +113,12 @@ def _assert_workload_lands(c: dict, config, spec: RunSpec, model: str) -> None:
     assert actor["use_dynamic_bsz"] and rollout["log_prob_use_dynamic_bsz"] and ref["log_prob_use_dynamic_bsz"]
     assert c["actor_rollout_ref"]["model"]["path"] == model
     assert c["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"] is w.gradient_checkpointing
-    assert c["data"]["train_files"] == str(RUN_DIR / module.PARQUET_FILE) and c["data"]["shuffle"] is False
+    assert c["data"]["train_files"] == str(RUN_DIR / verl_config.PARQUET_FILE) and c["data"]["shuffle"] is False
     assert c["reward"]["custom_reward_function"] == {"path": str(module.REWARD_FILE), "name": "compute_score"}
     assert module.REWARD_FILE.is_file()
     assert c["trainer"]["logger"] == ["console", "file"] and c["trainer"]["total_training_steps"] == w.steps
     if not w.prompt.chat:
-        assert c["actor_rollout_ref"]["model"]["custom_chat_template"] == module.RAW_PROMPT_TEMPLATE
+        assert c["actor_rollout_ref"]["model"]["custom_chat_template"] == verl_config.RAW_PROMPT_TEMPLATE
     if w.model.dtype == "float32":
         assert rollout["dtype"] == "float32" and actor["fsdp_config"]["mixed_precision"]["param_dtype"] == "fp32"
 
@@ -251,10 +254,10 @@ def test_parquet_is_read_by_verls_dataset_in_rlbench_order(tmp_path, tiny_model)
     from verl.trainer.ppo.utils import create_rl_dataset, create_rl_sampler
 
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    assert module.write_parquet(tmp_path / "prompts.jsonl", tmp_path / module.PARQUET_FILE) == 3
+    assert verl_launch.write_parquet(tmp_path / "prompts.jsonl", tmp_path / verl_config.PARQUET_FILE) == 3
     config = _compose(_spec("gsm8k-grpo-tiny"), tiny_model)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
-    dataset = create_rl_dataset([str(tmp_path / module.PARQUET_FILE)], config.data, tokenizer, None)
+    dataset = create_rl_dataset([str(tmp_path / verl_config.PARQUET_FILE)], config.data, tokenizer, None)
     rows = [dataset[i] for i in create_rl_sampler(config.data, dataset)]  # data.shuffle=false: sequential
     assert [r["raw_prompt"] for r in rows] == [[{"role": "user", "content": r.prompt}] for r in _records()]
     assert [r["reward_model"]["ground_truth"] for r in rows] == ["0", "2", "4"]
@@ -381,7 +384,7 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
 
 
 def test_one_step_generation_time_is_the_overlapped_generation():
-    row = module.normalize(
+    row = verl_metrics.normalize(
         4,
         {
             "timing_s/step": 3.0,
@@ -393,7 +396,7 @@ def test_one_step_generation_time_is_the_overlapped_generation():
     )
     assert (row["time_gen_s"], row["time_weight_sync_s"]) == (2.5, 0.1)
     assert math.isnan(row["framework_mfu"])  # verl reports 0 when it has no peak for the GPU
-    sparse = module.normalize(1, {"timing_s/step": 3.0, "response_length/mean": 7.0})  # no token total
+    sparse = verl_metrics.normalize(1, {"timing_s/step": 3.0, "response_length/mean": 7.0})  # no token total
     assert sparse["step_time_s"] == 3.0 and math.isnan(sparse["num_responses"]) and math.isnan(sparse["prompt_tokens"])
 
 
@@ -402,7 +405,7 @@ def test_dry_run_plan_names_verls_trainer_and_key_overrides():
         _spec(dp=4, rollout_tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]), RUN_DIR
     )
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.adapter"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.launch"]
     for part in (
         "-m verl.trainer.main_ppo",
         "trainer.n_gpus_per_node=4",
@@ -469,24 +472,26 @@ def test_no_gpu_machine_is_not_usable_and_the_launch_refuses_it(tmp_path, capsys
     usable, why = get_adapter("verl").usable_here()
     assert not usable and "no NVIDIA GPU" in why
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    code = module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/bin/false"])
+    code = verl_launch.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/bin/false"])
     assert code == 2 and "verl cannot run on this machine: no NVIDIA GPU" in capsys.readouterr().err
     assert not (tmp_path / "p.parquet").exists()
 
 
 def test_prelaunch_step_writes_the_parquet_then_execs_verl(tmp_path, monkeypatch):
     launched = []
-    monkeypatch.setattr(module, "machine_ready", lambda: (True, "test"))
+    monkeypatch.setattr("rlbench.adapters.verl.machine.machine_ready", lambda: (True, "test"))
     monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), tmp_path / "prompts.jsonl")
-    module.main([str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/usr/bin/python3", "-m", "x"])
+    verl_launch.main(
+        [str(tmp_path / "prompts.jsonl"), str(tmp_path / "p.parquet"), "--", "/usr/bin/python3", "-m", "x"]
+    )
     assert launched == [["/usr/bin/python3", "-m", "x"]] and (tmp_path / "p.parquet").is_file()
 
 
 def test_version_and_registry():
     adapter = get_adapter("verl")
     assert adapter.tested_versions == ">=0.9.1,<0.10" and adapter.version() == verl.__version__
-    assert json.loads(json.dumps(module.verl_row(0, _records()[0])))["reward_model"]["style"] == "rule"
+    assert json.loads(json.dumps(verl_launch.verl_row(0, _records()[0])))["reward_model"]["style"] == "rule"
 
 
 def test_cpu_lane_overrides_compose_and_pass_verls_checks(cpu_lane_here, tiny_model):
@@ -499,7 +504,7 @@ def test_cpu_lane_overrides_compose_and_pass_verls_checks(cpu_lane_here, tiny_mo
     assert resolved["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
     assert rollout["enable_sleep_mode"] is False and rollout["enforce_eager"] is True
     assert resolved["ray_kwargs"]["ray_init"]["num_gpus"] == 1
-    assert resolved["trainer"]["rollout_data_dir"] == str(RUN_DIR / module.ROLLOUT_DIR)
+    assert resolved["trainer"]["rollout_data_dir"] == str(RUN_DIR / verl_config.ROLLOUT_DIR)
     # The workload itself is unchanged by the lane: the same lengths, batches and precision as anywhere.
     _assert_workload_lands(resolved, config, spec, tiny_model)
 
@@ -529,7 +534,7 @@ def test_cpu_lane_refuses_what_it_was_not_made_to_run(cpu_lane_here, workload, p
 
 
 def test_a_cpu_lane_peak_memory_of_zero_is_recorded_as_absent():
-    row = module.normalize(1, {"timing_s/step": 1.0, "actor/perf/max_memory_allocated_gb": 0.0})
+    row = verl_metrics.normalize(1, {"timing_s/step": 1.0, "actor/perf/max_memory_allocated_gb": 0.0})
     assert math.isnan(row["peak_device_memory_gb"])
 
 
@@ -556,7 +561,7 @@ def test_the_metrics_destination_travels_in_rays_runtime_env(mode, monkeypatch):
 def test_the_record_reads_the_contract_back_from_verls_saved_config(tmp_path):
     """After a run, equal_work states what verl itself composed (Hydra's saved .hydra/config.yaml)."""
     spec = _spec("gsm8k-ppo")
-    saved = tmp_path / module.HYDRA_DIR / ".hydra" / "config.yaml"
+    saved = tmp_path / verl_config.HYDRA_DIR / ".hydra" / "config.yaml"
     saved.parent.mkdir(parents=True)
     config = _compose(spec, "Qwen/Qwen2.5-0.5B-Instruct")
     saved.write_text(OmegaConf.to_yaml(config))  # as Hydra saves it: composed, not resolved

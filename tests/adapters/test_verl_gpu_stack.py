@@ -14,8 +14,9 @@ from rlbench.harness.errors import RLBenchError
 from tests.conftest import readme_section
 
 pytest.importorskip("verl")
-from rlbench.adapters.verl import adapter as verl_adapter  # noqa: E402
-from rlbench.adapters.verl.adapter import VerlAdapter, gpu_stack_problem, pinned_by_verl  # noqa: E402
+from rlbench.adapters.verl import machine as verl_machine  # noqa: E402
+from rlbench.adapters.verl.adapter import VerlAdapter  # noqa: E402
+from rlbench.adapters.verl.machine import gpu_stack_problem, pinned_by_verl  # noqa: E402
 from rlbench.harness.spec.parallel import parse_parallel  # noqa: E402
 from rlbench.harness.spec.runspec import RunSpec  # noqa: E402
 from rlbench.workloads.catalog import load_workload  # noqa: E402
@@ -31,7 +32,7 @@ def test_the_readme_recipe_is_verls_own_pins():
     for name in ("vllm", "torch", "transformers", "flash-attn", "cupy-cuda13x"):
         assert f"{name} {pins[name]}" in recipe, name
     (installed,) = re.findall(r"'verl\[([\w,-]+)\]==([\d.]+)'", recipe)
-    assert set(installed[0].split(",")) == set(verl_adapter.GPU_EXTRAS)
+    assert set(installed[0].split(",")) == set(verl_machine.GPU_EXTRAS)
     from rlbench.harness.spec.environment import package_version
 
     assert installed[1] == package_version("verl")
@@ -42,10 +43,10 @@ def gpu_node(monkeypatch):
     """A GPU node whose installed packages the test sets: {distribution: version} and importable modules."""
     state = {"versions": {"vllm": pinned_by_verl()["vllm"], "verl": "0.9.1"}, "modules": {"flash_attn", "cupy"}}
     monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 8)
-    monkeypatch.setattr(verl_adapter, "package_version", lambda name: state["versions"].get(name))
-    real_find_spec = verl_adapter.importlib.util.find_spec
+    monkeypatch.setattr(verl_machine, "package_version", lambda name: state["versions"].get(name))
+    real_find_spec = verl_machine.importlib.util.find_spec
     monkeypatch.setattr(
-        verl_adapter.importlib.util,
+        verl_machine.importlib.util,
         "find_spec",
         lambda name, *a: (
             object()
@@ -60,7 +61,7 @@ def gpu_node(monkeypatch):
 
 def test_a_stack_on_verls_pins_is_ready(gpu_node):
     assert gpu_stack_problem(one_step=True) is None
-    assert verl_adapter.machine_ready() == (True, f"8 GPUs, vLLM {gpu_node['versions']['vllm']}")
+    assert verl_machine.machine_ready() == (True, f"8 GPUs, vLLM {gpu_node['versions']['vllm']}")
 
 
 @pytest.mark.parametrize(
@@ -74,13 +75,13 @@ def test_a_stack_on_verls_pins_is_ready(gpu_node):
 def test_what_would_crash_is_refused_with_the_install_command(gpu_node, change, problem):
     gpu_node["versions"].update(change.get("versions", {}))
     gpu_node["modules"] = change.get("modules", gpu_node["modules"])
-    ready, why = verl_adapter.machine_ready()
+    ready, why = verl_machine.machine_ready()
     assert not ready and problem in why and "pip install 'verl[verl-core,vllm,fsdp]==0.9.1'" in why
 
 
 def test_one_step_off_without_cupy_is_refused_before_launch(gpu_node):
     gpu_node["modules"] = {"flash_attn"}
-    assert verl_adapter.machine_ready()[0]  # a synchronous run needs no cupy
+    assert verl_machine.machine_ready()[0]  # a synchronous run needs no cupy
     spec = RunSpec(
         framework="verl",
         workload=load_workload("gsm8k-grpo"),

@@ -87,12 +87,12 @@ def test_one_environment_per_framework_at_its_tested_release(noxfile, monkeypatc
 
 def test_what_an_environment_restates_is_the_frameworks_own_pins(noxfile):
     """vLLM and flash-attn install first, so the files restate them: the installed frameworks' metadata agrees."""
-    from rlbench.adapters.trl.adapter import TESTED_VLLM
+    from rlbench.adapters.trl.machine import TESTED_VLLM
 
     assert noxfile.gpu_env_pins("trl")["vllm"] == TESTED_VLLM
     restated = {"vllm", "flash-attn"}
     if declared_requirements("verl"):
-        from rlbench.adapters.verl.adapter import GPU_EXTRAS, pinned_by_verl
+        from rlbench.adapters.verl.machine import GPU_EXTRAS, pinned_by_verl
 
         own, pins = pinned_by_verl(), noxfile.gpu_env_pins("verl")
         assert {name: own[name] for name in restated} == {name: pins[name] for name in restated}

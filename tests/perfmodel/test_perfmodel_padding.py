@@ -67,7 +67,7 @@ def test_run_prediction_takes_the_measured_width_and_ignores_nan(tmp_path, monke
 
 
 def test_trl_rows_carry_the_padded_width() -> None:
-    from rlbench.adapters.trl.adapter import normalize
+    from rlbench.adapters.trl.metrics import normalize
 
     line = {
         "step": 1,

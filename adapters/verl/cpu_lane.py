@@ -3,7 +3,7 @@
 verl's FSDP2 engine, its vLLM async server and its Ray controller run unchanged; what
 this module changes is listed in SHIMS (each names the upstream code it works around).
 Launch settings the lane substitutes (trainer.device=cpu, FSDP2, sdpa, ...) are in the
-verl adapter, because they are plain config overrides.
+verl adapter's config.py (CPU_LANE), because they are plain config overrides.
 """
 
 from __future__ import annotations

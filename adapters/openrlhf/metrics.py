@@ -1,0 +1,68 @@
+"""OpenRLHF's logged metrics in rlbench's step vocabulary: its TensorBoard scalars, one row per step."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rlbench.adapters.common import whole_count
+from rlbench.harness.errors import RLBenchError
+
+
+def read_scalars(folder: Path) -> dict[int, tuple[dict[str, float], float]]:
+    """step -> ({tag: value}, wall-clock time of the step's last scalar) from the folder's event files."""
+    if not folder.is_dir() or not any(folder.glob("events.out.tfevents.*")):
+        return {}
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        raise RLBenchError("reading OpenRLHF's metrics needs tensorboard; pip install 'rlbench[openrlhf]'") from None
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every point
+    events.Reload()  # a record OpenRLHF is still writing is skipped until complete
+    steps: dict[int, tuple[dict[str, float], float]] = {}
+    for tag in events.Tags()["scalars"]:
+        for point in events.Scalars(tag):
+            values, end = steps.setdefault(point.step, ({}, -math.inf))
+            values[tag] = float(point.value)  # a step logged twice (a resumed run): the later point wins
+            steps[point.step] = (values, max(end, point.wall_time))
+    return steps
+
+
+def _num(values: dict[str, float], key: str) -> float:
+    return values.get(f"train/{key}", math.nan)
+
+
+def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[str, float]:
+    """One step of OpenRLHF's `train/*` scalars -> one row of rlbench's step vocabulary.
+
+    Sources in OpenRLHF 0.11.2: `timing/*` in trainer/ppo_trainer.py (`train_step`, `fit`) and
+    ppo_trainer_async.py (`fit`); `rollout/*` in `_compute_rollout_stats`; the actor's sample
+    means `total_length`, `response_length` in trainer/ray/ppo_actor.py (`training_step`).
+    """
+    step_time = _num(values, "timing/step_total")  # sync: sum of the stage times; async: wall time per step
+    responses = whole_count(_num(values, "rollout/num_samples"))
+    response_mean = _num(values, "rollout/response_length_mean")
+    # Prompt tokens: the actor's mean prompt+response length over its training samples, less the response mean.
+    prompt_mean = _num(values, "total_length") - _num(values, "response_length")
+    return {
+        "step": step,
+        "step_time_s": step_time,
+        "step_start_unix_s": end_unix_s - step_time,
+        "step_end_unix_s": end_unix_s,
+        "time_gen_s": _num(values, "timing/generation"),  # vLLM rollout, rewards included
+        "time_weight_sync_s": _num(values, "timing/broadcast"),
+        # ppo_train: the actor update, and for PPO the critic update (concurrent, or before it when sleeping).
+        "time_update_actor_s": _num(values, "timing/ppo_train"),
+        # make_experience (old log-probs, ref, values, advantages in one stage) has no single rlbench column.
+        **{
+            f"time_{stage}_s": math.nan for stage in ("reward", "old_log_prob", "ref", "values", "adv", "update_critic")
+        },
+        "num_responses": responses,
+        "prompt_tokens": whole_count(prompt_mean * responses),
+        "response_tokens": whole_count(response_mean * responses),
+        "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
+        "response_length_mean": response_mean,
+        "framework_mfu": math.nan,
+        "peak_device_memory_gb": math.nan,
+        "peak_host_rss_gb": math.nan,  # not logged
+    }

@@ -1,0 +1,37 @@
+"""TRL's logged metrics in rlbench's step vocabulary: one line of the launch process's log callback becomes one row."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
+_STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
+
+
+def normalize(line: dict[str, Any]) -> dict[str, float]:
+    """One launcher line -> one row of rlbench's step vocabulary."""
+    stages = line.get("stages_s", {})
+    tokens = line.get("tokens", {})
+    trl = line.get("trl", {})
+    row: dict[str, float] = {
+        "step": line["step"],
+        "step_time_s": line["step_time_s"],
+        "step_start_unix_s": line["step_start_unix_s"],
+        "step_end_unix_s": line["step_end_unix_s"],
+    }
+    for stage, column in _STAGES.items():
+        row[column] = stages.get(stage, math.nan)
+    # Everything in the step that is not making experience is the policy update (forward, backward, optimizer).
+    row["time_update_actor_s"] = line["step_time_s"] - stages.get("make_experience", 0.0)
+    row["prompt_tokens"] = tokens.get("prompt", math.nan)
+    row["padded_prompt_tokens"] = tokens.get("prompt_padded", math.nan)
+    row["response_tokens"] = tokens.get("response", math.nan)
+    row["num_responses"] = tokens.get("responses", math.nan)
+    row["reward_mean"] = trl.get("reward", math.nan)
+    row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
+    memory = line.get("memory", {})
+    row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
+    device_memory = memory.get("peak_device_memory_gb")
+    row["peak_device_memory_gb"] = math.nan if device_memory is None else device_memory
+    return row

@@ -1,0 +1,208 @@
+"""The settings rlbench gives verl: the workload's algorithm, batches, engine and model as Hydra overrides, the
+equal-work contract's keys in verl's config, and what the CPU lane changes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from typing import Any
+
+from rlbench.adapters import cpu_lane
+from rlbench.harness.errors import RLBenchError
+from rlbench.harness.spec.equal_work import contract, nested_values
+from rlbench.harness.spec.runspec import RunSpec
+
+ROLLOUT = "actor_rollout_ref.rollout"
+
+
+# The equal-work contract's terms (rlbench.harness.spec.equal_work) -> the verl 0.9.1 config keys that carry them.
+CONTRACT_KEYS = {
+    **{
+        f"engine.{name}": f"{ROLLOUT}.{name}"
+        for name in (
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "enable_prefix_caching",
+            "gpu_memory_utilization",
+            "enforce_eager",
+        )
+    },
+    "engine.sleep_mode": f"{ROLLOUT}.free_cache_engine",  # sleep and wake vLLM around training (colocated)
+    "budget.actor": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+    "budget.log_prob": "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+    "budget.critic": "critic.ppo_max_token_len_per_gpu",
+    "train.packing": "actor_rollout_ref.model.use_remove_padding",
+    "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+}
+
+
+# verl's old-log-prob pass of the rollout runs on the same budget as the reference pass.
+LOG_PROB_KEYS = ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", f"{ROLLOUT}.log_prob_max_token_len_per_gpu")
+
+
+# The CPU lane's launch settings: override -> (value, what it replaces on a GPU run). None of them changes
+# the RL work (prompts, lengths, batch sizes, precision, passes); they change where and how it runs.
+CPU_LANE: dict[str, tuple[Any, str]] = {
+    "trainer.device": ("cpu", "cuda"),
+    "actor_rollout_ref.actor.strategy": ("fsdp2", "fsdp (FSDP1 refuses CPU parameters)"),
+    "actor_rollout_ref.ref.strategy": ("fsdp2", "fsdp"),
+    "actor_rollout_ref.model.use_remove_padding": (False, "true: padding-free batches need flash-attention"),
+    "+actor_rollout_ref.model.override_config.attn_implementation": ("sdpa", "flash_attention_2 (CUDA only)"),
+    "+actor_rollout_ref.rollout.enable_sleep_mode": (False, "true: vLLM's sleep mode needs CUDA"),
+    "actor_rollout_ref.rollout.enforce_eager": (True, "false: CUDA graphs"),
+    "+ray_kwargs.ray_init.num_gpus": (1, "the node's real GPUs: one logical GPU places verl's workers"),
+    "ray_kwargs.ray_init.num_cpus": (16, "the node's cores: logical CPUs so that every Ray actor is placed"),
+    # Each of these is a Ray actor (a process importing verl); eight of each on a 2-core machine cost
+    # minutes of start-up and contend with the step, not share its work.
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units": (1, "8"),
+    "reward.num_workers": (1, "8 reward-loop workers"),
+    "actor_rollout_ref.rollout.agent.num_workers": (1, "8 agent-loop workers"),
+}
+
+
+CPU_LANE_ENV = {
+    "VERL_PLATFORM": "cpu",  # the platform the lane's shims register
+    "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
+    **cpu_lane.VLLM_CPU_ENV,
+}
+
+
+CPU_LANE_TOKENS = {
+    "collectives": "gloo (GPU: NCCL)",
+    "weight sync to vLLM": "shared memory (GPU: CUDA IPC)",
+    "rollout engine": "vLLM CPU build, eager (GPU: vLLM with CUDA graphs)",
+    **cpu_lane.VLLM_CPU_SETTINGS,
+    # The lane's evidence that verl's rewards are rlbench's scores; verl times it on its own.
+    "trainer.rollout_data_dir": "each step's responses and scores dumped to verl_rollouts/ "
+    "(verl's own timer: dump_rollout_generations; GPU: off)",
+}
+
+
+# Renders a one-turn chat as its bare text: rlbench's non-chat prompts, through verl's always-chat path.
+RAW_PROMPT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_/.\-]+")  # characters Hydra reads as one unquoted string
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value in Hydra's override grammar; strings are quoted unless plainly one unquoted string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and not _parses_as_non_string(text):
+        return text  # paths, names, hub ids: readable in --dry-run
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _parses_as_non_string(text: str) -> bool:
+    if text.lower() in ("true", "false", "null", "nan", "inf"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def algorithm_settings(spec: RunSpec) -> dict[str, Any]:
+    a = spec.workload.algorithm
+    actor = "actor_rollout_ref.actor"
+    grpo, kl = a.name == "grpo", a.kl_coef > 0
+    return {
+        "algorithm.adv_estimator": "grpo" if grpo else "gae",
+        "critic.enable": not grpo,
+        "actor_rollout_ref.rollout.n": a.group_size,
+        f"{actor}.use_kl_loss": grpo and kl,
+        f"{actor}.kl_loss_coef": a.kl_coef,
+        f"{actor}.kl_loss_type": "low_var_kl",
+        "algorithm.use_kl_in_reward": not grpo and kl,
+        "algorithm.kl_ctrl.kl_coef": a.kl_coef,
+        f"{actor}.clip_ratio": a.clip_ratio,
+        f"{actor}.clip_ratio_low": a.clip_ratio,
+        f"{actor}.clip_ratio_high": a.clip_ratio,
+        f"{actor}.ppo_epochs": a.epochs,
+        f"{actor}.optim.lr": a.learning_rate,
+    }
+
+
+def batch_settings(spec: RunSpec) -> dict[str, Any]:
+    w, budget = spec.workload, contract(spec.workload, spec.parallel).budget
+    return {
+        "data.train_batch_size": w.prompts_per_step,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": w.mini_batch_prompts,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        CONTRACT_KEYS["budget.actor"]: budget.actor,
+        **{key: budget.log_prob for key in LOG_PROB_KEYS},
+        # verl's critic.forward_max_token_len_per_gpu follows it; unused without a critic (GRPO).
+        CONTRACT_KEYS["budget.critic"]: budget.critic or budget.actor,
+        "data.max_prompt_length": w.max_prompt_length,
+        "data.max_response_length": w.max_response_length,
+        "actor_rollout_ref.rollout.ignore_eos": w.fixed_length,
+        "actor_rollout_ref.rollout.temperature": w.sampling.temperature,
+        "actor_rollout_ref.rollout.top_p": w.sampling.top_p,
+    }
+
+
+def engine_settings(spec: RunSpec) -> dict[str, Any]:
+    """The vLLM engine and the training terms of the equal-work contract, as verl keys (budgets: _batches)."""
+    terms = contract(spec.workload, spec.parallel).to_dict()
+    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith("budget.")}
+
+
+def model_settings(spec: RunSpec, model: str) -> dict[str, Any]:
+    w = spec.workload
+    settings: dict[str, Any] = {
+        "actor_rollout_ref.model.path": model,  # gradient checkpointing and padding: _engine (the contract)
+    }
+    if w.algorithm.name == "ppo":
+        settings.update(
+            {"critic.model.path": model, "critic.model.enable_gradient_checkpointing": w.gradient_checkpointing}
+        )
+    if not w.prompt.chat:
+        settings["actor_rollout_ref.model.custom_chat_template"] = RAW_PROMPT_TEMPLATE
+    if w.model.dtype == "float32":
+        fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+        settings["actor_rollout_ref.rollout.dtype"] = "float32"
+        for engine in ("actor_rollout_ref.actor.fsdp_config", "actor_rollout_ref.ref.fsdp_config", "critic.fsdp"):
+            settings[f"++{engine}.mixed_precision"] = fp32  # not in verl's YAML: force-add
+    return settings
+
+
+def verl_root() -> Path:
+    found = importlib.util.find_spec("verl")  # locates the package without importing it
+    if found is None or not found.submodule_search_locations:
+        raise RLBenchError("framework 'verl' is not installed; install it with pip install 'rlbench[verl]'")
+    return Path(list(found.submodule_search_locations)[0])
+
+
+def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
+    """The contract's settings as verl composed them for the run (Hydra saves the composed config in
+    <run>/verl_hydra/.hydra/config.yaml), with that path; None where verl did not get that far."""
+    import yaml
+
+    path = run_dir / HYDRA_DIR / ".hydra" / "config.yaml"
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return nested_values(config, CONTRACT_KEYS.values()), str(path)
+
+
+PARQUET_FILE = "verl_prompts.parquet"
+
+
+ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses and scores
+
+
+HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hydra/config.yaml

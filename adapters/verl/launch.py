@@ -1,0 +1,54 @@
+"""verl's pre-launch step, run inside the launched process: check the machine, write the run's prompts as verl's RL
+parquet, then exec verl's trainer.
+
+    python -m rlbench.adapters.verl.launch PROMPTS PARQUET -- COMMAND...
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlbench.adapters.prelaunch import run_prelaunch
+from rlbench.adapters.verl import machine
+from rlbench.harness.atomic import replacing
+from rlbench.workloads.prompts import read_prompts
+
+
+def verl_row(index: int, record) -> dict[str, Any]:
+    """One rlbench prompt as a row of verl's RL parquet (the layout of verl's data_preprocess scripts)."""
+    return {
+        "data_source": record.dataset,
+        "prompt": [{"role": "user", "content": record.prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": record.ground_truth},
+        "extra_info": {"index": index, "uid": record.uid, "split": "train"},
+    }
+
+
+def write_parquet(prompts: Path, parquet: Path) -> int:
+    """Convert the run's prompts.jsonl into verl's parquet, atomically; returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [verl_row(i, r) for i, r in enumerate(read_prompts(prompts))]
+    with replacing(parquet) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+    return len(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
+    return run_prelaunch(
+        sys.argv[1:] if argv is None else argv,
+        module="rlbench.adapters.verl.launch",
+        data_name="PARQUET",
+        framework="verl",
+        machine_ready=machine.machine_ready,
+        convert=write_parquet,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
