@@ -12,15 +12,11 @@ from typing import Any
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel import FrameworkFloor, get_hardware
+from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.predict.floor_cache import load_floor
-from rlbench.harness.predict.run_prediction import (
-    LAYOUT_AXES,
-    hardware_for,
-    launch_shape,
-    predict_layout,
-    refuse_for_framework,
-    sweep_layout_table,
-)
+from rlbench.harness.predict.job_shape import launch_shape
+from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table
+from rlbench.harness.predict.run_prediction import hardware_for
 from rlbench.harness.spec.model_arch import arch_for
 from rlbench.harness.spec.parallel import parse_grid
 from rlbench.workloads.catalog import load_workload

@@ -48,7 +48,7 @@ def test_import_and_help_import_no_framework():
 def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
     import dataclasses
 
-    from rlbench.harness.predict.run_prediction import workload_shape
+    from rlbench.harness.predict.job_shape import workload_shape
     from rlbench.harness.spec.parallel import Parallelism
     from rlbench.harness.spec.runspec import RunSpec
     from rlbench.workloads.catalog import load_workload
@@ -62,7 +62,7 @@ def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
 
 def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_the_cpu_row_only():
     """The lane trains without use_remove_padding: prompts left-padded to max_prompt_length in training alone."""
-    from rlbench.harness.predict.run_prediction import launch_shape
+    from rlbench.harness.predict.job_shape import launch_shape
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo-tiny")

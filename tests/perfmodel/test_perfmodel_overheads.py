@@ -18,7 +18,8 @@ from rlbench.harness.perfmodel import (
     predict,
 )
 from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
-from rlbench.harness.predict.run_prediction import measured_vs_predicted, neutral_fields
+from rlbench.harness.predict.job_shape import neutral_fields
+from rlbench.harness.predict.run_prediction import measured_vs_predicted
 from rlbench.harness.spec.parallel import Parallelism
 
 GRPO_8B = WorkloadShape(prompts_per_step=64, group_size=8, prompt_len=512, response_len=1024)

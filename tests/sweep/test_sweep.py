@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.predict.run_prediction import LAYOUT_AXES
+from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.record.read import read_record, read_run_json
 from rlbench.harness.record.spread import format_summary, group_spread, spread
 from rlbench.harness.record.store import write_run_json
