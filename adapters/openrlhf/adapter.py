@@ -312,3 +312,7 @@ class OpenRLHFAdapter(LaneAdapter):
             if "train/timing/step_total" in values
         ]  # not eval points
         return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":  # the pre-launch module of records written before launch.py: runs the same step
+    sys.exit(launch.main())

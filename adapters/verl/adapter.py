@@ -382,3 +382,7 @@ class VerlAdapter(LaneAdapter):
             if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
                 rows.append(normalize(record["step"], record["data"]))
         return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":  # the pre-launch module of records written before launch.py: runs the same step
+    sys.exit(launch.main())
