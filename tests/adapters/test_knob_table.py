@@ -1,11 +1,16 @@
 """The README's knob table is what the adapters declare: each framework column is its adapter's
 `knob_support`, its header the adapter's tested version, and every `--parallel` knob has a row.
 docs/parallelism.md's strategy table says which frameworks map each knob and which versions its
-framework columns describe: both are the adapters' declarations too."""
+framework columns describe: both are the adapters' declarations too.
+
+The README table's framework columns are generated: after changing an adapter's declarations, or adding a
+framework, rewrite them with `python -m tests.adapters.test_knob_table --write` (the knob and meaning columns
+are prose and stay as written)."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 from rlbench.adapters.registry import available, get_adapter
 from rlbench.harness.spec.parallel import KNOBS
@@ -21,6 +26,33 @@ def _table(text: str) -> tuple[list[str], list[list[str]]]:
     rows = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in text.splitlines() if line.startswith("|")]
     header, body = rows[0], rows[2:]
     return [cell.strip() for cell in header], [[cell.strip() for cell in row] for row in body]
+
+
+def knob_table(current: str) -> str:
+    """The README knob table `current` with its framework columns rebuilt from the adapters' declarations: one
+    column per registered framework (those already there keep their place and display name, a new one is
+    appended under its registry name), headed by the lowest tested version, each cell its `knob_support`."""
+    header, rows = _table(current)
+    shown = {cell.split()[0].lower(): cell.split()[0] for cell in header[2:]}
+    names = [name for name in shown if name in available()] + [name for name in available() if name not in shown]
+    lines = [
+        "| " + " | ".join([*header[:2], *(f"{shown.get(name, name)} {_lowest(name)}" for name in names)]) + " |",
+        "|" + "---|" * (2 + len(names)),
+    ]
+    for row in rows:
+        knob = re.findall(r"`([a-z_]+)=", row[0])[0]  # a row's knobs share their support (pp, pp_virtual)
+        lines.append("| " + " | ".join([*row[:2], *(get_adapter(name).knob_support(knob) for name in names)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _readme_table() -> str:
+    return readme_section("| knob | meaning |", "\n\n") + "\n"
+
+
+def test_readme_knob_table_is_generated_from_the_declarations():
+    assert _readme_table() == knob_table(_readme_table()), (
+        "README knob table is stale: python -m tests.adapters.test_knob_table --write"
+    )
 
 
 def test_readme_knob_table_is_the_adapters_declarations():
@@ -57,3 +89,9 @@ def test_parallelism_doc_names_the_frameworks_that_map_each_knob():
                 f"docs/parallelism.md {row[0]!r}: names {sorted(named)}, adapters {sorted(mapping)}"
             )
     assert checked, "no knob rows found in docs/parallelism.md"
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    readme = PROJECT_ROOT / "README.md"
+    table = _readme_table()
+    readme.write_text(readme.read_text().replace(table, knob_table(table), 1))
