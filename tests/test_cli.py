@@ -84,7 +84,7 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path, model_cache):
     out = tmp_path / "out"
     result = run_cli("run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--dry-run", "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "-m rlbench.adapters.trl.launch" in result.stdout and '"max_completion_length": 32' in result.stdout
+    assert "-m rlbench.adapters.trl.launcher" in result.stdout and '"max_completion_length": 32' in result.stdout
     assert not out.exists()
 
 

@@ -4,7 +4,7 @@
 
 On NVIDIA GPUs, or without one through the CPU lane (cpu_lane.py beside this file). The folder's other
 modules: config.py (the flags), metrics.py (OpenRLHF's TensorBoard scalars into rlbench's steps),
-machine.py (what OpenRLHF needs here), launch.py (the pre-launch step that writes OpenRLHF's JSONL,
+machine.py (what OpenRLHF needs here), launcher.py (the pre-launch step that writes OpenRLHF's JSONL,
 records its resolved arguments and `exec`s it), reward.py (OpenRLHF's reward function). The flag
 mapping, what is refused and how metrics are read: docs/adapters/openrlhf.md.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import LaneAdapter, LaunchPlan
-from rlbench.adapters.openrlhf import launch, machine
+from rlbench.adapters.openrlhf import launcher, machine
 from rlbench.adapters.openrlhf.config import (
     CONTRACT_KEYS,
     CPU_LANE_TOKENS,
@@ -259,7 +259,7 @@ class OpenRLHFAdapter(LaneAdapter):
         argv = [
             sys.executable,
             "-m",
-            launch.__name__,
+            launcher.__name__,
             str(run_dir / "prompts.jsonl"),
             str(run_dir / JSONL_FILE),
             "--",
@@ -314,5 +314,5 @@ class OpenRLHFAdapter(LaneAdapter):
         return pd.DataFrame(rows)
 
 
-if __name__ == "__main__":  # the pre-launch module of records written before launch.py: runs the same step
-    sys.exit(launch.main())
+if __name__ == "__main__":  # the pre-launch module of records written before launcher.py: runs the same step
+    sys.exit(launcher.main())

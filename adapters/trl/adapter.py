@@ -1,4 +1,4 @@
-"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process (`rlbench.adapters.trl.launch`).
+"""TRL adapter: runs TRL's own `GRPOTrainer` in a separate process (`rlbench.adapters.trl.launcher`).
 
 The one framework that runs GRPO on a CPU, so it is the embedded default
 (`rlbench run --framework trl --workload gsm8k-grpo-tiny`). On GPUs it generates
@@ -52,7 +52,7 @@ REFUSED_KNOBS = {
 }
 STEP_TIME = (
     "rlbench's callback in TRL's Trainer: wall clock from on_step_begin of a step's first update to "
-    "on_log of its last (launch.py)"
+    "on_log of its last (launcher.py)"
 )
 
 
@@ -217,7 +217,7 @@ class TRLAdapter(Adapter):
             "updates_per_step": spec.workload.updates_per_step,
             "grpo_config": self.grpo_config(spec, run_dir),
         }
-        launcher = ["-m", "rlbench.adapters.trl.launch", str(run_dir / LAUNCH_FILE)]
+        launcher = ["-m", "rlbench.adapters.trl.launcher", str(run_dir / LAUNCH_FILE)]
         if spec.parallel.dp > 1:
             argv = [
                 sys.executable,

@@ -7,7 +7,7 @@ them verl trains with FSDP (and Ulysses sp).
 
 On NVIDIA GPUs, or without one through the CPU lane (cpu_lane.py beside this file). The folder's other
 modules: config.py (the Hydra settings), metrics.py (verl's log into rlbench's steps), machine.py (what
-verl needs here), launch.py (the pre-launch step that writes verl's parquet and `exec`s verl),
+verl needs here), launcher.py (the pre-launch step that writes verl's parquet and `exec`s verl),
 reward.py (verl's reward hook). The knob mapping, what is refused and how metrics are read:
 docs/adapters/verl.md.
 """
@@ -24,7 +24,7 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import LaneAdapter, LaunchPlan
-from rlbench.adapters.verl import launch, machine
+from rlbench.adapters.verl import launcher, machine
 from rlbench.adapters.verl.config import (
     CONTRACT_KEYS,
     CPU_LANE,
@@ -339,7 +339,7 @@ class VerlAdapter(LaneAdapter):
         argv = [
             sys.executable,
             "-m",
-            launch.__name__,
+            launcher.__name__,
             str(run_dir / "prompts.jsonl"),
             str(run_dir / PARQUET_FILE),
             "--",
@@ -384,5 +384,5 @@ class VerlAdapter(LaneAdapter):
         return pd.DataFrame(rows)
 
 
-if __name__ == "__main__":  # the pre-launch module of records written before launch.py: runs the same step
-    sys.exit(launch.main())
+if __name__ == "__main__":  # the pre-launch module of records written before launcher.py: runs the same step
+    sys.exit(launcher.main())

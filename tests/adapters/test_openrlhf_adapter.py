@@ -27,7 +27,7 @@ import pytest
 import rlbench.adapters.openrlhf.adapter as module
 from rlbench.adapters import prelaunch
 from rlbench.adapters.openrlhf import config as openrlhf_config  # noqa: E402
-from rlbench.adapters.openrlhf import launch as openrlhf_launch  # noqa: E402
+from rlbench.adapters.openrlhf import launcher as openrlhf_launch  # noqa: E402
 from rlbench.adapters.openrlhf.reward import reward_func
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
@@ -476,7 +476,7 @@ def test_a_record_still_being_written_is_skipped(tmp_path, monkeypatch):
 def test_dry_run_plan_names_openrlhfs_trainer_and_key_flags():
     plan = get_adapter("openrlhf").plan(_spec(dp=4, rollout_tp=2), RunInputs(model=MODEL, prompts=[]), RUN_DIR)
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launch"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launcher"]
     assert plan.argv[plan.argv.index("--") + 1 :][1:3] == ["-m", "openrlhf.cli.train_ppo_ray"]
     for part in (
         "--actor.num_gpus_per_node 4",
@@ -625,7 +625,7 @@ def _prelaunch(spec: RunSpec, run_dir: Path, monkeypatch) -> list[list[str]]:
     monkeypatch.setattr(prelaunch.os, "execv", lambda path, argv: launched.append(argv))
     write_prompts(_records(), run_dir / "prompts.jsonl")
     plan = get_adapter("openrlhf").plan(spec, RunInputs(model=MODEL, prompts=_records()), run_dir)
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launch"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.openrlhf.launcher"]
     openrlhf_launch.main(plan.argv[3:])
     return launched
 

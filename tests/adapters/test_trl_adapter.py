@@ -37,7 +37,7 @@ def test_dry_run_plan_names_the_launcher_and_config(tmp_path):
     from rlbench.harness.spec.inputs import RunInputs
 
     plan = get_adapter("trl").plan(_spec(), RunInputs(model="/m", prompts=[]), tmp_path)
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.trl.launch"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.trl.launcher"]
     assert '"num_generations": 4' in plan.describe() and "trl_launch.json" in plan.files
 
 
@@ -97,7 +97,7 @@ def test_model_shape_is_what_trl_launches_on_this_cpu():
 
 def _resolved_by_trl(spec: RunSpec, run_dir, generation=None, **changed):
     """The launcher's dump of TRL's own GRPOConfig (built from the adapter's arguments, `changed` applied)."""
-    from rlbench.adapters.trl import launch as launcher
+    from rlbench.adapters.trl import launcher
     from rlbench.adapters.trl.config import RESOLVED_FILE
 
     config = trl.GRPOConfig(**{**get_adapter("trl").grpo_config(spec, run_dir), **changed})
@@ -109,7 +109,7 @@ def test_the_record_reads_the_contract_back_from_trls_resolved_config(tmp_path):
     """After a run, equal_work states what TRL itself resolved (the launcher's trl_resolved.json)."""
     from transformers import GenerationConfig
 
-    from rlbench.adapters.trl import launch as launcher
+    from rlbench.adapters.trl import launcher
 
     spec = _spec()
     trainer = type("Trainer", (), {"use_vllm": False, "generation_config": GenerationConfig(max_new_tokens=32)})
@@ -137,7 +137,7 @@ def test_a_setting_trl_resolved_otherwise_is_a_named_difference(tmp_path):
 def test_the_vllm_engine_trl_built_is_what_is_read_back(tmp_path, monkeypatch):
     """With vLLM, the engine settings TRL passed to vLLM (not only its args) are read back."""
     import rlbench.adapters.trl.adapter as module
-    from rlbench.adapters.trl import launch as launcher
+    from rlbench.adapters.trl import launcher
 
     monkeypatch.setattr(module, "gpus", lambda: ([{"name": "GPU"}], None))
     monkeypatch.setattr(module.TRLAdapter, "_use_vllm", lambda self: True)

@@ -34,7 +34,7 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config  # noqa: 
 import rlbench.adapters.verl.adapter as module  # noqa: E402
 from rlbench.adapters import prelaunch  # noqa: E402
 from rlbench.adapters.verl import config as verl_config  # noqa: E402
-from rlbench.adapters.verl import launch as verl_launch  # noqa: E402
+from rlbench.adapters.verl import launcher as verl_launch  # noqa: E402
 from rlbench.adapters.verl import metrics as verl_metrics  # noqa: E402
 
 VERL_ROOT = Path(verl.__file__).parent
@@ -405,7 +405,7 @@ def test_dry_run_plan_names_verls_trainer_and_key_overrides():
         _spec(dp=4, rollout_tp=2), RunInputs(model="Qwen/Qwen2.5-0.5B-Instruct", prompts=[]), RUN_DIR
     )
     text = plan.describe()
-    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.launch"]
+    assert plan.argv[1:3] == ["-m", "rlbench.adapters.verl.launcher"]
     for part in (
         "-m verl.trainer.main_ppo",
         "trainer.n_gpus_per_node=4",

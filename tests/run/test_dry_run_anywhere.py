@@ -32,7 +32,7 @@ from tests.conftest import run_cli
 HEADLINE = {
     "verl": ("math-grpo", "-m verl.trainer.main_ppo"),
     "openrlhf": ("math-grpo", "-m openrlhf.cli.train_ppo_ray"),
-    "trl": ("gsm8k-grpo", "-m rlbench.adapters.trl.launch"),
+    "trl": ("gsm8k-grpo", "-m rlbench.adapters.trl.launcher"),
 }
 LANES = tuple(cpu_lane.lanes())  # the frameworks whose adapter declares a CPU lane
 # Settings only a GPU launch has (a lane turns them off), per framework with a CPU lane.

@@ -1,7 +1,7 @@
 """verl's pre-launch step, run inside the launched process: check the machine, write the run's prompts as verl's RL
 parquet, then exec verl's trainer.
 
-    python -m rlbench.adapters.verl.launch PROMPTS PARQUET -- COMMAND...
+    python -m rlbench.adapters.verl.launcher PROMPTS PARQUET -- COMMAND...
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     """Pre-launch step: PROMPTS PARQUET -- COMMAND. Checks the machine, converts, then execs COMMAND."""
     return run_prelaunch(
         sys.argv[1:] if argv is None else argv,
-        module="rlbench.adapters.verl.launch",
+        module="rlbench.adapters.verl.launcher",
         data_name="PARQUET",
         framework="verl",
         machine_ready=machine.machine_ready,

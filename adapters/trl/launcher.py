@@ -1,6 +1,6 @@
 """The process the TRL adapter launches: TRL's own GRPOTrainer, instrumented for metrics.
 
-Runs as `python -m rlbench.adapters.trl.launch LAUNCH.json` (or under
+Runs as `python -m rlbench.adapters.trl.launcher LAUNCH.json` (or under
 `accelerate launch` for data parallel). It builds `trl.GRPOConfig` from the
 adapter's keyword arguments, trains with TRL's unmodified `GRPOTrainer` loop, and
 appends one JSON line per RL step to the metrics file:

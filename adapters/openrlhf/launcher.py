@@ -1,7 +1,7 @@
 """OpenRLHF's pre-launch step, run inside the launched process: check the machine, write the run's prompts as
 OpenRLHF's JSONL, record the arguments OpenRLHF's own parser resolves, then exec OpenRLHF's trainer.
 
-    python -m rlbench.adapters.openrlhf.launch PROMPTS JSONL -- COMMAND...
+    python -m rlbench.adapters.openrlhf.launcher PROMPTS JSONL -- COMMAND...
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments, then execs COMMAND."""
     return run_prelaunch(
         sys.argv[1:] if argv is None else argv,
-        module="rlbench.adapters.openrlhf.launch",
+        module="rlbench.adapters.openrlhf.launcher",
         data_name="JSONL",
         framework="OpenRLHF",
         machine_ready=machine.machine_ready,
