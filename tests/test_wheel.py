@@ -94,3 +94,20 @@ def test_the_suite_runs_against_the_installed_wheel() -> None:
         pytest.skip("RLBENCH_WHEEL is not set: an editable environment, not `nox -s tests`")
     installed = Path(rlbench.harness.__file__).resolve()  # an editable install would resolve to the checkout's
     assert installed.parent.parent.name == "rlbench" and "site-packages" in installed.parts, installed
+
+
+def test_records_name_the_wheels_commit_or_the_checkouts(tmp_path, monkeypatch) -> None:
+    from rlbench.harness.spec import environment
+
+    built = tmp_path / "rlbench" / "harness" / "build_commit.txt"  # an installed wheel's, under a folder "rlbench"
+    built.parent.mkdir(parents=True)
+    built.write_text("0123abc\n")
+    monkeypatch.setattr(environment, "BUILD_COMMIT", built)
+    assert environment.git_sha() == "0123abc"
+    # No commit file: a source checkout, whatever its folder is called (a clone is often named "rlbench").
+    monkeypatch.setattr(environment, "BUILD_COMMIT", tmp_path / "absent.txt")
+    monkeypatch.setattr(environment, "PROJECT_ROOT", PROJECT_ROOT)
+    head = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("the tests do not run from a git checkout")
+    assert (environment.git_sha() or "").removesuffix("-dirty") == head.stdout.strip()

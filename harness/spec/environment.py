@@ -20,9 +20,9 @@ import rlbench.harness
 from rlbench.harness.telemetry.accelerators import gpus
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-# A source checkout runs rlbench from harness/; an installed wheel has no checkout and carries the commit
-# it was built from (setup.py writes it).
-FROM_CHECKOUT = Path(__file__).resolve().parents[2].name != "rlbench"  # installed: rlbench/harness/run/
+# An installed wheel carries the commit it was built from (setup.py writes this file into the package); a
+# source checkout has no such file and asks git. Its presence decides, not a folder's name: a clone is
+# often itself named "rlbench", and a virtualenv inside a checkout would otherwise give the checkout's HEAD.
 BUILD_COMMIT = Path(rlbench.harness.__file__).with_name("build_commit.txt")
 
 
@@ -72,7 +72,7 @@ def nccl_version() -> str | None:
 
 def git_sha() -> str | None:
     """The commit of the rlbench that runs: the checkout's HEAD ("-dirty" if changed), or the wheel's."""
-    if not FROM_CHECKOUT:
+    if BUILD_COMMIT.is_file():
         try:
             return BUILD_COMMIT.read_text().strip() or None
         except OSError:
