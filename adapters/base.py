@@ -192,4 +192,6 @@ class LaneAdapter(Adapter):
         """Refuse, before launch, what the lane has not been made to run."""
         from rlbench.adapters import cpu_lane
 
-        cpu_lane.check_lane_run(spec, self.label, self.lane_runs)
+        refusal = cpu_lane.lane_refusal(spec, self.label, self.lane_runs)
+        if refusal:
+            raise RLBenchError(refusal)

@@ -145,9 +145,11 @@ def after_import_under(prefix: str, hook: Callable[[ModuleType], None]) -> None:
     _arm()
 
 
+LANE_MODULE = "rlbench.adapters.{}.cpu_lane"  # a framework's shims: cpu_lane.py in its adapter's folder
+
+
 def lane_module(framework: str) -> ModuleType:
-    """A framework's shims: `cpu_lane.py` in its adapter's folder (`rlbench.adapters.<framework>.cpu_lane`)."""
-    return importlib.import_module(f"rlbench.adapters.{framework}.cpu_lane")
+    return importlib.import_module(LANE_MODULE.format(framework))
 
 
 def lanes() -> list[str]:
@@ -161,7 +163,7 @@ def lanes() -> list[str]:
 def boot() -> None:
     """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process (called by sitecustomize)."""
     framework = os.environ.get(LANE_ENV, "")
-    if framework and importlib.util.find_spec(f"rlbench.adapters.{framework}.cpu_lane") is not None:
+    if framework and importlib.util.find_spec(LANE_MODULE.format(framework)) is not None:
         lane_module(framework).install()
 
 
@@ -177,15 +179,6 @@ def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
     shims = lane_module(framework).SHIMS
     substituted = {**settings, **LOOPBACK_SETTINGS}
     return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": substituted}
-
-
-def check_lane_run(spec, framework: str, shape: str) -> None:
-    """Refuse, before launch, what a CPU lane has not been made to run (`lane_refusal`)."""
-    from rlbench.harness.errors import RLBenchError
-
-    refusal = lane_refusal(spec, framework, shape)
-    if refusal:
-        raise RLBenchError(refusal)
 
 
 def lane_refusal(spec, framework: str, shape: str) -> str | None:
