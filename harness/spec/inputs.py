@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.spec.model_arch import hub_cached_file
 from rlbench.workloads.datasets import hub_unreachable
 from rlbench.workloads.prompts import PromptRecord, select_prompts, shuffled, workload_problems
 from rlbench.workloads.spec import Workload
@@ -35,14 +36,7 @@ class RunInputs:
 
 def _in_hub_cache(model: str) -> bool:
     """Whether the local Hugging Face cache holds any of a hub model's tokenizer files (no network)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return any(
-            isinstance(try_to_load_from_cache(model, name), str) for name in ("tokenizer_config.json", "tokenizer.json")
-        )
-    except ValueError:  # not a valid repo id
-        return False
+    return any(hub_cached_file(model, name) for name in ("tokenizer_config.json", "tokenizer.json"))
 
 
 def _load_tokenizer(model: str, note: Callable[[str], None] | None = None):

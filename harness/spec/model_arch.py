@@ -39,15 +39,21 @@ def arch_for(model: str) -> ModelArch:
 
 
 def _hub_cached_config(repo: str) -> Path | None:
-    """The Hugging Face cache's config.json of a hub model, never the network."""
+    """The Hugging Face cache's config.json of a hub model (an `org/name` id), never the network."""
     if Path(repo).exists() or repo.count("/") != 1:
         return None
+    return hub_cached_file(repo, "config.json")
+
+
+def hub_cached_file(repo: str, filename: str) -> Path | None:
+    """The local Hugging Face cache's copy of a hub repo's file, never the network; None where it is not there
+    (or huggingface_hub is not installed, or `repo` is not a valid id)."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
     try:
-        found = try_to_load_from_cache(repo, "config.json")
+        found = try_to_load_from_cache(repo, filename)
     except ValueError:  # not a valid repo id
         return None
     return Path(found) if isinstance(found, str) else None
