@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rlbench.harness.record.schema import ARROWS  # noqa: E402
 from rlbench.reports.load import RunView  # noqa: E402
 from rlbench.reports.tables import stage_medians  # noqa: E402
 
@@ -218,7 +219,7 @@ def history_figure(series) -> Figure | None:
             ax.fill_between(x, low, high, color="#4c72b0", alpha=0.18, lw=0, label="± std over the night's steps")
         for change in s.changes:
             ax.axvline(change.index - 0.5, ls="--", color="#c44e52" if change.kind == "regression" else "#55a868")
-        arrow = {"higher": "↑ better", "lower": "↓ better"}.get(s.direction, "")
+        arrow = f"{ARROWS[s.direction]} better" if ARROWS.get(s.direction) else ""
         low_n, high_n = (min(s.counts), max(s.counts)) if s.counts else (0, 0)
         n = (
             ""

@@ -16,7 +16,7 @@ import statistics
 from typing import Any
 
 from rlbench.harness.record.compare import configuration_key
-from rlbench.harness.record.schema import STEP_METRICS, headline
+from rlbench.harness.record.schema import ARROWS, STEP_METRICS, headline
 from rlbench.harness.record.spread import spread
 from rlbench.reports.load import RunView, base_label
 
@@ -57,7 +57,7 @@ def pooled_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     headers = ["configuration", "runs"]
     for metric in POOLED_METRICS:
         m = STEP_METRICS[metric]
-        arrow = {"higher": " ↑", "lower": " ↓"}.get(m.direction, "")
+        arrow = f" {ARROWS[m.direction]}" if ARROWS.get(m.direction) else ""
         headers += [
             f"{metric} ({m.unit}){arrow}: median of runs ± std across runs",
             f"{metric}: std across steps (median of runs)",

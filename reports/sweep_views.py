@@ -30,15 +30,13 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import blended_transform_factory
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.schema import STEP_METRICS
+from rlbench.harness.record.schema import ARROWS, STEP_METRICS
 from rlbench.harness.record.store import effective_status
 from rlbench.harness.record.sweep_index import INDEX_FILE, load_index
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 from rlbench.reports.tables import peak_memory_metric
-
-_ARROWS = {"higher": "↑", "lower": "↓", "neutral": ""}
 
 TITLE = "Sweep"
 MISSING_MARKS = {"refused": ("x", "#c44e52"), "failed": ("v", "#dd8452"), "interrupted": ("v", "#937860")}
@@ -114,7 +112,7 @@ def _metrics(sweep: Sweep) -> list[tuple[str, str, float]]:
             continue
         m = STEP_METRICS[name]
         unit = "%" if scale == 100.0 else m.unit
-        arrow = f"{_ARROWS[m.direction]} better" if _ARROWS[m.direction] else ""
+        arrow = f"{ARROWS[m.direction]} better" if ARROWS[m.direction] else ""
         out.append((name, f"{name}\n({unit}, {arrow})", scale))
     return out or [("step_time_s", "step_time_s\n(s, ↓ better)", 1.0)]
 
@@ -282,7 +280,7 @@ def grid_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
         "repeat",
         "status",
         "reason",
-        *(f"{m.title} ({m.display_unit}) {_ARROWS[m.direction]}" for m in metrics),
+        *(f"{m.title} ({m.display_unit}) {ARROWS[m.direction]}" for m in metrics),
         "record",
     ]
     rows = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlbench.harness.record.read import DamagedRecord
-from rlbench.harness.record.schema import STAGES, STEP_METRICS, headline
+from rlbench.harness.record.schema import ARROWS, STAGES, STEP_METRICS, headline
 from rlbench.harness.record.store import effective_status
 from rlbench.reports.load import RunView
 
@@ -26,8 +26,8 @@ class Column:
 
     @property
     def header(self) -> str:
-        arrow = {"higher": " ↑", "lower": " ↓"}.get(self.direction, "")
-        return f"{self.title} ({self.unit}){arrow}"
+        arrow = ARROWS.get(self.direction, "")
+        return f"{self.title} ({self.unit})" + (f" {arrow}" if arrow else "")
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -18,6 +18,8 @@ from typing import Any, Literal, TypedDict
 SCHEMA_VERSION = 2
 
 Direction = Literal["higher", "lower", "neutral"]
+# How tables and figures mark a direction: higher is better (↑), lower is better (↓), neither.
+ARROWS: dict[str, str] = {"higher": "↑", "lower": "↓", "neutral": ""}
 
 
 # Where a headline metric is shown: the lines `rlbench run` prints and each sweep cell's row ("run"), the
