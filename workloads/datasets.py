@@ -124,11 +124,11 @@ def load_split(dataset: str, split: str, limit: int | None = None) -> ProblemSet
                 f"{split!r}); add the file in the publisher's layout, or unset {DATA_DIR_ENV} to use "
                 f"{_fallback(source, split)}"
             )
-        return _file_problems(source, split, "local", str(path), path.open, limit)
+        return _file_problems(source, split, "local", str(path), lambda: path.open("rb"), limit)
     shipped = _embedded_file(source, split)
     if shipped is not None:
         location = f"rlbench.workloads/{EMBEDDED_DIR}/{_relative_file(source, split)}.gz"
-        return _file_problems(source, split, "embedded", location, lambda mode: _open_gzip(shipped), limit)
+        return _file_problems(source, split, "embedded", location, lambda: _open_gzip(shipped), limit)
     return _hub_problems(source, split, limit)
 
 
@@ -170,9 +170,9 @@ def _fallback(source: Dataset, split: str) -> str:
 
 
 def _file_problems(
-    source: Dataset, split: str, origin: str, location: str, opener: Callable[[str], IO[bytes]], limit: int | None
+    source: Dataset, split: str, origin: str, location: str, opener: Callable[[], IO[bytes]], limit: int | None
 ) -> ProblemSet:
-    with opener("rb") as handle:
+    with opener() as handle:
         rows = list(_read_jsonl(handle, location, limit))
     problems = [_to_problem(source, Row(row, split, index, location)) for index, row in enumerate(rows)]
     if not problems and limit != 0:
