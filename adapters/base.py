@@ -59,6 +59,9 @@ class Adapter(ABC):
     # Plans the framework's GPU launch whatever this machine has (`gpu_planner`): a dry run of what this
     # machine cannot run shows what a GPU machine would.
     plans_gpu: bool = False
+    # How the framework places its workers over a Ray cluster's nodes (run.json cluster.placement); None: it
+    # does not run on a Ray cluster.
+    cluster_placement: str | None = None
 
     def knob_support(self, knob: str) -> str:
         """How this framework takes `--parallel knob=...`, in the README knob table's words."""
@@ -156,6 +159,18 @@ class Adapter(ABC):
         `equal_work`; with the finished run's folder, also what the framework itself resolved where it
         saves that. None for an adapter that does not map it."""
         return None
+
+    def job_gpus(self, spec: RunSpec) -> int:
+        """GPUs the run's layout takes in all (a separate rollout pool's included): a cluster's nodes must hold
+        them, spread over `--parallel nodes`."""
+        return spec.parallel.world_size
+
+    def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
+        """What every node of a Ray cluster needs at the driver's paths (staged before launch where a node lacks
+        it): the run's prompts and the model's folder when it is a local one. Adapters add their data file
+        (converted here, before the pre-launch step would) and reward hook."""
+        model = Path(inputs.model)
+        return [run_dir / "prompts.jsonl", *([model] if model.is_dir() else [])]
 
     def metrics_file(self, run_dir: Path) -> Path:
         """Where the framework's raw per-step metrics land (watched for progress)."""

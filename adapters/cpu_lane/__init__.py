@@ -197,10 +197,13 @@ def lane_refusal(spec, framework: str, shape: str) -> str | None:
             f"workload {w.name} is {w.algorithm.name}: {framework}'s CPU lane runs GRPO only; "
             "use a GRPO workload, or a GPU machine"
         )
-    if knobs:
+    # Across a Ray cluster the lane runs one data-parallel rank per node (dp = nodes): what was tested.
+    spread = {knob: knobs.pop(knob) for knob in ("dp", "nodes", "gpus_per_node") if knob in knobs}
+    if knobs or (spread and spec.parallel.dp != spec.parallel.nodes):
         return (
-            f"--parallel {knob_label(knobs)}: {framework}'s CPU lane runs {shape}; drop the --parallel "
-            "options, or use a GPU machine"
+            f"--parallel {knob_label({**spread, **knobs})}: {framework}'s CPU lane runs {shape}, or one "
+            "data-parallel rank per node of a Ray cluster (dp=N nodes=N); drop the other --parallel options, "
+            "or use a GPU machine"
         )
     return None
 

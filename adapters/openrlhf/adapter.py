@@ -25,6 +25,7 @@ from rlbench.adapters.openrlhf.config import (
     CONTRACT_KEYS,
     CPU_LANE_TOKENS,
     JSONL_FILE,
+    REWARD_FILE,
     REWARD_LOG,
     RUN_NAME,
     SYNC_LOG,
@@ -45,7 +46,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
-from rlbench.harness.spec.parallel import knob_label
+from rlbench.harness.spec.parallel import NODE_KNOBS, check_nodes, knob_label
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 
@@ -83,11 +84,21 @@ class OpenRLHFAdapter(LaneAdapter):
     name = "openrlhf"
     distribution = "openrlhf"
     tested_versions = ">=0.11.2,<0.12"
-    supported_knobs = frozenset({"dp", "tp", "rollout_tp", "cp", "placement", "async"})
+    supported_knobs = frozenset({"dp", "tp", "rollout_tp", "cp", "placement", "async", *NODE_KNOBS})
     knob_notes = MappingProxyType(
-        {"tp": "DeepSpeed AutoTP", "cp": "`--ds.ring_attn_size`", "sp": "refused (use cp)", "async": "off, one-step, K"}
+        {
+            "tp": "DeepSpeed AutoTP",
+            "cp": "`--ds.ring_attn_size`",
+            "sp": "refused (use cp)",
+            "async": "off, one-step, K",
+            **dict.fromkeys(NODE_KNOBS, "`--*.num_nodes`"),
+        }
     )
     brings_own_ray = True
+    cluster_placement = (
+        "OpenRLHF's placement groups, strategy PACK (train_ppo_ray.py, launcher.py, vllm_engine.py): each model's "
+        "GPU bundles fill one node before the next, the actor/ref group and the vLLM engines' group each their own"
+    )
     label = "OpenRLHF"
     lane_runs = "one actor and one vLLM engine, synchronously"
 
@@ -140,6 +151,7 @@ class OpenRLHFAdapter(LaneAdapter):
                 "fp16 only (--ds.param_dtype); use a bfloat16 workload"
             )
         trainer, critic, rollout = self.gpu_layout(spec)
+        check_nodes(p, {"actor": trainer, "critic": critic, "vLLM pool": rollout})
         if not rollout and trainer % p.rollout_tp:
             raise RLBenchError(
                 f"--parallel rollout_tp={p.rollout_tp}: colocated vLLM engines are rollout_tp GPUs wide "
@@ -157,7 +169,8 @@ class OpenRLHFAdapter(LaneAdapter):
                 f"--parallel cp={p.cp}: OpenRLHF's ring attention needs ring-flash-attn; "
                 "pip install 'openrlhf[ring]', or use cp=1"
             )
-        if available and trainer + critic + rollout > available:  # without GPUs only --dry-run gets past launch
+        # Without GPUs only --dry-run gets past launch; a multi-node layout is checked against the cluster's nodes.
+        if available and p.nodes == 1 and trainer + critic + rollout > available:
             raise RLBenchError(
                 f"--parallel {knob_label(spec.parallel.non_default())}: OpenRLHF needs "
                 f"{trainer + critic + rollout} GPUs for "
@@ -229,14 +242,15 @@ class OpenRLHFAdapter(LaneAdapter):
         p = spec.parallel
         trainer, _, rollout = self.gpu_layout(spec)
         colocated = not rollout
+        on_each = p.gpus_on_each_node(trainer)
         settings: dict[str, Any] = {
-            "actor.num_nodes": 1,
-            "actor.num_gpus_per_node": trainer,
-            "ref.num_nodes": 1,
-            "ref.num_gpus_per_node": trainer,
+            "actor.num_nodes": p.nodes,
+            "actor.num_gpus_per_node": on_each,
+            "ref.num_nodes": p.nodes,
+            "ref.num_gpus_per_node": on_each,
         }
         if spec.workload.algorithm.name == "ppo":
-            settings.update({"critic.num_nodes": 1, "critic.num_gpus_per_node": trainer})
+            settings.update({"critic.num_nodes": p.nodes, "critic.num_gpus_per_node": on_each})
         settings.update(
             {
                 "vllm.num_engines": trainer // p.rollout_tp if colocated else p.dp,
@@ -284,6 +298,16 @@ class OpenRLHFAdapter(LaneAdapter):
                 }
             )
         return LaunchPlan(argv=argv, env=env)
+
+    def job_gpus(self, spec: RunSpec) -> int:
+        if self.on_lane():  # the lane gives vLLM GPUs of its own (CPU_LANE_FLAGS): one engine per actor rank
+            return 2 * spec.parallel.world_size
+        return sum(self.gpu_layout(spec))
+
+    def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
+        """The prompts as OpenRLHF's JSONL and the reward hook it loads by path, beside the base's."""
+        launcher.write_jsonl(run_dir / "prompts.jsonl", run_dir / JSONL_FILE)
+        return [*super().node_inputs(spec, inputs, run_dir), run_dir / JSONL_FILE, REWARD_FILE]
 
     def metrics_file(self, run_dir: Path) -> Path:
         """The newest TensorBoard event file (its name holds a time and pid), else where they will land."""

@@ -145,10 +145,11 @@ def run_flags(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
 
 
 def cpu_lane_flags(spec: RunSpec) -> dict[str, tuple[Any, str]]:
-    """The lane's flag changes for this run: CPU_LANE_FLAGS, one micro-batch per mini-batch (what the GPU
-    run's 16k-token dynamic batches hold for a tiny workload), and the workload's own precision."""
+    """The lane's flag changes for this run: CPU_LANE_FLAGS, one micro-batch per mini-batch on each data-parallel
+    rank (what the GPU run's 16k-token dynamic batches hold for a tiny workload; OpenRLHF's micro-batch sizes
+    are per GPU), and the workload's own precision."""
     w = spec.workload
-    responses = w.mini_batch_prompts * w.algorithm.group_size
+    responses = w.mini_batch_prompts * w.algorithm.group_size // spec.parallel.dp
     return {
         **CPU_LANE_FLAGS,
         "train.micro_batch_size": (responses, "1 with token-budget dynamic batches"),

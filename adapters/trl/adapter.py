@@ -47,6 +47,10 @@ REFUSED_KNOBS = {
     "etp": "TRL 1.16 has no expert parallelism, so no expert tensor parallelism",
     "fuse": "TRL 1.16 decides itself whether the old-log-prob pass runs (skipped when a generation feeds one "
     "update and vLLM's importance-sampling correction is off); rlbench has no switch for it",
+    "nodes": "rlbench launches TRL with `accelerate launch` on this host only; a multi-node TRL run needs "
+    "`accelerate launch --machine_rank` on every machine (or Ray Train around it), which rlbench does not start; "
+    "use nodes=1",
+    "gpus_per_node": "it describes a multi-node layout, and rlbench runs TRL on one host (nodes=1); drop it",
     "async": "TRL 1.16's asynchronous GRPO is experimental (trl.experimental.async_grpo) and not launched by "
     "rlbench; use async=off",
 }

@@ -46,7 +46,14 @@ from rlbench.adapters.verl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
-from rlbench.harness.spec.parallel import MEGATRON_KNOBS, check_expert_ranks, check_model_split, knob_label
+from rlbench.harness.spec.parallel import (
+    MEGATRON_KNOBS,
+    NODE_KNOBS,
+    check_expert_ranks,
+    check_model_split,
+    check_nodes,
+    knob_label,
+)
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 
@@ -87,6 +94,8 @@ STEP_TIME = (
 )
 # Where verl's reference model lives: verl/workers/engine/fsdp/transformer_impl.py (0.9.1) gives every forward-only
 # FSDP model CPUOffload(offload_params=True) (fsdp) or CPUOffloadPolicy(pin_memory=True) (fsdp2), no setting to undo it.
+# The lane's Ray resources, which a driver joining a running cluster must not declare (Ray refuses them).
+JOINING_DROPS = ("+ray_kwargs.ray_init.num_gpus", "ray_kwargs.ray_init.num_cpus")
 REF_OFFLOAD = (
     "verl's FSDP engine keeps the reference model's parameters in host memory and copies them to the device for every "
     "micro-batch (CPUOffload on every forward-only model: 'We force reference policy to use CPUOffload to save "
@@ -100,6 +109,7 @@ class VerlAdapter(LaneAdapter):
     tested_versions = ">=0.9.1,<0.10"
     supported_knobs = frozenset(
         {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp", "placement", "fuse", "async"}
+        | set(NODE_KNOBS)
     )
     knob_notes = MappingProxyType(
         {
@@ -107,9 +117,14 @@ class VerlAdapter(LaneAdapter):
             "sp": "FSDP only",
             "fuse": "`rollout_logprobs`",
             "async": "off, one-step",
+            **dict.fromkeys(NODE_KNOBS, "`trainer.nnodes`, `rollout.nnodes`"),
         }
     )
     brings_own_ray = True
+    cluster_placement = (
+        "verl's ResourcePoolManager: one placement group of n_gpus_per_node GPU bundles per node "
+        "(trainer.nnodes nodes; rollout.nnodes for a separate rollout pool), each node's bundles packed on one node"
+    )
     label = "verl"
     lane_runs = "one colocated synchronous process (dp=rollout_tp=sp=1)"
 
@@ -184,6 +199,7 @@ class VerlAdapter(LaneAdapter):
         if self.on_lane():
             self.check_cpu_lane(spec)
         trainer, rollout = self.gpu_layout(spec)
+        check_nodes(p, {"trainer": trainer, "rollout pool": rollout})
         if not rollout and trainer % p.rollout_tp:
             raise RLBenchError(
                 f"--parallel rollout_tp={p.rollout_tp}: verl's colocated rollout engines are rollout_tp "
@@ -196,7 +212,8 @@ class VerlAdapter(LaneAdapter):
                 f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
             )
         available = accelerators.gpu_count()
-        if available and trainer + rollout > available:  # without GPUs, only --dry-run gets past the launch
+        # Without GPUs only --dry-run gets past the launch; a multi-node layout is checked against the cluster's nodes.
+        if available and p.nodes == 1 and trainer + rollout > available:
             raise RLBenchError(
                 f"--parallel {knob_label(spec.parallel.non_default())}: verl needs {trainer + rollout} GPUs "
                 "for this shape, "
@@ -224,6 +241,9 @@ class VerlAdapter(LaneAdapter):
         if self.on_lane():
             settings.update({key: value for key, (value, _) in CPU_LANE.items()})
             settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
+            if spec.ray_address:  # a running cluster has its resources; Ray refuses them from a joining driver
+                for key in JOINING_DROPS:
+                    settings.pop(key)
         return settings
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
@@ -268,8 +288,8 @@ class VerlAdapter(LaneAdapter):
         p = spec.parallel
         trainer, rollout = self.gpu_layout(spec)
         settings: dict[str, Any] = {
-            "trainer.nnodes": 1,
-            "trainer.n_gpus_per_node": trainer,
+            "trainer.nnodes": p.nodes,
+            "trainer.n_gpus_per_node": p.gpus_on_each_node(trainer),
             "actor_rollout_ref.rollout.name": "vllm",
             "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
         }
@@ -296,8 +316,8 @@ class VerlAdapter(LaneAdapter):
                 {
                     "hydra.searchpath": [f"file://{verl_root() / 'trainer' / 'config'}"],
                     "actor_rollout_ref.hybrid_engine": False,
-                    "rollout.nnodes": 1,
-                    "rollout.n_gpus_per_node": rollout,
+                    "rollout.nnodes": p.nodes,
+                    "rollout.n_gpus_per_node": p.gpus_on_each_node(rollout),
                 }
             )
         else:
@@ -351,6 +371,15 @@ class VerlAdapter(LaneAdapter):
         if self.on_lane():
             env.update({**CPU_LANE_ENV, **cpu_lane.lane_env(self.name)})
         return LaunchPlan(argv=argv, env=env)
+
+    def job_gpus(self, spec: RunSpec) -> int:
+        return sum(self.gpu_layout(spec))
+
+    def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
+        """The prompts as verl's parquet (its TaskRunner, a Ray actor on any node, reads them) and the reward
+        hook verl loads by path, beside the base's."""
+        launcher.write_parquet(run_dir / "prompts.jsonl", run_dir / PARQUET_FILE)
+        return [*super().node_inputs(spec, inputs, run_dir), run_dir / PARQUET_FILE, REWARD_FILE]
 
     def ray_env(self, run_dir: Path) -> dict[str, str]:
         """What verl's Ray actors must see: the file logger's destination (absolute), no wandb."""

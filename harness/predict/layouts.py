@@ -31,11 +31,13 @@ def predict_layout(
     floor: FrameworkFloor | None = None,
 ) -> dict[str, Any]:
     """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
+    from rlbench.harness.predict.nodes import on_nodes
     from rlbench.harness.spec.parallel import check_heads, check_model_split, parse_parallel
 
     parsed = parse_parallel(pairs)
     check_heads(parsed, arch, arch.name)  # the same refusals as `rlbench run` and `rlbench sweep`
     check_model_split(parsed, arch, arch.name)
+    hardware = on_nodes(hardware, parsed, gpus)
     try:
         layout = parallel_shape(parsed, gpus)
         return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor).to_dict()

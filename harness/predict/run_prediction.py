@@ -78,6 +78,13 @@ def predict_run(
         gpu = environment["gpus"][0]["name"]
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
+    if environment.get("gpus"):  # a multi-node GPU run: its collectives cross nodes as its layout says
+        from rlbench.harness.predict.nodes import on_nodes
+
+        try:
+            hardware = on_nodes(hardware, parallel, gpus)
+        except RLBenchError as exc:
+            return {"available": False, "reason": str(exc)}
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
     if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
         shape_fields = neutral_fields(shape, parallel)

@@ -29,8 +29,10 @@ ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
 FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
 # Trainer knobs only a Megatron-style backend honours (FSDP and ZeRO-3 have no tp, pp, cp or ep).
 MEGATRON_KNOBS = ("tp", "pp", "cp", "ep")
-INTEGER_KNOBS = ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp")
-OPTIONAL_INTEGER_KNOBS = ("etp",)  # unset (None) means the framework's default: etp = tp
+INTEGER_KNOBS = ("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "sp", "nodes")
+# unset (None) means: etp the framework's default (etp = tp); gpus_per_node the cluster's (or the job's GPUs / nodes)
+OPTIONAL_INTEGER_KNOBS = ("etp", "gpus_per_node")
+NODE_KNOBS = ("nodes", "gpus_per_node")  # where the GPUs are, not how the work is split
 
 
 def knob_pairs(knobs: Mapping[str, object]) -> list[str]:
@@ -62,6 +64,8 @@ class Parallelism:
     placement: Literal["colocated", "disaggregated"] = "colocated"
     fuse: tuple[str, ...] = ()  # stage fusion (FUSIONS), the model's tuple; spelled `fuse=NAME` or `fuse=none`
     async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
+    nodes: int = 1  # machines the job's GPUs (trainer and a disaggregated rollout pool) are spread over, evenly
+    gpus_per_node: int | None = None  # GPUs each node has; unset: the cluster's count, or the job's GPUs / nodes
 
     def __post_init__(self) -> None:
         for name in INTEGER_KNOBS + OPTIONAL_INTEGER_KNOBS:
@@ -91,6 +95,11 @@ class Parallelism:
     def world_size(self) -> int:
         """GPUs the trainer spans (rollout engines may add more when disaggregated)."""
         return self.dp * self.tp * self.pp * self.cp * self.sp
+
+    def gpus_on_each_node(self, job_gpus: int) -> int:
+        """GPUs of this job on each of its nodes: its `job_gpus` split evenly over `nodes` (check_nodes refuses
+        a job that does not split)."""
+        return max(1, job_gpus // self.nodes)
 
     @property
     def megatron_knobs(self) -> dict[str, int]:
@@ -317,6 +326,25 @@ def check_expert_ranks(parallel: Parallelism) -> None:
         raise RLBenchError(
             f"--parallel ep={parallel.ep}: must divide {pool} = {expert_ranks} (expert ranks are "
             "carved out of the data-parallel ones); raise dp, lower ep, or fold tp in with etp=1"
+        )
+
+
+def check_nodes(parallel: Parallelism, pools: dict[str, int]) -> None:
+    """Refuse a node count the job's GPU pools (name -> GPUs, e.g. {"trainer": 8, "rollout": 8}) cannot be
+    spread over evenly, or more GPUs per node than `gpus_per_node` says a node has. Frameworks place each pool
+    over all the job's nodes (verl trainer.nnodes / rollout.nnodes, OpenRLHF *.num_nodes), the same count on each."""
+    nodes = parallel.nodes
+    for name, gpus in pools.items():
+        if gpus and gpus % nodes:
+            raise RLBenchError(
+                f"--parallel nodes={nodes}: the {name}'s {gpus} GPU(s) do not split evenly over {nodes} nodes; "
+                f"use a node count that divides {gpus}, or raise dp"
+            )
+    per_node = sum(gpus // nodes for gpus in pools.values())
+    if parallel.gpus_per_node is not None and per_node > parallel.gpus_per_node:
+        raise RLBenchError(
+            f"--parallel gpus_per_node={parallel.gpus_per_node}: this layout puts {per_node} GPUs on each of its "
+            f"{nodes} node(s); use more nodes, or a smaller layout"
         )
 
 

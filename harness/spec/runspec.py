@@ -18,10 +18,20 @@ class RunSpec:
     seed: int = 0
     out: Path = Path("results")
     timeout_s: float = 7200.0
+    # A running Ray cluster the framework's driver joins (host:port of its GCS, as RAY_ADDRESS); None: the
+    # framework starts its own Ray on this host, as it does by default.
+    ray_address: str | None = None
 
 
 def build_run_spec(
-    framework: str, workload: str, parallel: tuple[str, ...] | list[str], *, steps: int | None, seed: int, out: Path
+    framework: str,
+    workload: str,
+    parallel: tuple[str, ...] | list[str],
+    *,
+    steps: int | None,
+    seed: int,
+    out: Path,
+    ray_address: str | None = None,
 ) -> RunSpec:
     """The spec of `rlbench run` (and of each nightly benchmark): workload by name or path, --steps applied."""
     from rlbench.harness.spec.parallel import parse_parallel
@@ -36,4 +46,22 @@ def build_run_spec(
         seed=seed,
         out=out,
         timeout_s=run_timeout_s(),
+        ray_address=check_ray_address(ray_address),
+    )
+
+
+def check_ray_address(address: str | None) -> str | None:
+    """`--ray-address` as given (host:port, or ray://host:port for Ray Client), or one line saying what is
+    wrong with it; empty means none."""
+    from rlbench.harness.errors import RLBenchError
+
+    if address is None or not address.strip():
+        return None
+    address = address.strip()
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or (sep and host and port.isdigit() and 0 < int(port) < 65536):
+        return address
+    raise RLBenchError(
+        f"--ray-address {address!r}: expected HOST:PORT of the Ray cluster's head (its GCS, e.g. 10.0.0.1:6379), "
+        "or auto; start one with `ray start --head`"
     )

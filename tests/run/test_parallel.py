@@ -59,6 +59,7 @@ def test_every_knob_has_one_field_and_tp_is_the_trainers():
     assert KNOBS == (
         *("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp"),
         *("placement", "fuse", "async"),
+        *("nodes", "gpus_per_node"),
     )
     p = parse_parallel(["tp=2"])
     assert (p.tp, p.rollout_tp) == (2, 1)
