@@ -77,8 +77,9 @@ def report_run(tmp_path_factory) -> Path:
     return out
 
 
-def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
-    """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload; its record folder.
+def run_lane(framework: str, out: Path, timeout_s: int, *extra: str, env: dict[str, str] | None = None) -> Path:
+    """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload (`extra` arguments and
+    `env` added); its record folder.
 
     The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
     so a hang still ends in a record; a failure shows the framework's log tail. Every socket the run's
@@ -97,8 +98,9 @@ def run_lane(framework: str, out: Path, timeout_s: int) -> Path:
             "2",
             "--out",
             str(out),
+            *extra,
             timeout=timeout_s + 300,
-            env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
+            env={**(env or {}), "RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
         )
     logs = sorted(out.glob("*/framework.log"))
     tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""

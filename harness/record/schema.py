@@ -298,6 +298,11 @@ class RunRecord(_RunStart, total=False):
     returncode: int | None  # its exit code; null if it never started or was killed
     duration_s: float  # its wall time
     steps_recorded: int  # rows of steps.parquet
+    # a run on a Ray cluster (--ray-address): {address, ray_version, nodes: [{label, node_id, ip, gpus, cpus, head,
+    # hostname, machine, gpu_models (NVML names), nvidia_driver, packages, ...}], machines, placement (how the framework
+    # placed its workers), differences (nodes whose package versions differ from the driver's), staged, collected,
+    # node_rows, notes}; absent on one host
+    cluster: dict[str, Any]
     # what was measured
     summary: dict[
         str, dict[str, Any]

@@ -24,6 +24,8 @@ import psutil
 
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
+from rlbench.harness.cluster.session import ClusterSession
+from rlbench.harness.cluster.worker_env import cluster_env
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.predict.run_prediction import measured_vs_predicted, predict_run
 from rlbench.harness.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
@@ -47,6 +49,7 @@ from rlbench.harness.run.step_stamps import apply_stamps, note_seen
 from rlbench.harness.run.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.harness.spec.environment import collect_environment, rlbench_identity
 from rlbench.harness.spec.inputs import prepare_inputs
+from rlbench.harness.spec.parallel import knob_label
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.prompts import write_prompts
 
@@ -133,7 +136,10 @@ def dry_run(spec: RunSpec, *, echo: Callable[[str], None] = print) -> str:
     if what:
         echo(f"note: {what}")
     inputs = prepare_inputs(spec.workload, spec.seed, note=lambda line: echo(f"note: {line}"))
-    return adapter.plan(spec, inputs, spec.out / "<run_id>").describe()
+    plan = adapter.plan(spec, inputs, spec.out / "<run_id>")
+    if spec.ray_address:  # as execute adds it: the framework's driver joins that cluster
+        plan = LaunchPlan(argv=plan.argv, env=cluster_env(plan.env, spec.ray_address), files=plan.files)
+    return plan.describe()
 
 
 def _quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
@@ -157,12 +163,14 @@ def execute(spec: RunSpec, *, echo: Callable[[str], None] = print) -> Path:
 def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> Path:
     setup_start = time.perf_counter()
     run_dir: Path | None = None
+    cluster: ClusterSession | None = None
     recorded = False
     try:
         adapter = get_adapter(spec.framework)
         adapter.check(spec)
         adapter.check_machine()
         profiling.sample_hz()  # a bad RLBENCH_SAMPLE_HZ is refused before anything is recorded
+        cluster = _join_cluster(spec, adapter)
         inputs = prepare_inputs(spec.workload, spec.seed)
         environment = collect_environment((adapter.distribution,))
         if not adapter.version_is_tested():
@@ -173,6 +181,8 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         run_dir = _new_run_dir(spec)
         plan = adapter.plan(spec, inputs, run_dir)
         plan = LaunchPlan(argv=plan.argv, env={**plan.env, **profiling.framework_env(run_dir)}, files=plan.files)
+        if cluster is not None:  # the driver joins the cluster and hands the run's environment to its workers
+            plan = LaunchPlan(argv=plan.argv, env=cluster_env(plan.env, cluster.address), files=plan.files)
         record = RunRecord(
             run_id=run_dir.name,
             status=Status.RUNNING,
@@ -195,8 +205,13 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
             started_at=utc_now(),
             ended_at=None,
         )
+        if cluster is not None:
+            record["cluster"] = cluster.describe(adapter.cluster_placement)
         _start_record(run_dir, record, inputs, plan)
         recorded = True
+        if cluster is not None:
+            _stage(cluster, adapter, spec, inputs, run_dir)
+            cluster.start_sampling(run_dir, profiling.sample_hz() or 1.0)
         setup_s = time.perf_counter() - setup_start
         echo(
             f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
@@ -206,7 +221,9 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         parent = psutil.Process()
         cpu_before = sum(parent.cpu_times()[:2])
         progress = _with_heartbeat(
-            ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo), run_dir
+            ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo),
+            run_dir,
+            cluster.poll if cluster is not None else None,
         )
         sampler: list = []
         oom_kills_before = oom_kill_count()
@@ -216,10 +233,12 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
             spec.timeout_s,
             progress,
             stops,
-            on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo)),
+            on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo, on_cluster=cluster is not None)),
         )
     except RunStop as stop:
         if not recorded:
+            if cluster is not None:
+                cluster.close()
             if run_dir is not None:
                 shutil.rmtree(run_dir, ignore_errors=True)  # half-made folder without a run.json: no record
             raise RunInterrupted(
@@ -228,8 +247,15 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
             ) from None
         outcome, sampler, oom_kills_before = Outcome(None, "interrupted", 0.0, stop.signum), [], None
         parent, cpu_before, setup_s = psutil.Process(), 0.0, time.perf_counter() - setup_start
+    except BaseException:
+        if cluster is not None and not recorded:
+            cluster.close()  # refused before launch: leave the cluster as found
+        raise
     stops.hold()  # from here every signal is only noted: the record is written whatever comes
     parent_cpu_s = sum(parent.cpu_times()[:2]) - cpu_before
+    handles = [h for h in sampler if h is not None]
+    if cluster is not None:
+        _finish_cluster(cluster, run_dir, record, handles[0] if handles else None)
     return _finish(
         spec,
         adapter,
@@ -238,18 +264,64 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         run_dir,
         record,
         outcome,
-        [h for h in sampler if h is not None],
+        handles,
         oom_kills_before,
         setup_s,
         parent_cpu_s,
     )
 
 
-def _start_sampler(run_dir: Path, pid: int, echo: Callable[[str], None]) -> Any:
-    """Telemetry is an addition to the run, not a condition for it: if the sampler cannot start (the
-    framework already exited, no room for its files), the run goes on and the record says why."""
+def _join_cluster(spec: RunSpec, adapter: Adapter) -> ClusterSession | None:
+    """The Ray cluster of `--ray-address`, checked against the layout before anything is recorded; a multi-node
+    layout without one is refused."""
+    p = spec.parallel
+    if not spec.ray_address:
+        if p.nodes > 1:
+            raise RLBenchError(
+                f"--parallel nodes={p.nodes}: a multi-node run joins a running Ray cluster; give --ray-address "
+                "HOST:PORT of its head (or set RAY_ADDRESS), or use nodes=1"
+            )
+        return None
+    if not adapter.brings_own_ray:  # it runs on this host (its nodes knob is refused): a Ray job's cell, say
+        return None
+    layout = knob_label(p.non_default())
+    return ClusterSession.open(
+        spec.ray_address, nodes=p.nodes, gpus_each=p.gpus_on_each_node(adapter.job_gpus(spec)), layout=layout
+    )
+
+
+def _stage(cluster: ClusterSession, adapter: Adapter, spec: RunSpec, inputs: Any, run_dir: Path) -> None:
+    """The run's inputs onto every node; a file that cannot be read is named in the record, and the framework
+    then fails where a node lacks it (its own error in framework.log)."""
     try:
-        return profiling.start(run_dir, pid)
+        written = cluster.stage(run_dir, adapter.node_inputs(spec, inputs, run_dir))
+    except OSError as exc:
+        cluster.notes.append(f"staging the run's inputs: {exc.strerror or exc}")
+        return
+    cluster.staged = {label: len(paths) for label, paths in written.items()}
+
+
+def _finish_cluster(cluster: ClusterSession, run_dir: Path, record: RunRecord, sampler: Any) -> None:
+    """What the framework left on other nodes comes back, every node's telemetry joins telemetry.parquet, and
+    the run leaves the cluster; a node that fails here is named in the record, never fatal to it."""
+    try:
+        brought = cluster.collect(run_dir)
+        if sampler is not None:
+            sampler.stop()  # the driver's own rows first: the nodes' are added to its file
+        rows = cluster.finish(run_dir / profiling.TELEMETRY_FILE)
+        record["cluster"].update(staged=cluster.staged, collected=brought, node_rows=rows, notes=cluster.notes)
+    except (OSError, ValueError, RLBenchError) as exc:
+        record["cluster"].setdefault("notes", []).append(f"finishing on the cluster: {type(exc).__name__}: {exc}")
+    finally:
+        cluster.close()
+
+
+def _start_sampler(run_dir: Path, pid: int, echo: Callable[[str], None], on_cluster: bool = False) -> Any:
+    """Telemetry is an addition to the run, not a condition for it: if the sampler cannot start (the
+    framework already exited, no room for its files), the run goes on and the record says why. On a cluster
+    it samples the driver's process tree (the node agents sample the nodes and their GPUs)."""
+    try:
+        return profiling.start(run_dir, pid, on_cluster=on_cluster)
     except (RLBenchError, ValueError, OSError) as exc:
         echo(f"warning: no telemetry for this run: {exc}")
         return None
@@ -279,7 +351,9 @@ def _start_record(run_dir: Path, record: RunRecord, inputs: Any, plan: LaunchPla
         ) from None
 
 
-def _with_heartbeat(progress: Callable[[], None], run_dir: Path) -> Callable[[], None]:
+def _with_heartbeat(
+    progress: Callable[[], None], run_dir: Path, also: Callable[[], None] | None = None
+) -> Callable[[], None]:
     last = [time.monotonic()]
 
     def poll() -> None:
@@ -287,6 +361,8 @@ def _with_heartbeat(progress: Callable[[], None], run_dir: Path) -> Callable[[],
             heartbeat(run_dir)
             last[0] = time.monotonic()
         progress()
+        if also is not None:
+            also()
 
     return poll
 

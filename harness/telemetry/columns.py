@@ -22,6 +22,13 @@ class Column(NamedTuple):
 COLUMNS: tuple[Column, ...] = (
     Column("time_unix_s", "float", "unix s", "wall clock of the reading (time.time())"),
     Column("host", "str", "", "socket.gethostname() of the sampler"),
+    Column(
+        "node",
+        "str",
+        "",
+        "where the row was sampled: 'local' (a one-node run); on a Ray cluster 'driver' (the host rlbench runs on, "
+        "its process tree) or 'node0', 'node1', ... (each Ray node, head first: run.json cluster.nodes[].label)",
+    ),
     Column("source", "str", "", "'host' or 'gpu'"),
     Column("device", "int", "", "NVML GPU index (not the CUDA_VISIBLE_DEVICES ordinal); -1 for host rows"),
     # host rows
@@ -50,6 +57,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("nvlink_tx_mb_s", "float", "MB/s", "NVLink data TX summed over links, from counter deltas between ticks"),
     Column("nvlink_rx_mb_s", "float", "MB/s", "NVLink data RX summed over links, from counter deltas between ticks"),
 )
+
+LOCAL_NODE = "local"  # the `node` of a one-node run's rows, and of rows recorded before the column existed
+DRIVER_NODE = "driver"  # on a cluster: the sampler of the host rlbench runs on
 
 NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 

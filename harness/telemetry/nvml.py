@@ -95,6 +95,14 @@ class GpuProbe:
             names[index] = name.decode() if isinstance(name, bytes) else str(name)
         return names
 
+    def driver_version(self) -> str | None:
+        """The NVIDIA driver's version string, None if NVML does not say."""
+        try:
+            value = self.nvml.nvmlSystemGetDriverVersion()
+        except self.nvml.NVMLError:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     def close(self) -> None:
         self.nvml.nvmlShutdown()
 

@@ -23,15 +23,16 @@ from typing import Any
 
 import psutil
 
+from rlbench.harness.telemetry.columns import LOCAL_NODE
 from rlbench.harness.telemetry.host_probe import ProcessTree
 from rlbench.harness.telemetry.nvml import GpuProbe, open_gpus
 from rlbench.harness.telemetry.store import append_rows, combine_parts, notes_file, write_notes
 
 
-def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str) -> list[dict[str, Any]]:
-    rows = [{"time_unix_s": time.time(), "host": host, "source": "host", "device": -1, **tree.sample()}]
+def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str, node: str = LOCAL_NODE) -> list[dict[str, Any]]:
+    rows = [{"time_unix_s": time.time(), "host": host, "node": node, "source": "host", "device": -1, **tree.sample()}]
     for row in gpus.sample() if gpus else ():
-        rows.append({"host": host, "source": "gpu", **row})
+        rows.append({"host": host, "node": node, "source": "gpu", **row})
     return rows
 
 
@@ -70,6 +71,7 @@ def run(
     flush_every_s: float = 60.0,
     parent_pid: int | None = None,
     stop_orphan: bool = False,
+    node: str = LOCAL_NODE,
 ) -> dict[str, Any]:
     """Sample until stopped; returns the notes that were also written next to `out_file`."""
     requested: list[str] = []
@@ -90,6 +92,7 @@ def run(
         print(f"rlbench telemetry: {note}", file=sys.stderr, flush=True)  # said once, at start
     meta: dict[str, Any] = {
         "host": host,
+        "node": node,
         "root_pid": root_pid,
         "sampler_pid": os.getpid(),
         "rate_hz": rate_hz,
@@ -116,7 +119,7 @@ def run(
     try:
         while tree is not None:
             time.sleep(max(0.0, next_tick - time.monotonic()))
-            rows.extend(_tick(tree, gpus, host))  # also the last sample after a stop request
+            rows.extend(_tick(tree, gpus, host, node))  # also the last sample after a stop request
             ticks += 1
             if requested:
                 reason = f"stopped by {requested[0]}"
@@ -182,15 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pid", type=int, required=True, help="root of the process tree to measure")
     parser.add_argument("--out", type=Path, required=True, help="telemetry parquet to write at stop")
     parser.add_argument("--rate-hz", type=float, default=10.0)
-    parser.add_argument("--devices", default=None, help="NVML GPU indices, comma separated (default: all)")
+    parser.add_argument("--devices", default=None, help="NVML GPU indices, comma separated (default: all; empty: none)")
+    parser.add_argument("--node", default=LOCAL_NODE, help="the `node` column of the rows (telemetry/columns.py)")
     parser.add_argument("--flush-every-s", type=float, default=60.0, help="append to the crash journal this often")
     parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits (default: parent)")
     parser.add_argument(
         "--stop-orphan", action="store_true", help="if the parent dies first, stop the process group that --pid leads"
     )
     args = parser.parse_args(argv)
-    devices = [int(d) for d in args.devices.split(",") if d.strip()] if args.devices else None
-    run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid, args.stop_orphan)
+    devices = [int(d) for d in args.devices.split(",") if d.strip()] if args.devices is not None else None
+    run(args.pid, args.out, args.rate_hz, devices, args.flush_every_s, args.parent_pid, args.stop_orphan, args.node)
     return 0
 
 

@@ -96,12 +96,14 @@ def start_sampler(
     env: Mapping[str, str] | None = None,
     ready_timeout_s: float = 20.0,
     stop_orphan: bool = False,
+    node: str | None = None,
 ) -> SamplerHandle:
     """Start the sampler process and wait until it has begun sampling.
 
     devices: NVML GPU indices to read (default all GPUs NVML sees; NVML ignores
     CUDA_VISIBLE_DEVICES). env: extra environment for the sampler process. stop_orphan: if this
     process dies first, the sampler stops the process group `root_pid` leads (the runner's framework).
+    node: the `node` column of its rows (columns.LOCAL_NODE unless a cluster run names the driver's).
     """
     if not 0 < rate_hz <= 1000:
         raise ValueError(f"rate_hz must be in (0, 1000], got {rate_hz}")
@@ -129,6 +131,8 @@ def start_sampler(
         command += ["--devices", ",".join(str(d) for d in devices)]
     if stop_orphan:
         command.append("--stop-orphan")
+    if node is not None:
+        command += ["--node", node]
     # Its own session: a terminal's Ctrl-C (sent to the whole foreground group) must not hit it while it
     # imports (a KeyboardInterrupt traceback); the runner stops it with SIGTERM, and it stops by itself
     # when its parent exits.

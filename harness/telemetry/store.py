@@ -68,6 +68,23 @@ def combine_parts(out_file: Path, tail: list[dict[str, Any]] | None = None) -> P
     return out_file
 
 
+def add_rows(out_file: Path, rows: list[dict[str, Any]]) -> Path | None:
+    """`out_file` with `rows` added (another sampler's, e.g. a cluster node's), rewritten atomically; None when
+    neither exists."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(out_file).cast(arrow_schema())] if out_file.exists() else []
+    if rows:
+        tables.append(pa.Table.from_pylist(rows, schema=arrow_schema()))
+    if not tables:
+        return None
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(out_file) as temporary:
+        pq.write_table(pa.concat_tables(tables), temporary)
+    return out_file
+
+
 def write_notes(path: Path, data: dict[str, Any]) -> Path:
     """The sampler's notes beside its parquet (path first, as record.store.write_json takes it)."""
     path.parent.mkdir(parents=True, exist_ok=True)

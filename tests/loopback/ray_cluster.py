@@ -85,7 +85,7 @@ def _node_args(spec: dict, head: bool) -> dict:
     args = {
         "node_ip_address": LOOPBACK,
         "num_cpus": spec["num_cpus"],
-        "num_gpus": 0,
+        "num_gpus": spec.get("num_gpus", 0),  # logical GPUs: what a CPU lane's frameworks place workers by
         **{name: free_port() for name in NODE_PORTS},
     }
     if head:
@@ -157,11 +157,14 @@ def stop(helper: subprocess.Popen, timeout_s: float = 60) -> None:
     psutil.wait_procs(started, timeout=10)
 
 
-def _start(spec: dict, temp: Path, timeout_s: float) -> tuple[subprocess.Popen, dict]:
+def _start(
+    spec: dict, temp: Path, timeout_s: float, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, dict]:
     """The helper process and its READY_FILE. Ray's own start-up deadline can pass on a loaded machine (the
     node "timed out during startup"): a helper that exits before it is ready gets one more try."""
     env = {
         **os.environ,
+        **(extra_env or {}),
         **CLIENT_ENV,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "RAY_TMPDIR": str(temp),
@@ -190,7 +193,13 @@ def _start(spec: dict, temp: Path, timeout_s: float) -> tuple[subprocess.Popen, 
 
 @contextlib.contextmanager
 def loopback_ray(
-    *, nodes: int = 1, num_cpus: int = 2, dashboard: bool = False, timeout_s: float = 120
+    *,
+    nodes: int = 1,
+    num_cpus: int = 2,
+    num_gpus: int = 0,
+    dashboard: bool = False,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 120,
 ) -> Iterator[LoopbackRay]:
     """A Ray cluster of `nodes` nodes on 127.0.0.1, stopped by its PIDs when the block ends (also on failure).
 
@@ -198,12 +207,14 @@ def loopback_ray(
     the block's end.
 
     Its processes run with this interpreter's folder first on PATH (a job's `python` is this one) and
-    CLIENT_ENV; every Ray port is a free one, and its temp folder is a short one of its own (Ray's socket
+    CLIENT_ENV (and `env`: every worker of the cluster inherits it); each node declares `num_gpus` logical
+    GPUs; every Ray port is a free one, and its temp folder is a short one of its own (Ray's socket
     paths have a length limit) that also takes Ray's `ray_current_cluster` file (RAY_TMPDIR).
     """
     temp = Path(tempfile.mkdtemp(prefix="rlb-ray-", dir="/tmp"))
     try:
-        helper, ready = _start({"nodes": nodes, "num_cpus": num_cpus, "dashboard": dashboard}, temp, timeout_s)
+        spec = {"nodes": nodes, "num_cpus": num_cpus, "num_gpus": num_gpus, "dashboard": dashboard}
+        helper, ready = _start(spec, temp, timeout_s, env)
         try:
             with ListenerWatch(helper.pid, interval_s=2) as watch:
                 yield LoopbackRay(ready["gcs_address"], ready["dashboard_url"], helper.pid, temp, watch)

@@ -20,14 +20,29 @@ from rlbench.harness.cli.user_errors import user_errors
     multiple=True,
     metavar="KEY=VALUE",
     help="Parallelism knob, repeatable: dp, tp (trainer), rollout_tp, pp, pp_virtual, cp, ep, etp (expert tp), sp, "
-    "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K (README's knob table).",
+    "placement=colocated|disaggregated, fuse=NAME|none, async=off|one-step|K, nodes=N, gpus_per_node=G "
+    "(README's knob table).",
+)
+@click.option(
+    "--ray-address",
+    envvar="RAY_ADDRESS",
+    metavar="HOST:PORT",
+    help="Join this running Ray cluster (its head's GCS address; default $RAY_ADDRESS): verl's and OpenRLHF's "
+    "drivers run against it, one rlbench agent per node samples it.",
 )
 @out_folder("results", help="Folder that receives one record folder per run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")
 @click.option("--dry-run", is_flag=True, help="Print the exact framework command and config; run nothing.")
 @user_errors
 def run(
-    framework: str, workload: str, steps: int | None, parallel: tuple[str, ...], out: Path, seed: int, dry_run: bool
+    framework: str,
+    workload: str,
+    steps: int | None,
+    parallel: tuple[str, ...],
+    ray_address: str | None,
+    out: Path,
+    seed: int,
+    dry_run: bool,
 ) -> None:
     """Run one benchmark and write its record under --out."""
     from rlbench.adapters.registry import get_adapter
@@ -38,7 +53,7 @@ def run(
 
     with stop_signals():  # SIGTERM/SIGHUP too, from here to the end of the record (the runner shares them)
         get_adapter(framework)  # an unknown framework is reported before the workload is read
-        spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out)
+        spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out, ray_address=ray_address)
         if dry_run:
             click.echo(plan_only(spec, echo=lambda line: click.echo(line, err=True)))
             return

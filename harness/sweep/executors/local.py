@@ -10,6 +10,7 @@ data, a framework that cannot start here) into launch errors, so the sweep goes 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import traceback
@@ -21,7 +22,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import read_run_json
 from rlbench.harness.record.schema import Status
 from rlbench.harness.record.store import RUN_FILE, utc_now, write_run_json
-from rlbench.harness.spec.runspec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec, check_ray_address
 from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
 
 
@@ -80,6 +81,8 @@ class LocalExecutor:
 
         executor = {"kind": self.kind}
         before = _run_dirs(spec.out)
+        if os.environ.get("RAY_ADDRESS") and spec.ray_address is None:  # as `rlbench run` reads it: join that cluster
+            spec = dataclasses.replace(spec, ray_address=check_ray_address(os.environ["RAY_ADDRESS"]))
 
         def new_record() -> Path | None:
             # This sweep holds the folder's lock, so a new record folder is this run's.

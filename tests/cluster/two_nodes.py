@@ -1,0 +1,56 @@
+"""A CPU lane's framework across a 2-node Ray cluster on loopback, and what its record must show.
+
+Each node declares 2 logical GPUs (verl places one FSDP worker and one vLLM server per node; OpenRLHF packs
+its two actor ranks on one node and its two vLLM engines on the other). The run is `rlbench run
+--parallel nodes=2 --parallel dp=2 --ray-address ...` from outside the cluster, as a user's would be.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rlbench.harness.record.read import read_record
+from tests.conftest import run_lane
+from tests.loopback.ray_cluster import loopback_ray
+
+NODES = 2
+
+
+def run_on_two_nodes(framework: str, out: Path, timeout_s: int) -> Path:
+    with loopback_ray(nodes=NODES, num_cpus=8, num_gpus=2, timeout_s=180) as ray:
+        return run_lane(
+            framework,
+            out,
+            timeout_s,
+            "--parallel",
+            f"nodes={NODES}",
+            "--parallel",
+            f"dp={NODES}",
+            "--ray-address",
+            ray.gcs_address,
+            env=ray.client_env(),
+        )
+
+
+def check_two_node_record(run_dir: Path) -> pd.DataFrame:
+    """The record of a 2-node run: succeeded, the layout and the cluster described, and telemetry from the driver
+    and from both nodes, each node running framework processes. Returns the telemetry table."""
+    record = read_record(run_dir)
+    assert record["status"] == "succeeded", record["error"]
+    assert record["steps"]["step"].tolist() == [1, 2]
+    assert (record["parallel"]["nodes"], record["parallel"]["dp"]) == (NODES, NODES)
+    cluster = record["cluster"]
+    assert [n["label"] for n in cluster["nodes"]] == ["node0", "node1"] and cluster["nodes"][0]["head"]
+    assert all(n["gpus"] == 2 and n["ip"] == "127.0.0.1" and n["packages"]["rlbench"] for n in cluster["nodes"])
+    assert cluster["ray_version"] and cluster["placement"] and cluster["differences"] == []
+    assert cluster["machines"] == 1  # two Ray nodes, one machine: its GPUs would be sampled once
+    assert cluster["node_rows"] > 0 and cluster["notes"] == []
+    telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
+    assert set(telemetry["node"]) == {"driver", "node0", "node1"}
+    hosts = telemetry[telemetry["source"] == "host"]
+    for node in ("node0", "node1"):  # the framework's Ray workers ran and worked on both nodes
+        rows = hosts[hosts["node"] == node]
+        assert rows["proc_count"].max() >= 2 and rows["proc_cpu_util_pct"].max() > 10, node
+    return telemetry
