@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib
@@ -21,6 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rlbench.harness.record.schema import ARROWS  # noqa: E402
+from rlbench.harness.telemetry.nodes import by_node  # noqa: E402
 from rlbench.reports.load import RunView  # noqa: E402
 from rlbench.reports.tables import stage_medians  # noqa: E402
 
@@ -108,8 +110,45 @@ def measured_vs_predicted(runs: list[RunView]) -> Figure | None:
     )
 
 
+Series = list[tuple[str, pd.Series, pd.Series]]  # (node, x, y) per line: one line ("" for its node) on one node
+
+
+def _per_node(rows: pd.DataFrame, start: float, one: Callable[[pd.DataFrame], tuple]) -> tuple[Series, Series]:
+    """The two panels' lines: `one(rows)` gives (x, left y, right y) of one node's rows; one line per node."""
+    nodes = by_node(rows)
+    left, right = [], []
+    for node, part in nodes:
+        x, y1, y2 = one(part)
+        name = node if len(nodes) > 1 else ""  # a one-node run: one unnamed line, as always
+        left.append((name, x - start, y1))
+        right.append((name, x - start, y2))
+    return left, right
+
+
+def _gpu_lines(gpu: pd.DataFrame) -> tuple:
+    # a node's GPUs share its sampler's ticks: per node, no tick mixes one node's GPUs with another's
+    per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
+    return per_time.index.to_series(), per_time["util"], per_time["power"]
+
+
+def _host_lines(host: pd.DataFrame) -> tuple:
+    return host["time_unix_s"], host["proc_cpu_util_pct"], host["proc_rss_gb"]
+
+
+def _draw_lines(ax: plt.Axes, lines: Series, colour: str, prefix: str) -> None:
+    """One line, in `colour`, on a one-node run; one per node in the palette's colours, with a legend, on several."""
+    if len(lines) == 1:
+        _, x, y = lines[0]
+        ax.plot(x, y, color=colour, lw=1)
+        return
+    for (node, x, y), node_colour in zip(lines, sns.color_palette("tab10", len(lines))):
+        ax.plot(x, y, color=node_colour, lw=1, label=f"{prefix}, {node}")
+    ax.legend(fontsize=6, loc="best")
+
+
 def telemetry_timeline(runs: list[RunView]) -> Figure | None:
-    """GPU utilisation and power over the run (NVML); CPU utilisation and RSS when there was no GPU."""
+    """GPU utilisation and power over the run (NVML); CPU utilisation and RSS when there was no GPU.
+    A multi-node run draws one line per node."""
     series = []
     runs_by_label = {run.label: run for run in runs}
     origins: dict[str, float] = {}
@@ -120,37 +159,30 @@ def telemetry_timeline(runs: list[RunView]) -> Figure | None:
         gpu = t[t["source"] == "gpu"] if "source" in t else t.iloc[0:0]
         start = origins[run.label] = float(t["time_unix_s"].min())
         if not gpu.empty and gpu["gpu_util_pct"].notna().any():
-            per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
-            series.append(
-                (
-                    run.label,
-                    per_time.index - start,
-                    per_time["util"],
-                    "GPU util (%)",
-                    per_time["power"],
-                    "board power, all GPUs (W)",
-                )
-            )
+            util, power = _per_node(gpu, start, _gpu_lines)
+            series.append((run.label, util, "GPU util (%)", "GPU util", power, "board power, all GPUs (W)", "power"))
         else:
             host = t[t["source"] == "host"] if "source" in t else t
+            cpu, rss = _per_node(host, start, _host_lines)
             series.append(
                 (
                     run.label,
-                    host["time_unix_s"] - start,
-                    host["proc_cpu_util_pct"],
+                    cpu,
                     "framework CPU (% of one core)",
-                    host["proc_rss_gb"],
+                    "framework CPU",
+                    rss,
                     "framework RSS (GB)",
+                    "framework RSS",
                 )
             )
     if not series:
         return None
     fig, axes = plt.subplots(len(series), 2, figsize=(10, 2.4 * len(series)), squeeze=False)
-    for row, (label, x, y1, name1, y2, name2) in enumerate(series):
-        axes[row][0].plot(x, y1, color="#4c72b0", lw=1)
+    for row, (label, lines1, name1, prefix1, lines2, name2, prefix2) in enumerate(series):
+        _draw_lines(axes[row][0], lines1, "#4c72b0", prefix1)
         axes[row][0].set_ylabel(name1, fontsize=8)
-        axes[row][1].plot(x, y2, color="#c44e52", lw=1)
-        axes[row][1].set_ylabel(name2, fontsize=8)
+        _draw_lines(axes[row][1], lines2, "#c44e52", prefix2)
+        axes[row][1].set_ylabel(name2 if len(lines2) == 1 else name2.replace("all GPUs", "a node's GPUs"), fontsize=8)
         axes[row][0].set_title(label, fontsize=8, loc="left")
         steps = runs_by_label[label].steady_steps
         if steps is not None and "step_start_unix_s" in steps and steps["step_start_unix_s"].notna().any():
@@ -163,7 +195,8 @@ def telemetry_timeline(runs: list[RunView]) -> Figure | None:
     return Figure(
         "Utilisation and power over time",
         "rlbench's own sampler (telemetry.parquet): NVML per GPU where "
-        "there were GPUs, else the framework's process tree on the host. Shaded: the post-warm-up steps.",
+        "there were GPUs, else the framework's process tree on the host. Shaded: the post-warm-up steps."
+        + (" Runs on several nodes (Ray cluster): one line per node." if any(len(s[1]) > 1 for s in series) else ""),
         _encode(fig),
     )
 

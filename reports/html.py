@@ -81,6 +81,7 @@ def render_report(
         "views": {},
         "sweeps": [],
         "sweep_notes": [],
+        "nodes": [],
     }
     if history:
         series = build_history(succeeded, threshold)
@@ -93,6 +94,7 @@ def render_report(
     else:
         context["figures"] = figures.all_figures(succeeded)
         context["vs_model"] = tables.vs_model_rows(succeeded)
+        context["nodes"] = tables.node_tables(runs)  # failed runs too: an idle node may be why one hung
         context["views"] = {
             "curves": curves_view(succeeded),
             "timeline": timeline_view(succeeded),

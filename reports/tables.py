@@ -195,6 +195,56 @@ def equal_work_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     return ["term", *(run.label for run, _ in views)], rows
 
 
+NODE_COLUMNS = (  # (run.json telemetry.nodes key, column): per_node_summary's values, directions as STEP_METRICS'
+    ("gpu_util_mean_pct", Column("GPU util", "%", "higher")),
+    ("gpu_mem_peak_gb", Column("GPU mem peak", "GB", "lower")),
+    ("power_mean_w", Column("board power", "W", "neutral")),
+    ("proc_cpu_mean_pct", Column("framework CPU", "% of one core", "neutral")),
+    ("proc_rss_peak_gb", Column("framework RSS peak", "GB", "lower")),
+)
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    label: str
+    table: tuple[list[str], list[list[str]]]
+    idle: list[str]  # one sentence per node that idled while others worked (its `why`)
+
+
+def _count(value: Any) -> str:
+    return str(int(value)) if isinstance(value, (int, float)) and math.isfinite(value) else "–"
+
+
+def _node_row(node: dict[str, Any]) -> list[str]:
+    values = [node.get(key) for key, _ in NODE_COLUMNS]
+    numbers = [value if isinstance(value, (int, float)) else None for value in values]
+    return [
+        str(node.get("node", "?")),
+        str(node.get("host", "")),
+        _count(node.get("samples")),
+        _count(node.get("gpus")),
+        *(_fmt(value) for value in numbers),
+        _count(node.get("proc_count_max")),
+    ]
+
+
+def node_tables(runs: list[RunView]) -> list[NodeTable]:
+    """A table of each multi-node run's nodes (run.json telemetry.nodes, from `per_node_summary`) and a line per
+    node flagged idle (telemetry.idle_nodes); runs without them (one node, older records) have none."""
+    headers = ["node", "host", "samples", "GPUs", *(column.header for _, column in NODE_COLUMNS), "processes"]
+    out = []
+    for run in runs:
+        telemetry = run.record.get("telemetry")
+        nodes = telemetry.get("nodes") if isinstance(telemetry, dict) else None
+        if not isinstance(nodes, list) or not nodes:
+            continue
+        rows = [_node_row(node) for node in nodes if isinstance(node, dict)]
+        flags = telemetry.get("idle_nodes") or []
+        idle = [str(flag["why"]) for flag in flags if isinstance(flag, dict) and flag.get("why")]
+        out.append(NodeTable(run.label, (headers, rows), idle))
+    return out
+
+
 _ABANDONED = {
     "abandoned": "run.json still says running, but the rlbench process writing it is gone "
     "(killed, or its machine lost); the steps it logged are in the folder"

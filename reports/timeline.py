@@ -5,7 +5,8 @@ stage the framework timed, step boundaries as vertical lines, warm-up steps pale
 The panel below it shares the time axis and draws rlbench's own samples
 (telemetry.parquet): GPU utilisation and board power where there were GPUs, else the
 CPU cores used by the framework's process tree and by the whole host (the gap is
-what other processes took) with the tree's resident memory.
+what other processes took) with the tree's resident memory. A multi-node run (Ray
+cluster) draws one line per node.
 
 Frameworks log how long each stage took, not when it began, so a step's stages are
 laid end to end from the step's start in pipeline order (`rlbench.harness.record.schema.STAGES`,
@@ -27,6 +28,7 @@ import pandas as pd
 import seaborn as sns
 
 from rlbench.harness.record.schema import STAGES
+from rlbench.harness.telemetry.nodes import by_node, nodes_of
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 
@@ -62,31 +64,77 @@ def stage_bars(run: RunView) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
-def _traces(
-    run: RunView, lo: float, hi: float
-) -> tuple[str, list[tuple[str, pd.Series, pd.Series]], tuple[str, pd.Series, pd.Series] | None] | None:
-    """(left axis label, [(name, t, y)], right-axis (label, t, y) or None) inside [lo, hi], or None."""
+Line = tuple[str, pd.Series, pd.Series, str, str]  # (name, t, y, colour, line style)
+Traces = tuple[str, list[Line], tuple[str, list[Line]] | None]  # (left label, lines, (right label, lines) or None)
+LEFT_COLOURS, RIGHT_COLOUR = ("#4c72b0", "#8172b3"), "#c44e52"  # a one-node run's lines
+
+
+def _node_colours(count: int) -> list[str]:
+    return sns.color_palette("tab10", max(count, 1)).as_hex()[:count]
+
+
+def _traces(run: RunView, lo: float, hi: float) -> Traces | None:
+    """(left axis label, lines, (right axis label, lines) or None) inside [lo, hi], or None without samples.
+
+    One node: one line per series, as the run's samples are. Several (a Ray cluster): one per node, in the node's
+    colour (the right axis dashed), named after it."""
     t = run.telemetry
     if t is None or t.empty or "source" not in t:
         return None
     t = t[(t["time_unix_s"] >= lo) & (t["time_unix_s"] <= hi)]
     gpu = t[t["source"] == "gpu"]
     if not gpu.empty and "gpu_util_pct" in gpu and gpu["gpu_util_pct"].notna().any():
-        per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
-        return (
-            "GPU utilisation (%, mean over GPUs)",
-            [("GPU utilisation", per_time.index, per_time["util"])],
-            ("board power, all GPUs (W)", per_time.index, per_time["power"]),
-        )
+        return _gpu_traces(gpu)
     host = t[t["source"] == "host"]
     if host.empty or "proc_cpu_util_pct" not in host:
         return None
-    lines = [("framework process tree", host["time_unix_s"], host["proc_cpu_util_pct"] / 100)]
+    return _cpu_traces(run, host)
+
+
+def _gpu_traces(gpu: pd.DataFrame) -> Traces:
+    nodes = by_node(gpu)
+    if len(nodes) == 1:
+        power = "board power, all GPUs (W)"
+        per_time = gpu.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
+        return (
+            "GPU utilisation (%, mean over GPUs)",
+            [("GPU utilisation", per_time.index, per_time["util"], LEFT_COLOURS[0], "-")],
+            (power, [(power, per_time.index, per_time["power"], RIGHT_COLOUR, "-")]),
+        )
+    util, power = [], []
+    for (node, rows), colour in zip(nodes, _node_colours(len(nodes))):
+        # each node samples on its own clock: averaged per node, so no tick mixes one node's GPUs with another's
+        per_time = rows.groupby("time_unix_s").agg(util=("gpu_util_pct", "mean"), power=("power_w", "sum"))
+        util.append((f"GPU utilisation, {node}", per_time.index, per_time["util"], colour, "-"))
+        power.append((f"board power, {node}", per_time.index, per_time["power"], colour, "--"))
+    return "GPU utilisation (%, mean over a node's GPUs)", util, ("board power, a node's GPUs (W)", power)
+
+
+def _cpu_traces(run: RunView, host: pd.DataFrame) -> Traces:
+    nodes = by_node(host)
     cores = (run.record.get("environment") or {}).get("cpu_count")
-    if cores and "cpu_util_pct" in host:  # system-wide % of all cores -> cores busy, the framework's unit
-        lines.append((f"whole host ({cores:g} cores)", host["time_unix_s"], host["cpu_util_pct"] / 100 * cores))
-    rss = ("framework RSS (GB)", host["time_unix_s"], host["proc_rss_gb"]) if "proc_rss_gb" in host else None
-    return "CPU cores busy", lines, rss
+    if len(nodes) == 1:
+        lines = [("framework process tree", host["time_unix_s"], host["proc_cpu_util_pct"] / 100, LEFT_COLOURS[0], "-")]
+        if cores and "cpu_util_pct" in host:  # system-wide % of all cores -> cores busy, the framework's unit
+            whole = host["cpu_util_pct"] / 100 * cores
+            lines.append((f"whole host ({cores:g} cores)", host["time_unix_s"], whole, LEFT_COLOURS[1], "-"))
+        rss = None
+        if "proc_rss_gb" in host:
+            name = "framework RSS (GB)"
+            rss = (name, [(name, host["time_unix_s"], host["proc_rss_gb"], RIGHT_COLOUR, "-")])
+        return "CPU cores busy", lines, rss
+    lines, rss_lines = [], []
+    for (node, rows), colour in zip(nodes, _node_colours(len(nodes))):
+        lines.append((f"framework CPU, {node}", rows["time_unix_s"], rows["proc_cpu_util_pct"] / 100, colour, "-"))
+        if "proc_rss_gb" in rows:
+            rss_lines.append((f"framework RSS, {node}", rows["time_unix_s"], rows["proc_rss_gb"], colour, "--"))
+    # the environment's core count is the driver's host: a whole-host line in cores only where every node is on it;
+    # nodes on one host repeat its reading, so one node's rows draw it
+    if cores and "cpu_util_pct" in host and "host" in host and host["host"].nunique() == 1:
+        rows = nodes[0][1]
+        whole = rows["cpu_util_pct"] / 100 * cores
+        lines.append((f"whole host ({cores:g} cores)", rows["time_unix_s"], whole, "#888888", ":"))
+    return "CPU cores busy", lines, ("framework RSS (GB)", rss_lines) if rss_lines else None
 
 
 def _thin(x: pd.Series, y: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -198,29 +246,34 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         return f"{run.label}: no telemetry samples while its steps ran"
     left_label, lines, right = traces
     handles = []
-    for (name, x, y), color in zip(lines, ("#4c72b0", "#8172b3")):
+    for name, x, y, colour, style in lines:
         x, y = _thin(x, y)
-        (line,) = trace.plot(x - origin, y, color=color, lw=1, label=name)
+        (line,) = trace.plot(x - origin, y, color=colour, ls=style, lw=1, label=name)
         handles.append(line)
         tips.tip(
             line,
             f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g} ({left_label})" if len(y) else name,
         )
     trace.set_ylabel(left_label, fontsize=7)
-    top = max((np.nanmax(np.asarray(y, float)) for _, _, y in lines if len(y)), default=1.0)
+    top = max((np.nanmax(np.asarray(y, float)) for _, _, y, _, _ in lines if len(y)), default=1.0)
     trace.set_ylim(0, max(top, 1e-9) * 1.12)  # a host line pinned at all cores stays visible under the frame
     if right is not None:
-        name, x, y = right
-        x, y = _thin(x, y)
+        right_label, right_lines = right
         twin = trace.twinx()
-        (line,) = twin.plot(x - origin, y, color="#c44e52", lw=1, label=name)
-        handles.append(line)
-        tips.tip(line, f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g}" if len(y) else name)
-        twin.set_ylabel(name, fontsize=7, color="#c44e52")
+        for name, x, y, colour, style in right_lines:
+            x, y = _thin(x, y)
+            (line,) = twin.plot(x - origin, y, color=colour, ls=style, lw=1, label=name)
+            handles.append(line)
+            tips.tip(line, f"{run.label}\n{name}: mean {np.nanmean(y):.3g}, max {np.nanmax(y):.3g}" if len(y) else name)
+        twin.set_ylabel(right_label, fontsize=7, color=right_lines[0][3] if len(right_lines) == 1 else "#444444")
         twin.grid(False)
         twin.set_ylim(bottom=0)
     trace.legend(handles=handles, fontsize=6, loc="lower left")
     return None
+
+
+def _multi_node(run: RunView) -> bool:
+    return run.telemetry is not None and len(nodes_of(run.telemetry)) > 1
 
 
 def timeline_view(runs: list[RunView]) -> View:
@@ -269,4 +322,6 @@ def timeline_view(runs: list[RunView]) -> View:
         "framework's processes and by the whole host, whose gap is other processes; GPU runs: utilisation "
         "and board power). Hover a bar, a line or a step's span for its values."
     )
+    if any(_multi_node(run) for run, _ in drawable):
+        caption += " A run on several nodes (Ray cluster) draws one line per node, the right axis dashed."
     return View.drawn(TITLE, caption, tips.svg(fig), notes)

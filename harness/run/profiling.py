@@ -17,20 +17,26 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rlbench.harness import settings
 from rlbench.harness.atomic import replacing
+from rlbench.harness.record.read import PARQUET_ERRORS, first_line
 from rlbench.harness.settings import sample_hz
 from rlbench.harness.telemetry import (
     cost_per_mtok_usd,
     energy_per_mtok_j,
+    idle_nodes,
     nccl_env,
+    per_node_summary,
     per_step_telemetry,
     read_nccl_logs,
     start_sampler,
     summarize_collectives,
 )
+from rlbench.harness.telemetry.columns import DRIVER_NODE, LOCAL_NODE
+from rlbench.harness.telemetry.nodes import nodes_of
 from rlbench.harness.telemetry.sampler import SamplerHandle
 
 TELEMETRY_FILE, COMM_FILE, NCCL_PREFIX = "telemetry.parquet", "comm.parquet", "nccl"
@@ -53,25 +59,65 @@ def framework_env(run_dir: Path) -> dict[str, str]:
     return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
 
 
-def start(run_dir: Path, pid: int) -> SamplerHandle | None:
-    """The sampler around the framework process, or None when RLBENCH_SAMPLE_HZ=0."""
+def start(run_dir: Path, pid: int, on_cluster: bool = False) -> SamplerHandle | None:
+    """The sampler around the framework process, or None when RLBENCH_SAMPLE_HZ=0. On a Ray cluster it samples
+    the driver's process tree only, as node `driver`: the node agents read every node's host and GPUs."""
     rate = sample_hz()
+    if rate <= 0:
+        return None
+    cluster = {"node": DRIVER_NODE, "devices": []} if on_cluster else {}
     # stop_orphan: should rlbench itself be SIGKILLed, the sampler stops the framework it leaves behind.
-    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=rate, stop_orphan=True) if rate > 0 else None
+    return start_sampler(run_dir / TELEMETRY_FILE, root_pid=pid, rate_hz=rate, stop_orphan=True, **cluster)
 
 
 def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """Stop the sampler and join its per-step view onto the steps table; returns (steps, notes)."""
+    """Stop the sampler and join its per-step view onto the steps table; returns (steps, notes).
+
+    On a multi-node run the notes also hold `nodes` (per_node_summary, one dict a node) and `idle_nodes`,
+    aligned steps or not. A telemetry file that does not read leaves the steps as they are, with an `error`."""
     path = handle.stop() if handle is not None else None
     notes = handle.notes() if handle is not None else {"disabled": "RLBENCH_SAMPLE_HZ=0"}
-    if path is None or steps.empty or "step_start_unix_s" not in steps:
+    if path is None:
+        return steps, notes
+    try:
+        telemetry = pd.read_parquet(path)
+    except PARQUET_ERRORS as exc:  # e.g. the sampler was killed mid-write: the run's record still matters
+        return steps, {**notes, "error": f"{TELEMETRY_FILE}: {type(exc).__name__}: {first_line(exc)}"}
+    notes = {**notes, **node_notes(telemetry)}
+    if steps.empty or "step_start_unix_s" not in steps:
         return steps, notes
     bounds = steps[["step_start_unix_s", "step_end_unix_s"]]
     if bounds.isna().any().any():  # e.g. verl logs no wall-clock step times: keep the run-level samples only
         return steps, {**notes, "aligned": False, "why": "the framework logged no wall-clock step boundaries"}
-    per_step = per_step_telemetry(pd.read_parquet(path), steps[["step", "step_start_unix_s", "step_end_unix_s"]])
+    per_step = per_step_telemetry(telemetry, steps[["step", "step_start_unix_s", "step_end_unix_s"]])
     joined = steps.merge(per_step[["step", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS), on="step", how="left")
     return joined, notes
+
+
+def node_notes(telemetry: pd.DataFrame) -> dict[str, Any]:
+    """{"nodes": [...], "idle_nodes": [...]} for run.json when the table holds several nodes, else {}."""
+    try:
+        if len(set(nodes_of(telemetry)) - {LOCAL_NODE}) < 2:
+            return {}
+        summary = per_node_summary(telemetry)
+        records = [{key: _json_value(value) for key, value in row.items()} for row in summary.to_dict("records")]
+        idle = [{key: _json_value(value) for key, value in flag.items()} for flag in idle_nodes(summary)]
+    except (KeyError, TypeError, ValueError) as exc:  # a table it cannot read must not cost the step alignment
+        return {"nodes_error": f"{type(exc).__name__}: {first_line(exc)}"}
+    return {"nodes": records, "idle_nodes": idle}
+
+
+def _json_value(value: Any) -> Any:
+    """A plain JSON value: numpy scalars as Python numbers, NaN and missing as None."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
 
 
 def add_comm(run_dir: Path, steps: pd.DataFrame) -> dict[str, Any] | None:

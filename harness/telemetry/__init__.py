@@ -3,8 +3,8 @@
 Runner side (I/O): `start_sampler` / `SamplerHandle.stop` (a separate sampler
 process writing `telemetry.parquet`), `nccl_env` (environment so NCCL logs its
 calls) and `read_nccl_logs`. Analysis side (pure, tables in, tables out):
-`per_step_telemetry`, `energy_from_power`, `parse_nccl_log`,
-`summarize_collectives`, `energy_per_mtok_j`, `cost_per_mtok_usd`.
+`per_step_telemetry`, `energy_from_power`, `per_node_summary`, `idle_nodes`,
+`parse_nccl_log`, `summarize_collectives`, `energy_per_mtok_j`, `cost_per_mtok_usd`.
 
     handle = start_sampler(run_dir / "telemetry.parquet", root_pid=os.getpid())
     ...run the framework with env={**os.environ, **nccl_env(profile, run_dir / "nccl")}...
@@ -23,6 +23,8 @@ _EXPORTS = {
     "start_sampler": "sampler",
     "energy_from_power": "align",
     "per_step_telemetry": "align",
+    "idle_nodes": "nodes",
+    "per_node_summary": "nodes",
     "cost_per_mtok_usd": "costs",
     "energy_per_mtok_j": "costs",
     "nccl_env": "nccl",

@@ -3,13 +3,15 @@
 Pure: takes the recorded `telemetry.parquet` table (columns in
 `rlbench.harness.telemetry.columns`; several hosts may be concatenated) and the steps
 table (`step`, `step_start_unix_s`, `step_end_unix_s`) and returns one row per step.
+A sampler is a (node, host) pair: on a Ray cluster several nodes may share a host,
+and a table without a `node` column is all `columns.LOCAL_NODE`.
 
 Energy of a step, per GPU: the cumulative NVML energy counter, linearly
 interpolated at the step's start and end, differenced. Where a GPU has no counter,
 its power samples are linearly interpolated and integrated exactly (trapezoid, with
 the partial intervals at both ends). A GPU whose samples do not cover the whole
 step gives NaN rather than an extrapolated guess, and the step's energy (the sum
-over all GPUs of all hosts) is then NaN too. No GPU rows: NaN.
+over all GPUs of all samplers) is then NaN too. No GPU rows: NaN.
 
     python -c "import pandas as pd; from rlbench.harness.telemetry.align import per_step_telemetry; \\
         print(per_step_telemetry(pd.read_parquet('runs/x/telemetry.parquet'), pd.read_parquet('runs/x/steps.parquet')))"
@@ -21,9 +23,13 @@ import numpy as np
 import pandas as pd
 
 from rlbench.harness.telemetry.columns import NAMES
+from rlbench.harness.telemetry.nodes import with_node
 from rlbench.harness.telemetry.windows import assign_steps, check_steps
 
 REQUIRED_COLUMNS = ("time_unix_s", "host", "source", "device")
+# One sampler's rows: a node alone may not be unique (one-node tables of several hosts are all "local"), a host
+# alone is not either (two Ray nodes of a loopback cluster share one).
+SAMPLER = ["node", "host"]
 
 OUTPUT_COLUMNS = (
     "step",
@@ -89,29 +95,52 @@ def _energy(gpu: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, list[st
     end = steps["step_end_unix_s"].to_numpy(float)
     if gpu.empty:
         return np.full(len(steps), np.nan), ["none"] * len(steps)
-    per_device = [_device_energy(rows, start, end) for _, rows in gpu.groupby(["host", "device"], sort=True)]
+    per_device = [_device_energy(rows, start, end) for _, rows in gpu.groupby([*SAMPLER, "device"], sort=True)]
     methods = {method for _, method in per_device}
     method = methods.pop() if len(methods) == 1 else "mixed"
     return np.sum([energy for energy, _ in per_device], axis=0), [method] * len(steps)
 
 
+def _host_columns(host: pd.DataFrame, index: pd.RangeIndex) -> dict[str, np.ndarray]:
+    """The host-row outputs per step. Host-wide readings (system CPU) repeat for every node sampled on one
+    physical host, so they are grouped by host; the process-tree ones differ per node, so by sampler."""
+
+    def per_step(series: pd.Series) -> np.ndarray:
+        return series.reindex(index).to_numpy(float)
+
+    by_host = host.groupby(["_step", "host"])["cpu_util_pct"].mean()
+    by_sampler = host.groupby(["_step", *SAMPLER])
+    return {
+        "cpu_util_mean_pct": per_step(by_host.groupby(level="_step").mean()),
+        "proc_cpu_util_mean_pct": per_step(
+            by_sampler["proc_cpu_util_pct"].mean().groupby(level="_step").sum(min_count=1)
+        ),
+        # peaks of different samplers fall at different moments: their sum would claim a moment that never was
+        "proc_rss_peak_gb": per_step(by_sampler["proc_rss_gb"].max().groupby(level="_step").max()),
+    }
+
+
 def per_step_telemetry(telemetry: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """One row per step; see OUTPUT_COLUMNS and the module docstring for each value's meaning.
 
-    samples: telemetry rows (host and GPU, all hosts) inside the step. power_mean_w:
-    mean board power summed over all GPUs. gpu_util_mean_pct: mean over GPUs and
-    samples. gpu_mem_peak_gb: largest single-GPU memory in use. cpu_util_mean_pct:
-    system CPU, mean over hosts. proc_cpu_util_mean_pct: the process tree's CPU in %
-    of one core, summed over hosts. proc_rss_peak_gb: largest per-host peak RSS.
-    A step shorter than the sampling interval may hold no samples: its means are
-    NaN, while its energy (interpolated) is still defined.
+    A sampler is one node on one host (`node`, `host`). samples: telemetry rows
+    (host and GPU, all samplers) inside the step. power_mean_w: mean board power
+    summed over all GPUs (node, host, device). gpu_util_mean_pct: mean over GPUs
+    and samples. gpu_mem_peak_gb: largest single-GPU memory in use.
+    cpu_util_mean_pct: system CPU, mean over distinct physical hosts (a host's
+    reading repeats in the rows of every node sampled on it, and counts once).
+    proc_cpu_util_mean_pct: the process tree's CPU in % of one core, each
+    sampler's mean summed over samplers. proc_rss_peak_gb: the largest of each
+    sampler's peak RSS (max over samplers, not a sum). A step shorter than the
+    sampling interval may hold no samples: its means are NaN, while its energy
+    (interpolated) is still defined.
     """
     ordered = check_steps(steps)
     missing = [column for column in REQUIRED_COLUMNS if column not in telemetry.columns]
     if missing:
         raise ValueError(f"telemetry table lacks column(s) {missing}")
     # a reading nobody recorded (a table from elsewhere, an older sampler) is simply empty
-    telemetry = telemetry.assign(**{name: np.nan for name in NAMES if name not in telemetry.columns})
+    telemetry = with_node(telemetry.assign(**{name: np.nan for name in NAMES if name not in telemetry.columns}))
     where = assign_steps(telemetry["time_unix_s"].to_numpy(float), ordered)
     inside = telemetry.assign(_step=where)[where >= 0]
     host, gpu = inside[inside["source"] == "host"], inside[inside["source"] == "gpu"]
@@ -121,8 +150,7 @@ def per_step_telemetry(telemetry: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
         return series.reindex(index).to_numpy(float)
 
     energy, method = _energy(telemetry[telemetry["source"] == "gpu"], ordered)
-    by_device = gpu.groupby(["_step", "host", "device"])["power_w"].mean()
-    by_host = host.groupby(["_step", "host"])
+    by_device = gpu.groupby(["_step", *SAMPLER, "device"])["power_w"].mean()
     table = pd.DataFrame(
         {
             "step": ordered["step"].to_numpy(),
@@ -132,11 +160,7 @@ def per_step_telemetry(telemetry: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
             "power_mean_w": per_step(by_device.groupby(level="_step").sum(min_count=1)),
             "gpu_util_mean_pct": per_step(gpu.groupby("_step")["gpu_util_pct"].mean()),
             "gpu_mem_peak_gb": per_step(gpu.groupby("_step")["mem_used_gb"].max()),
-            "cpu_util_mean_pct": per_step(by_host["cpu_util_pct"].mean().groupby(level="_step").mean()),
-            "proc_cpu_util_mean_pct": per_step(
-                by_host["proc_cpu_util_pct"].mean().groupby(level="_step").sum(min_count=1)
-            ),
-            "proc_rss_peak_gb": per_step(by_host["proc_rss_gb"].max().groupby(level="_step").max()),
+            **_host_columns(host, index),
         }
     )
     return table.loc[:, list(OUTPUT_COLUMNS)]

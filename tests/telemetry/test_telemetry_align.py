@@ -145,3 +145,42 @@ def test_steps_table_is_checked():
         table, pd.DataFrame({"step": [2, 1], "step_start_unix_s": [2.0, 0.0], "step_end_unix_s": [3.0, 1.0]})
     )
     assert result["step"].tolist() == [1, 2]
+
+
+def _on_node(rows: list[dict], node: str | None) -> list[dict]:
+    return [{**row, "node": node} for row in rows]
+
+
+def test_two_ray_nodes_on_one_host_are_two_samplers():
+    """A loopback cluster: node0 and node1 share host "box", whose GPUs node0 alone samples; the driver runs there too.
+
+    Host-wide CPU repeats in all three samplers' rows and counts once; each sampler's process tree counts."""
+    table = pd.DataFrame(
+        _on_node(_gpu_rows("box", 0, 200.0) + _gpu_rows("box", 1, 300.0, offset_j=5.0e6), "node0")
+        + _on_node(_host_rows("box", 50.0, 100.0, 0.5), "node0")
+        + _on_node(_host_rows("box", 50.0, 300.0, 0.25), "node1")
+        + _on_node(_host_rows("box", 50.0, 20.0, 0.0), "driver")
+    )
+    result = per_step_telemetry(table, _steps((1.0, 2.0)))
+    assert result["energy_j"][0] == pytest.approx(500.0)  # (200 + 300) W x 1 s, each GPU once
+    assert result["power_mean_w"][0] == pytest.approx(500.0)
+    assert result["cpu_util_mean_pct"][0] == pytest.approx(50.0)  # one physical host
+    assert result["proc_cpu_util_mean_pct"][0] == pytest.approx(420.0)  # 100 + 300 + 20, summed over samplers
+    assert result["proc_rss_peak_gb"][0] == pytest.approx(2.0)  # node0 at t = 2: 1 + 0.5 x 2; not a sum of peaks
+    assert result["samples"][0] == 5 * 2 + 5 * 3  # ticks 1.0 ... 2.0 (the end belongs to the step too)
+
+
+def test_one_gpu_index_on_two_nodes_is_two_gpus_and_hosts_are_averaged_once_each():
+    """Two Ray nodes on two hosts, each with its own GPU 0, and rows without a node (null) counted as local."""
+    table = pd.DataFrame(
+        _on_node(_gpu_rows("a", 0, 100.0) + _host_rows("a", 20.0, 100.0, 0.0), "node0")
+        + _on_node(_gpu_rows("b", 0, 300.0) + _host_rows("b", 60.0, 200.0, 1.0), "node1")
+        + _on_node(_host_rows("b", 60.0, 50.0, 0.0), "driver")
+    )
+    result = per_step_telemetry(table, _steps((1.0, 3.0)))
+    assert result["energy_j"][0] == pytest.approx(800.0)  # (100 + 300) W x 2 s: device 0 of each node
+    assert result["cpu_util_mean_pct"][0] == pytest.approx(40.0)  # (20 + 60) / 2: host b counts once
+    assert result["proc_cpu_util_mean_pct"][0] == pytest.approx(350.0)
+    assert result["proc_rss_peak_gb"][0] == pytest.approx(4.0)  # node1 at t = 3
+    legacy = pd.DataFrame(_on_node(_gpu_rows("a", 0, 100.0), None) + _gpu_rows("a", 1, 100.0))
+    assert per_step_telemetry(legacy, _steps((1.0, 3.0)))["energy_j"][0] == pytest.approx(400.0)
