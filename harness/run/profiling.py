@@ -129,14 +129,16 @@ def add_comm(run_dir: Path, steps: pd.DataFrame) -> dict[str, Any] | None:
         return {"calls": 0, "note": "NCCL logged no collectives (no NCCL communicator was used)"}
     bounds = steps[["step", "step_start_unix_s", "step_end_unix_s"]] if not steps.empty else None
     try:
-        summary = summarize_collectives(table, bounds, by=("step", "op")) if bounds is not None else None
+        summary = summarize_collectives(table, bounds, by=("step", "op", "scope")) if bounds is not None else None
     except ValueError:  # NCCL older than 2.26 logs no timestamps: totals only
         summary = None
     if summary is None:
-        summary = summarize_collectives(table)
+        summary = summarize_collectives(table, by=("op", "scope"))
     with replacing(run_dir / COMM_FILE) as tmp:
         summary.to_parquet(tmp, index=False)
-    return {"calls": int(len(table))}
+    # Every node's logs are here (on a cluster the node agents bring them back): hosts and scopes tell them apart.
+    scopes = {scope: int(n) for scope, n in table["scope"].value_counts().items()}
+    return {"calls": int(len(table)), "hosts": int(table["host"].nunique()), "calls_by_scope": scopes}
 
 
 def costs(summary: dict[str, Any], steps: pd.DataFrame, gpus: int, hardware_usd: float | None) -> dict[str, Any]:

@@ -63,6 +63,8 @@ COLLECTIVE_COLUMNS = (
     "cuda_dev",
     "nccl_version",
     "comm",
+    "comm_id",
+    "scope",
     "rank",
     "nranks",
     "op",
@@ -88,6 +90,9 @@ _COLL = re.compile(
     r"root (?P<root>-?\d+) comm (?P<comm>\S+) \[nranks=(?P<nranks>\d+)\] stream (?P<stream>\S+)"
 )
 _INIT = re.compile(r"comm (?P<comm>\S+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev \d+")
+_COMM_ID = re.compile(r" commId (?P<id>0x[0-9a-fA-F]+)")  # the communicator's id, the same in every rank's line
+# Where a communicator's ranks run: on one host, over several, or unknown (no commId logged, e.g. a split).
+SCOPES = ("intra-node", "inter-node", "unknown")
 _VERSION = re.compile(r"NCCL version (?P<version>\S+)")
 _DATETIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?")
 
@@ -143,6 +148,7 @@ def parse_nccl_log(lines: Iterable[str], utc_offset_s: float | None = None) -> p
     `[rank0]:` tag) is ignored. `rank` is missing when the INIT lines were not logged.
     """
     ranks: dict[tuple[str, int, str], int] = {}
+    comm_ids: dict[tuple[str, int, str], str] = {}
     versions: dict[tuple[str, int], str] = {}
     rows = []
     for line in lines:
@@ -155,6 +161,8 @@ def parse_nccl_log(lines: Iterable[str], utc_offset_s: float | None = None) -> p
         if (coll := _COLL.match(message)) is None:
             if init := _INIT.search(message):
                 ranks[(host, pid, init["comm"])] = int(init["rank"])
+                if comm_id := _COMM_ID.search(message):
+                    comm_ids[(host, pid, init["comm"])] = comm_id["id"]
             elif version := _VERSION.match(message):
                 versions[(host, pid)] = version["version"]
             continue
@@ -171,6 +179,8 @@ def parse_nccl_log(lines: Iterable[str], utc_offset_s: float | None = None) -> p
                 "cuda_dev": int(prefix["dev"]),
                 "nccl_version": versions.get((host, pid)),
                 "comm": coll["comm"],
+                "comm_id": comm_ids.get((host, pid, coll["comm"])),
+                "scope": "unknown",
                 "rank": ranks.get((host, pid, coll["comm"])),
                 "nranks": nranks,
                 "op": op,
@@ -187,7 +197,18 @@ def parse_nccl_log(lines: Iterable[str], utc_offset_s: float | None = None) -> p
             }
         )
     table = pd.DataFrame(rows, columns=list(COLLECTIVE_COLUMNS))
+    table["scope"] = _scopes(table)
     return table.astype({"rank": "Int64", "pid": "int64", "count": "int64", "opcount": "int64"})
+
+
+def _scopes(table: pd.DataFrame) -> pd.Series:
+    """Each call's SCOPES entry: inter-node where its communicator's ranks logged from more than one host (the
+    ranks' lines, collected from every node, share the commId), intra-node where all from one."""
+    if table.empty:
+        return pd.Series([], dtype=object)
+    hosts = table.dropna(subset=["comm_id"]).groupby("comm_id")["host"].nunique()
+    spans = table["comm_id"].map(hosts)
+    return spans.map(lambda n: "unknown" if pd.isna(n) else ("inter-node" if n > 1 else "intra-node"))
 
 
 def summarize_collectives(

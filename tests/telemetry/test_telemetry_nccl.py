@@ -133,3 +133,30 @@ def test_read_nccl_logs_reads_every_process_file(tmp_path):
     table = read_nccl_logs(tmp_path / "nccl")
     assert len(table) == 24 + 9
     assert read_nccl_logs(tmp_path / "missing" / "nccl").empty
+
+
+def _rank_lines(host: str, pid: int, rank: int, comm_id: str | None) -> list[str]:
+    """One rank's INIT and AllReduce lines as NCCL 2.28 writes them (synthetic: two hosts' logs, brought together
+    as a cluster run's node agents collect them)."""
+    ident = f" commId {comm_id}" if comm_id else ""
+    comm = f"0x55{pid:x}"
+    return [
+        f"{host}:{pid}:{pid + 1} [0] NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks 2 cudaDev 0 "
+        f"nvmlDev 0 busId 18000{ident} - Init COMPLETE",
+        f"{host}:{pid}:{pid + 1} [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f00 recvbuff 0x7f00 count 1024 "
+        f"datatype 9 op 0 root 0 comm {comm} [nranks=2] stream 0x1",
+    ]
+
+
+def test_a_communicator_across_hosts_is_inter_node():
+    lines = [
+        *_rank_lines("node-a", 100, 0, "0xabc"),  # one data-parallel group across two machines
+        *_rank_lines("node-b", 200, 1, "0xabc"),
+        *_rank_lines("node-a", 101, 0, "0xdef"),  # one inside node-a
+        *_rank_lines("node-a", 102, 1, "0xdef"),
+        *_rank_lines("node-b", 300, 0, None),  # no commId logged: cannot tell
+    ]
+    table = parse_nccl_log(lines)
+    assert table["scope"].tolist() == ["inter-node", "inter-node", "intra-node", "intra-node", "unknown"]
+    summary = summarize_collectives(table, by=("op", "scope")).set_index("scope")
+    assert summary.loc["inter-node", "calls"] == 2 and summary.loc["intra-node", "processes"] == 2
