@@ -211,7 +211,8 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         recorded = True
         if cluster is not None:
             _stage(cluster, adapter, spec, inputs, run_dir)
-            cluster.start_sampling(run_dir, profiling.sample_hz() or 1.0)
+            if profiling.sample_hz() > 0:  # RLBENCH_SAMPLE_HZ=0 turns every node's sampling off too
+                cluster.start_sampling(run_dir, profiling.sample_hz())
         setup_s = time.perf_counter() - setup_start
         echo(
             f"run {run_dir.name}: {adapter.name} {adapter.version()} on {spec.workload.name}, "
