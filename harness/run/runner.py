@@ -261,7 +261,7 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         spec,
         adapter,
         inputs.model,
-        environment,
+        _job_machine(environment, record.get("cluster"), adapter.job_gpus(spec)),
         run_dir,
         record,
         outcome,
@@ -270,6 +270,16 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         setup_s,
         parent_cpu_s,
     )
+
+
+def _job_machine(environment: dict[str, Any], cluster: dict[str, Any] | None, job_gpus: int) -> dict[str, Any]:
+    """The machine the job's figures are per (GPUs, the hardware row of its prediction, its $/GPU-hour): this
+    host's, or on a cluster whose nodes have GPUs the job's GPUs of the nodes' model (rlbench may run on a host
+    without any). run.json's `environment` stays this host's."""
+    models = [name for node in (cluster or {}).get("nodes", []) for name in (node.get("gpu_models") or {}).values()]
+    if not models:
+        return environment
+    return {**environment, "gpus": [{"name": models[0]}] * job_gpus, "gpu_count": job_gpus}
 
 
 def _join_cluster(spec: RunSpec, adapter: Adapter) -> ClusterSession | None:
