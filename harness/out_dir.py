@@ -59,3 +59,20 @@ def writable_folder(path: Path, option: str = "--out") -> Path:
     except OSError as exc:
         raise unwritable(path, exc, option) from None
     return path
+
+
+def check_replaceable_page(path: Path, option: str = "--out") -> None:
+    """Refuse to write a page over a file that is not one: a record's run.json, a steps table, a config (an
+    `--out` pointing into a record folder would lose the record). An earlier HTML page may be replaced."""
+    if not Path(path).is_file():
+        return
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512).lstrip().lower()
+    except OSError:
+        return  # cannot be read: the write itself will say why
+    if not (head.startswith(b"<!doctype html") or head.startswith(b"<html")):
+        raise RLBenchError(
+            f"{option} {path}: exists and is not an HTML page, so writing the report there would destroy it; "
+            f"choose a new file, e.g. {option} report.html"
+        )

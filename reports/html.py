@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from rlbench.harness.atomic import write_bytes
-from rlbench.harness.out_dir import check_writable, unwritable
+from rlbench.harness.out_dir import check_replaceable_page, check_writable, unwritable
 from rlbench.harness.record.read import DamagedRecord
 from rlbench.harness.record.store import utc_now
 from rlbench.reports import figures, tables
@@ -58,6 +58,7 @@ def render_report(
     `not_run`: runs that never started, e.g. a sweep's refused cells ({"label", "status", "reason"}), listed
     with the runs that did not finish."""
     check_writable(out.parent, option)  # before the work: a bad --out is refused, not found at the end
+    check_replaceable_page(out, option)  # never over a record's file (or any other that is not a page)
     damaged: list[DamagedRecord] = []
     runs = load_runs(list(paths), damaged)
     for skipped in damaged if warn is not None else ():

@@ -105,3 +105,16 @@ def test_report_cli_names_an_unreadable_record(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "no readable run record" in result.stderr and f"{broken}: damaged run record" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_never_writes_over_a_record(report_run, tmp_path):
+    """`--out RECORD/run.json` would have replaced the record with HTML; it is refused and the record kept. A
+    page written earlier is replaced as before."""
+    record = (report_run / "run.json").read_bytes()
+    result = run_cli("report", str(report_run), "--out", str(report_run / "run.json"))
+    assert result.returncode == 2 and (report_run / "run.json").read_bytes() == record
+    assert result.stderr.strip().splitlines() == [result.stderr.strip().splitlines()[-1]]
+    assert "is not an HTML page" in result.stderr and "Traceback" not in result.stderr
+    page = tmp_path / "r.html"
+    for _ in range(2):
+        assert run_cli("report", str(report_run), "--out", str(page)).returncode == 0
