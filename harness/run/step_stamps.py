@@ -63,11 +63,16 @@ def apply_stamps(steps: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, str 
     note = None
     if missing and not steps["step_seen_unix_s"].isna().all():
         steps["step_end_unix_s"] = steps["step_seen_unix_s"]
-        steps["step_start_unix_s"] = steps["step_seen_unix_s"] - steps["step_time_s"]
+        # The poll sees a line up to POLL_S late, and two lines seen by one poll share its stamp, so end - step
+        # time can fall before the previous step's end; steps run one after the other, so such a start is moved
+        # to that end (the window loses at most the poll's lag of its step) and telemetry aligns to every step.
+        previous_end = steps["step_end_unix_s"].shift(1)
+        starts = steps["step_seen_unix_s"] - steps["step_time_s"]
+        steps["step_start_unix_s"] = starts.where(~(starts < previous_end), previous_end)
         note = (
             "the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "
-            "in for them (end = when the line appeared, start = end - its step time), and wall_step_time_s "
-            "is the gap between them"
+            "in for them (end = when the line appeared, start = end - its step time, or the previous step's end "
+            "where the poll's lag put it before that), and wall_step_time_s is the gap between them"
         )
     ends = steps["step_end_unix_s"] if "step_end_unix_s" in steps else pd.Series(math.nan, index=steps.index)
     steps["wall_step_time_s"] = ends.diff()

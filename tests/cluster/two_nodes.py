@@ -47,6 +47,10 @@ def check_two_node_record(run_dir: Path) -> pd.DataFrame:
     assert cluster["ray_version"] and cluster["placement"] and cluster["differences"] == []
     assert cluster["machines"] == 1  # two Ray nodes, one machine: its GPUs would be sampled once
     assert cluster["node_rows"] > 0 and cluster["notes"] == []
+    # every node's rows align to the steps (verl's stand-in boundaries included): per-step telemetry for each step
+    assert "error" not in record["telemetry"], record["telemetry"]
+    assert record["steps"]["proc_cpu_util_mean_pct"].notna().all()
+    assert {n["node"] for n in record["telemetry"]["nodes"]} == {"driver", "node0", "node1"}
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
     assert set(telemetry["node"]) == {"driver", "node0", "node1"}
     hosts = telemetry[telemetry["source"] == "host"]
