@@ -89,7 +89,10 @@ def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFra
     bounds = steps[["step_start_unix_s", "step_end_unix_s"]]
     if bounds.isna().any().any():  # e.g. verl logs no wall-clock step times: keep the run-level samples only
         return steps, {**notes, "aligned": False, "why": "the framework logged no wall-clock step boundaries"}
-    per_step = per_step_telemetry(telemetry, steps[["step", "step_start_unix_s", "step_end_unix_s"]])
+    try:
+        per_step = per_step_telemetry(telemetry, steps[["step", "step_start_unix_s", "step_end_unix_s"]])
+    except ValueError as exc:  # unusable step windows: the run-level samples and per-node summary are kept
+        return steps, {**notes, "aligned": False, "error": f"ValueError: {exc}"}
     joined = steps.merge(per_step[["step", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS), on="step", how="left")
     return joined, notes
 

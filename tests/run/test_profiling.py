@@ -72,7 +72,10 @@ def test_a_multi_node_run_notes_each_node_and_the_idle_one(tmp_path):
     (idle,) = notes["idle_nodes"]
     assert idle["node"] == "node1" and idle["busiest_node"] == "node0"
     json.dumps(notes, allow_nan=False)  # run.json holds no NaN
-    # without aligned steps, the nodes are still noted
+    # without aligned steps, the nodes are still noted (overlapping windows too: the error is named beside them)
+    overlapping = pd.DataFrame({"step": [1, 2], "step_start_unix_s": [0.5, 1.0], "step_end_unix_s": [2.0, 2.5]})
+    _, notes = profiling.add_telemetry(tmp_path, _Stopped(path), overlapping)
+    assert "starts before the previous step ends" in notes["error"] and len(notes["nodes"]) == 3
     for unaligned in (pd.DataFrame(), steps.assign(step_start_unix_s=math.nan)):
         _, notes = profiling.add_telemetry(tmp_path, _Stopped(path), unaligned)
         assert len(notes["nodes"]) == 3 and len(notes["idle_nodes"]) == 1
