@@ -37,7 +37,8 @@ COLUMNS: tuple[Column, ...] = (
         "proc_cpu_util_pct",
         "float",
         "% of one core",
-        "CPU time of the framework's process tree per wall second x 100 (800 = 8 busy cores)",
+        "CPU time of the framework's process tree per wall second x 100 (800 = 8 busy cores); at most 100 x the "
+        "host's logical cores (host_probe.py: a process found late is credited its share of the tick)",
     ),
     Column("proc_rss_gb", "float", "GB (1e9 B)", "sum of RSS over the process tree (shared pages counted per process)"),
     Column("proc_count", "int", "", "processes in the tree at this tick"),

@@ -8,9 +8,13 @@ Each member's CPU seconds are kept between ticks (keyed by pid and create time,
 so a reused pid is a new process) and CPU use is their delta, rather than
 psutil's per-object cpu_percent: a process born since the previous rebuild has
 all its CPU time counted on the tick it is found (no CPU-second is lost, though
-that tick reads high). CPU of a process that starts and exits between two
-rebuilds is not seen. cpu_times have the kernel's 10 ms tick resolution, so at
-20 Hz one reading of a busy process jitters by about +-20 %.
+that tick would read high). So a newly found process is credited only the share
+of its CPU time that falls in the tick, taking its use as even since it started
+(what it used before the tick went uncounted in earlier readings); and a reading
+never exceeds what the host's logical cores can do in a tick (100 % x cores), which
+the kernel's 10 ms tick resolution could otherwise give. CPU of a process that
+starts and exits between two rebuilds is not seen. At 20 Hz one reading of a busy
+process jitters by about +-20 %.
 
     python -c "from rlbench.harness.telemetry.host_probe import ProcessTree; import os; \\
         t = ProcessTree(os.getpid()); print(t.sample(), t.root_alive())"
@@ -42,6 +46,7 @@ class ProcessTree:
         self._members_cache: list[psutil.Process] = []
         self._found_at = self._found_before = float("-inf")  # last and previous rebuild of the member list
         self._last_time = time.time()
+        self._ceiling_pct = 100.0 * (psutil.cpu_count() or 1)  # every logical core busy for the whole tick
         psutil.cpu_percent(None)  # prime: the first system reading is relative to this call
         self._walk(prime=True)
 
@@ -64,8 +69,9 @@ class ProcessTree:
         self._found_at, self._found_before = now, self._found_at
         return self._members_cache
 
-    def _walk(self, prime: bool = False) -> tuple[float, float, int]:
-        """(CPU seconds used since the last tick, RSS bytes, processes) over the current tree."""
+    def _walk(self, prime: bool = False, tick_s: float = 0.0) -> tuple[float, float, int]:
+        """(CPU seconds used in the last `tick_s`, RSS bytes, processes) over the current tree."""
+        now = time.time()
         seen: dict[tuple[int, float], float] = {}
         cpu_delta = rss = 0.0
         for process in self._members():
@@ -79,7 +85,9 @@ class ProcessTree:
             if key in self._cpu_seen:
                 cpu_delta += max(0.0, cpu - self._cpu_seen[key])  # < 0 only if the pid was reused since
             elif not prime and key[1] >= self._found_before:
-                cpu_delta += cpu  # born since the previous rebuild: none of its CPU time was counted yet
+                # born since the previous rebuild: none of its CPU time was counted yet; this tick's share of it
+                age = now - key[1]
+                cpu_delta += cpu * (min(1.0, tick_s / age) if age > tick_s > 0 else 1.0)
             seen[key] = cpu
         self._cpu_seen = seen
         return cpu_delta, rss, len(seen)
@@ -88,13 +96,13 @@ class ProcessTree:
         """One host row (without time/host/source/device): system and process-tree readings."""
         now = time.time()
         alive = self.root_alive()
-        cpu_delta, rss, count = self._walk() if alive else (float("nan"), float("nan"), 0)
         elapsed = max(now - self._last_time, 1e-6)
+        cpu_delta, rss, count = self._walk(tick_s=elapsed) if alive else (float("nan"), float("nan"), 0)
         self._last_time = now
         memory = psutil.virtual_memory()
         return {
             "cpu_util_pct": psutil.cpu_percent(None),
-            "proc_cpu_util_pct": 100.0 * cpu_delta / elapsed,
+            "proc_cpu_util_pct": min(100.0 * cpu_delta / elapsed, self._ceiling_pct),
             "proc_rss_gb": rss / 1e9,
             "proc_count": count,
             "host_mem_used_gb": (memory.total - memory.available) / 1e9,

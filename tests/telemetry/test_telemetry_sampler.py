@@ -165,3 +165,36 @@ def test_sampler_reads_a_real_gpu_under_matmul_load(tmp_path):
     assert per_step["energy_j"].iloc[0] > 50  # > 50 W for > 2 s on the loaded GPU
     assert per_step["gpu_util_mean_pct"].iloc[0] > 30
     print(handle.notes()["notes"], per_step.to_dict("records"))
+
+
+def test_a_process_found_late_is_not_a_spike_and_no_reading_exceeds_the_cores():
+    """A child born between two rebuilds of the member list used CPU before it was found: crediting all of it to
+    the tick it is found in read 1,300 % of one core on this 2-core host. One busy single-threaded child now
+    reads about one core throughout, and no reading is above 100 % x the logical cores."""
+    import psutil
+
+    from rlbench.harness.telemetry.host_probe import ProcessTree
+
+    busy = "import time\nend = time.time() + 4\nwhile time.time() < end: pass\n"
+    root = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time; time.sleep(1.3); subprocess.run([sys.executable, '-c', {busy!r}])",
+        ]
+    )
+    try:
+        tree = ProcessTree(root.pid, rediscover_s=1.0)
+        readings = []
+        end = time.time() + 4.5  # the child is born after the first rebuild of the members and found at the next
+        while time.time() < end:
+            time.sleep(0.05)
+            readings.append(tree.sample()["proc_cpu_util_pct"])
+    finally:
+        root.kill()
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+        root.wait(timeout=10)
+    assert max(readings) <= 100.0 * psutil.cpu_count()
+    assert max(readings) < 160.0, readings  # one thread: about one core, never a second's CPU in one tick
+    assert sum(r > 50 for r in readings) > len(readings) / 3  # and it was seen working
