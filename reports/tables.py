@@ -48,8 +48,12 @@ def _spread(summary: dict[str, Any], name: str, scale: float = 1.0) -> str:
 
 
 def peak_memory_metric(summary: dict[str, Any]) -> str:
-    """The GPU peak where there is one; a CPU run's peak is its process tree's resident memory."""
-    return "peak_device_memory_gb" if "peak_device_memory_gb" in summary else "proc_rss_peak_gb"
+    """The GPU peak where there is one; a CPU run's peak is its process tree's PSS (summed RSS in a record written
+    before rlbench read PSS, which counts shared pages once per process)."""
+    for metric in ("peak_device_memory_gb", "proc_pss_peak_gb"):  # PSS: records before it have summed RSS only
+        if metric in summary:
+            return metric
+    return "proc_rss_peak_gb"
 
 
 def _metric_column(name: str) -> Column:
@@ -200,6 +204,7 @@ NODE_COLUMNS = (  # (run.json telemetry.nodes key, column): per_node_summary's v
     ("gpu_mem_peak_gb", Column("GPU mem peak", "GB", "lower")),
     ("power_mean_w", Column("board power", "W", "neutral")),
     ("proc_cpu_mean_pct", Column("framework CPU", "% of one core", "neutral")),
+    ("proc_pss_peak_gb", Column("framework PSS peak", "GB", "lower")),
     ("proc_rss_peak_gb", Column("framework RSS peak", "GB", "lower")),
 )
 

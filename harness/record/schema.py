@@ -174,9 +174,17 @@ STEP_METRICS: dict[str, Metric] = {
             "proc_rss_peak_gb",
             "GB",
             "lower",
-            "peak resident memory of the framework's process tree (1e9 bytes)",
+            "peak resident memory of the framework's process tree (1e9 bytes), summed RSS: shared pages count once "
+            "per process that maps them, so it can exceed the host's memory (proc_pss_peak_gb does not)",
             label="peak host memory",
-            views=("history",),
+            views=("history",),  # every record has it: nights before PSS was read stay comparable
+        ),
+        _m(
+            "proc_pss_peak_gb",
+            "GB",
+            "lower",
+            "peak proportional set size of the framework's process tree (1e9 bytes): each shared page divided among "
+            "the processes that map it, so never above the host's memory in use; read once a second",
         ),
     ]
 }

@@ -48,6 +48,7 @@ STEP_COLUMNS = {
     "cpu_util_mean_pct": "cpu_util_mean_pct",
     "proc_cpu_util_mean_pct": "proc_cpu_util_mean_pct",
     "proc_rss_peak_gb": "proc_rss_peak_gb",
+    "proc_pss_peak_gb": "proc_pss_peak_gb",
 }
 
 

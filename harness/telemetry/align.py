@@ -42,6 +42,7 @@ OUTPUT_COLUMNS = (
     "cpu_util_mean_pct",
     "proc_cpu_util_mean_pct",
     "proc_rss_peak_gb",
+    "proc_pss_peak_gb",
 )
 
 
@@ -117,6 +118,7 @@ def _host_columns(host: pd.DataFrame, index: pd.RangeIndex) -> dict[str, np.ndar
         ),
         # peaks of different samplers fall at different moments: their sum would claim a moment that never was
         "proc_rss_peak_gb": per_step(by_sampler["proc_rss_gb"].max().groupby(level="_step").max()),
+        "proc_pss_peak_gb": per_step(by_sampler["proc_pss_gb"].max().groupby(level="_step").max()),
     }
 
 
@@ -131,7 +133,8 @@ def per_step_telemetry(telemetry: pd.DataFrame, steps: pd.DataFrame) -> pd.DataF
     reading repeats in the rows of every node sampled on it, and counts once).
     proc_cpu_util_mean_pct: the process tree's CPU in % of one core, each
     sampler's mean summed over samplers. proc_rss_peak_gb: the largest of each
-    sampler's peak RSS (max over samplers, not a sum). A step shorter than the
+    sampler's peak RSS (max over samplers, not a sum); proc_pss_peak_gb the same of
+    PSS (read once a second: NaN for a step without a reading). A step shorter than the
     sampling interval may hold no samples: its means are NaN, while its energy
     (interpolated) is still defined.
     """

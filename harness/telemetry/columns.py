@@ -41,6 +41,13 @@ COLUMNS: tuple[Column, ...] = (
         "host's logical cores (host_probe.py: a process found late is credited its share of the tick)",
     ),
     Column("proc_rss_gb", "float", "GB (1e9 B)", "sum of RSS over the process tree (shared pages counted per process)"),
+    Column(
+        "proc_pss_gb",
+        "float",
+        "GB (1e9 B)",
+        "sum of PSS over the process tree (each shared page divided among its sharers: within host memory in use); "
+        "read once a second, null on the ticks between",
+    ),
     Column("proc_count", "int", "", "processes in the tree at this tick"),
     Column("host_mem_used_gb", "float", "GB (1e9 B)", "host memory in use (psutil total - available)"),
     # gpu rows

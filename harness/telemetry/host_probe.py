@@ -8,9 +8,10 @@ Each member's CPU seconds are kept between ticks (keyed by pid and create time,
 so a reused pid is a new process) and CPU use is their delta, rather than
 psutil's per-object cpu_percent: a process born since the previous rebuild has
 all its CPU time counted on the tick it is found (no CPU-second is lost, though
-that tick would read high). So a newly found process is credited only the share
-of its CPU time that falls in the tick, taking its use as even since it started
-(what it used before the tick went uncounted in earlier readings); and a reading
+that tick would read high: 1,300 % of one core on a 2-core host). So a newly
+found process is credited only the share of its CPU time that falls in the tick,
+taking its use as even since it started (what it used before the tick went
+uncounted in earlier readings); and a reading
 never exceeds what the host's logical cores can do in a tick (100 % x cores), which
 the kernel's 10 ms tick resolution could otherwise give. CPU of a process that
 starts and exits between two rebuilds is not seen. At 20 Hz one reading of a busy
@@ -35,7 +36,7 @@ def _cpu_seconds(process: psutil.Process) -> float:
 
 
 class ProcessTree:
-    """CPU and RSS of a process tree, sampled tick by tick."""
+    """CPU, RSS and PSS of a process tree, sampled tick by tick."""
 
     def __init__(self, root_pid: int, exclude_pids: frozenset[int] = frozenset(), rediscover_s: float = 1.0) -> None:
         self.root_pid = root_pid
@@ -44,8 +45,9 @@ class ProcessTree:
         self._root = psutil.Process(root_pid)
         self._cpu_seen: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU s at last tick
         self._members_cache: list[psutil.Process] = []
-        self._found_at = self._found_before = float("-inf")  # last and previous rebuild of the member list
+        self._found_at = float("-inf")  # the last rebuild of the member list
         self._last_time = time.time()
+        self._pss_at = float("-inf")
         self._ceiling_pct = 100.0 * (psutil.cpu_count() or 1)  # every logical core busy for the whole tick
         psutil.cpu_percent(None)  # prime: the first system reading is relative to this call
         self._walk(prime=True)
@@ -66,7 +68,7 @@ class ProcessTree:
         except psutil.Error:
             members = []
         self._members_cache = [p for p in members if p.pid not in self.exclude_pids]
-        self._found_at, self._found_before = now, self._found_at
+        self._found_at = now
         return self._members_cache
 
     def _walk(self, prime: bool = False, tick_s: float = 0.0) -> tuple[float, float, int]:
@@ -84,13 +86,30 @@ class ProcessTree:
                 continue  # exited while we looked
             if key in self._cpu_seen:
                 cpu_delta += max(0.0, cpu - self._cpu_seen[key])  # < 0 only if the pid was reused since
-            elif not prime and key[1] >= self._found_before:
-                # born since the previous rebuild: none of its CPU time was counted yet; this tick's share of it
+            elif not prime:
+                # New to the tree (born since the previous rebuild, mostly): none of its CPU time was counted yet.
+                # It is credited this tick's share at its average rate since it started, never its whole past:
+                # create_time rests on /proc/stat's whole-second boot time, so no finer test of "born when" holds.
                 age = now - key[1]
                 cpu_delta += cpu * (min(1.0, tick_s / age) if age > tick_s > 0 else 1.0)
             seen[key] = cpu
         self._cpu_seen = seen
         return cpu_delta, rss, len(seen)
+
+    def _pss(self, now: float) -> float:
+        """Summed PSS of the tree in bytes, read once per `rediscover_s` (NaN between): each shared page counts
+        once in all (divided among its sharers), so unlike summed RSS it never exceeds the host's memory in use.
+        It reads /proc/<pid>/smaps_rollup, about a millisecond per process, hence the lower rate."""
+        if now - self._pss_at < self.rediscover_s:
+            return float("nan")
+        self._pss_at = now
+        total = 0.0
+        for process in self._members_cache:
+            try:
+                total += process.memory_full_info().pss
+            except (psutil.Error, AttributeError):  # exited, or not ours to read, or no PSS on this OS
+                continue
+        return total
 
     def sample(self) -> dict[str, Any]:
         """One host row (without time/host/source/device): system and process-tree readings."""
@@ -104,6 +123,7 @@ class ProcessTree:
             "cpu_util_pct": psutil.cpu_percent(None),
             "proc_cpu_util_pct": min(100.0 * cpu_delta / elapsed, self._ceiling_pct),
             "proc_rss_gb": rss / 1e9,
+            "proc_pss_gb": self._pss(now) / 1e9 if alive else float("nan"),
             "proc_count": count,
             "host_mem_used_gb": (memory.total - memory.available) / 1e9,
         }

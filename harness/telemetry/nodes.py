@@ -34,6 +34,7 @@ SUMMARY_COLUMNS = (
     "power_mean_w",
     "proc_cpu_mean_pct",
     "proc_rss_peak_gb",
+    "proc_pss_peak_gb",
     "proc_count_max",
 )
 
@@ -89,6 +90,7 @@ def _summary_row(node: str, host: str, rows: pd.DataFrame) -> dict[str, Any]:
         "power_mean_w": per_gpu_power.sum(min_count=1),
         "proc_cpu_mean_pct": host_rows["proc_cpu_util_pct"].mean(),
         "proc_rss_peak_gb": host_rows["proc_rss_gb"].max(),
+        "proc_pss_peak_gb": host_rows["proc_pss_gb"].max() if "proc_pss_gb" in host_rows else math.nan,
         "proc_count_max": host_rows["proc_count"].max(),
     }
 

@@ -96,11 +96,11 @@ def test_the_nodes_table_and_idle_lines_come_from_the_record():
     assert headers[:4] == ["node", "host", "samples", "GPUs"]
     assert "GPU util (%) ↑" in headers and "framework CPU (% of one core)" in headers
     assert "framework RSS peak (GB) ↓" in headers and headers[-1] == "processes"
-    assert rows[1] == ["node0", "box", "9", "0", "–", "–", "–", "180", "3", "3"]
+    assert rows[1] == ["node0", "box", "9", "0", "–", "–", "–", "180", "–", "3", "3"]  # no PSS in these rows
     assert table.idle == [idle["why"]] and "4.0% of one core" in idle["why"]
     damaged = {"nodes": ["not a node", {"node": "node0", "samples": None}], "idle_nodes": [{"why": ""}]}
     (odd,) = node_tables([_view(_cluster(), damaged)])
-    assert odd.table[1] == [["node0", "", "–", "–", "–", "–", "–", "–", "–", "–"]] and odd.idle == []
+    assert odd.table[1] == [["node0", "", "–", "–", "–", "–", "–", "–", "–", "–", "–"]] and odd.idle == []
 
 
 @pytest.mark.slow
