@@ -16,6 +16,7 @@ from rlbench.harness.errors import RLBenchError
 
 RUN_TIMEOUT_ENV, CACHE_ENV = "RLBENCH_RUN_TIMEOUT_S", "RLBENCH_CACHE"
 DEFAULT_TIMEOUT_S = 7200.0  # per run
+MAX_TIMEOUT_S = 30 * 86400.0  # a month: longer is a typo (or inf), and no run is watched that long
 
 
 def env_number(
@@ -27,8 +28,10 @@ def env_number(
     high: float = math.inf,
     allow_zero: bool = False,
     example: float | None = None,
+    least: float | None = None,
 ) -> float | None:
-    """A number from `name` (default when unset or empty): low < value <= high, or exactly 0 when allowed."""
+    """A finite number from `name` (default when unset or empty): low < value <= high (or least <= value <= high
+    when `least` is given), or exactly 0 when allowed; NaN and infinity never pass."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -36,8 +39,11 @@ def env_number(
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not (value == 0 and allow_zero or low < value <= high):  # NaN fails both
-        bounds = f"above {low:g}" + ("" if math.isinf(high) else f" and at most {high:g}")
+    in_range = (least <= value if least is not None else low < value) and value <= high
+    if not (math.isfinite(value) and (value == 0 and allow_zero or in_range)):  # NaN fails every comparison
+        bounds = (f"at least {least:g}" if least is not None else f"above {low:g}") + (
+            "" if math.isinf(high) else f" and at most {high:g}"
+        )
         raise RLBenchError(
             f"{name}={raw!r}: expected a number of {unit} {bounds}{' (or 0)' if allow_zero else ''}, "
             f"e.g. {example if example is not None else default:g}; fix it or unset it"
@@ -47,12 +53,13 @@ def env_number(
 
 def run_timeout_s() -> float:
     """Seconds one run may take before the runner stops it ($RLBENCH_RUN_TIMEOUT_S)."""
-    return env_number(RUN_TIMEOUT_ENV, DEFAULT_TIMEOUT_S, unit="seconds")
+    return env_number(RUN_TIMEOUT_ENV, DEFAULT_TIMEOUT_S, unit="seconds", high=MAX_TIMEOUT_S)
 
 
 def sample_hz() -> float:
     """$RLBENCH_SAMPLE_HZ: the telemetry sampler's rate (default 10; 0 turns sampling off for overhead A/B runs)."""
-    return env_number("RLBENCH_SAMPLE_HZ", 10.0, unit="Hz", high=1000.0, allow_zero=True)
+    # At least one sample a minute: a slower rate cannot see a step, and its period overflows the sampler's clock.
+    return env_number("RLBENCH_SAMPLE_HZ", 10.0, unit="Hz", least=1 / 60, high=1000.0, allow_zero=True)
 
 
 def gpu_hour_usd(hardware_default: float | None) -> float | None:

@@ -24,6 +24,11 @@ def _require(ok: bool, name: str, why: str) -> None:
         raise ValueError(f"{name}: {why}")
 
 
+# The longest run a workload may ask for: published RLVR runs take hundreds to a few thousand steps, and a
+# run's prompts are drawn for all its steps up front, so a mistyped count must stop here, not in memory.
+MAX_STEPS = 100_000
+
+
 def _positive_int(value: object, name: str) -> None:
     _require(
         isinstance(value, int) and not isinstance(value, bool) and value > 0,
@@ -238,6 +243,7 @@ class Workload:
         )
         for name in ("max_prompt_length", "max_response_length", "prompts_per_step", "mini_batch_prompts", "steps"):
             _positive_int(getattr(self, name), name)
+        _require(self.steps <= MAX_STEPS, "steps", f"must be at most {MAX_STEPS:,}, got {self.steps:,}")
         _require(
             self.prompts_per_step % self.mini_batch_prompts == 0,
             "mini_batch_prompts",

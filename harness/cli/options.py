@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
+
+from rlbench.workloads.spec import MAX_STEPS
+
+# Whole-number options with the bound in their message (click prints the range): a run's steps as a workload's
+# (workloads/spec.py MAX_STEPS), and a seed numpy and torch both take (numpy's seeds are below 2**32).
+STEPS = click.IntRange(min=1, max=MAX_STEPS)
+SEED = click.IntRange(min=0, max=2**32 - 1)
+
+
+def finite_non_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A price or rate that is a number at all: NaN and infinity pass click's FloatRange, so refuse them here."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"{value!r} is not a finite number >= 0", ctx=ctx, param=param)
+    return value
 
 
 def out_folder(default: str, help: str):

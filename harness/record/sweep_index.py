@@ -128,6 +128,8 @@ def load_index(sweep_dir: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise _damaged(path, "not UTF-8 text") from None
     version = index.get("schema_version") if isinstance(index, dict) else None
+    if isinstance(version, bool):  # a bool is an int to Python, not to JSON: `true` is no version
+        version = None
     if isinstance(version, int) and version > SWEEP_SCHEMA_VERSION:
         raise RLBenchError(
             f"{path}: sweep schema_version {version!r} is newer than this rlbench reads "

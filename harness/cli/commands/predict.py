@@ -6,6 +6,7 @@ import json
 
 import click
 
+from rlbench.harness.cli.options import finite_non_negative
 from rlbench.harness.cli.user_errors import user_errors
 
 # The largest job `predict` plans: today's largest training clusters are ~100k GPUs; a larger count is a typo.
@@ -32,7 +33,12 @@ MAX_PREDICT_GPUS = 100_000
     help="Rank layouts (tp, pp, cp, ep, sp, rollout_tp, placement): `all` sweeps every axis over its "
     "default range, KEY=V1,V2 one axis over these values (others stay at --parallel); repeatable.",
 )
-@click.option("--gpu-hour-usd", type=float, help="Price per GPU-hour (default: the hardware row's cited price).")
+@click.option(
+    "--gpu-hour-usd",
+    type=float,
+    callback=finite_non_negative,
+    help="Price per GPU-hour (default: the hardware row's cited price).",
+)
 @click.option(
     "--framework",
     help="Use this framework's launch shape (its adapter's micro-batching, packing, engine "

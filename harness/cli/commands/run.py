@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from rlbench.harness.cli.options import out_folder
+from rlbench.harness.cli.options import SEED, STEPS, out_folder
 from rlbench.harness.cli.user_errors import user_errors
 
 
 @click.command()
 @click.option("--framework", required=True, help="Framework adapter: see `rlbench ls`.")
 @click.option("--workload", required=True, help="Workload name (see `rlbench ls`) or path to a YAML file.")
-@click.option("--steps", type=click.IntRange(min=1), help="Override the workload's number of RL steps.")
+@click.option("--steps", type=STEPS, help="Override the workload's number of RL steps.")
 @click.option(
     "--parallel",
     "parallel",
@@ -31,7 +31,7 @@ from rlbench.harness.cli.user_errors import user_errors
     "drivers run against it, one rlbench agent per node samples it.",
 )
 @out_folder("results", help="Folder that receives one record folder per run.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for data order, model init and sampling.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for data order, model init and sampling.")
 @click.option("--dry-run", is_flag=True, help="Print the exact framework command and config; run nothing.")
 @user_errors
 def run(

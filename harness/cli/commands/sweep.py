@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rlbench.harness.cli.options import out_folder
+from rlbench.harness.cli.options import SEED, STEPS, out_folder
 from rlbench.harness.cli.user_errors import user_errors
 
 
@@ -23,7 +23,7 @@ from rlbench.harness.cli.user_errors import user_errors
     help="Sweep a --parallel knob over values, repeatable: the grid is their product.",
 )
 @click.option("--parallel", "parallel", multiple=True, metavar="KEY=VALUE", help="A knob fixed for every run.")
-@click.option("--steps", type=click.IntRange(min=1), help="Override the workloads' number of RL steps.")
+@click.option("--steps", type=STEPS, help="Override the workloads' number of RL steps.")
 @click.option(
     "--repeats",
     type=click.IntRange(min=1),
@@ -31,7 +31,7 @@ from rlbench.harness.cli.user_errors import user_errors
     show_default=True,
     help="Runs of each configuration (reported with their spread).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every run (repeats share it).")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every run (repeats share it).")
 @out_folder("results", help="Folder that receives the sweep folder (index and one record per run).")
 @click.option(
     "--executor",
