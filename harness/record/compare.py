@@ -123,9 +123,28 @@ def compare_records(
             continue
         b = base["steps"][base["steps"]["step"] > base["workload"]["warmup_steps"]][name]
         c = cand["steps"][cand["steps"]["step"] > cand["workload"]["warmup_steps"]][name]
+        for path, values in ((baseline, b), (candidate, c)):
+            if metric.unit in NON_NEGATIVE_UNITS and (values < 0).any():
+                raise RLBenchError(
+                    f"{path}: {name} has negative values (min {values.min():g} {metric.unit}), which no run can "
+                    "measure: a damaged record; compare runs whose records rlbench wrote"
+                )
         if b.notna().any() and c.notna().any():
             results.append((name, compare_samples(b, c, direction=metric.direction, threshold=threshold)))
+    if not results:
+        counts = [
+            int((r["steps"]["step"] > r["workload"]["warmup_steps"]).sum()) if "step" in r["steps"] else 0
+            for r in (base, cand)
+        ]
+        raise RLBenchError(
+            f"nothing to compare: {baseline} has {counts[0]} post-warm-up step(s) with a metric, {candidate} "
+            f"{counts[1]}; rerun with more --steps than the workload's warm-up"
+        )
     return results
+
+
+# Units of quantities that cannot be negative (times, rates, sizes, energy): a negative one is a damaged record.
+NON_NEGATIVE_UNITS = frozenset({"s", "tokens/s", "tokens/s/GPU", "tokens", "GB", "J", "W", "count"})
 
 
 def format_table(results: list[tuple[str, Comparison]]) -> str:

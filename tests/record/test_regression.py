@@ -133,3 +133,20 @@ def test_a_record_without_data_identity_is_compared_with_a_notice(tmp_path):
     result = run_cli("compare", str(base), str(other))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "nothing shows that both runs trained on the same problems" in result.stderr
+
+
+def test_compare_refuses_impossible_values_and_an_empty_comparison(tmp_path):
+    """A negative step time read as `improved`, and two records with nothing to compare exited 0 with an empty
+    table: both are one error line now (exit 2)."""
+    base = synthetic_record(tmp_path / "a", _series(1)[:5])
+    negative = synthetic_record(tmp_path / "b", -_series(1)[:5])
+    result = run_cli("compare", str(base), str(negative))
+    assert result.returncode == 2 and "step_time_s has negative values" in result.stderr, result.stdout
+    import json
+
+    empty = synthetic_record(tmp_path / "c", _series(1)[:5])
+    record = json.loads((empty / "run.json").read_text())
+    record["workload"]["warmup_steps"] = 6  # every step a warm-up step: no post-warm-up step to compare
+    (empty / "run.json").write_text(json.dumps(record))
+    result = run_cli("compare", str(base), str(empty))
+    assert result.returncode == 2 and "nothing to compare" in result.stderr and result.stdout == ""
