@@ -103,3 +103,24 @@ def test_framework_unusable_here_is_refused_before_any_record(tmp_path, monkeypa
     result = CliRunner().invoke(main, ["run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--out", str(out)])
     assert result.exit_code == 2 and "framework 'trl' cannot run on this machine: no NVIDIA GPU" in result.output
     assert not out.exists()
+
+
+def test_ctrl_c_names_the_command_it_stopped(capsys):
+    """Ctrl-C during `report` said "interrupted before the framework started; nothing was recorded"."""
+    from rlbench.harness.cli.user_errors import user_errors
+
+    @user_errors
+    def report():
+        raise KeyboardInterrupt
+
+    @user_errors
+    def run():
+        raise KeyboardInterrupt
+
+    for command, line in (
+        (report, "error: interrupted by Ctrl-C; rlbench report stopped before it finished"),
+        (run, "error: interrupted before the framework started; nothing was recorded"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            command()
+        assert stopped.value.code == 130 and capsys.readouterr().err.strip() == line

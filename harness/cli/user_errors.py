@@ -37,10 +37,18 @@ def user_errors(fn):
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            click.echo("error: interrupted before the framework started; nothing was recorded", err=True)
+            click.echo(f"error: {_interrupted(fn.__name__)}", err=True)
             sys.exit(130)
 
     return wrapper
+
+
+def _interrupted(command: str) -> str:
+    """What a Ctrl-C stopped: `run` before its framework (it records every later stop itself), any other
+    command simply where it was."""
+    if command == "run":
+        return "interrupted before the framework started; nothing was recorded"
+    return f"interrupted by Ctrl-C; rlbench {command} stopped before it finished"
 
 
 class OneLineErrors(click.Group):
