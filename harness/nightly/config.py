@@ -76,6 +76,27 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
     return Benchmark(entry["framework"], entry["workload"], tuple(parallel), steps, seed)
 
 
+def check_matrix(config: NightlyConfig, where: Path) -> None:
+    """Refuse, before the first benchmark runs, every entry `rlbench run` would refuse whatever the machine: an
+    unknown framework or workload, a bad knob, a layout its framework cannot take. (A framework not installed
+    here is the night's environment, not its config: that benchmark is reported as not run.)"""
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.harness.spec.runspec import build_run_spec
+
+    for index, bench in enumerate(config.matrix):
+        try:
+            adapter = get_adapter(bench.framework)
+            spec = build_run_spec(
+                bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed, out=config.results
+            )
+            for knob, value in spec.parallel.non_default().items():
+                if knob not in adapter.supported_knobs:
+                    raise RLBenchError(f"--parallel {knob}={value}: not supported by the {adapter.name} adapter")
+            adapter.refuse_knobs(spec)
+        except RLBenchError as exc:
+            raise RLBenchError(f"{where}: matrix[{index}]: {exc}") from None
+
+
 def load_nightly_config(path: Path) -> NightlyConfig:
     if not path.is_file():
         raise RLBenchError(
@@ -93,9 +114,15 @@ def load_nightly_config(path: Path) -> NightlyConfig:
     matrix = data.get("matrix")
     if not isinstance(matrix, list) or not matrix:
         raise RLBenchError(f"{path}: 'matrix' must be a non-empty list of benchmarks")
-    return NightlyConfig(
+    config = NightlyConfig(
         results=_path(data.get("results"), "results", path),
         baseline=_path(data.get("baseline"), "baseline", path),
         threshold=parse_threshold(data.get("threshold", "5%"), f"{path}: threshold"),
         matrix=tuple(_benchmark(e, i, path) for i, e in enumerate(matrix)),
     )
+    for key in ("results", "baseline"):  # a file there would let a night "pass" with "no baseline yet"
+        folder = getattr(config, key)
+        if folder.exists() and not folder.is_dir():
+            raise RLBenchError(f"{path}: '{key}: {folder}' is a file, not a folder; point it at a folder")
+    check_matrix(config, path)
+    return config

@@ -151,6 +151,36 @@ def test_bad_configs_are_refused_by_name(tmp_path, text, problem):
     assert problem in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "entry, problem",
+    [
+        ("{framework: trll, workload: gsm8k-grpo-tiny}", "matrix[0]: unknown framework 'trll'"),
+        ("{framework: trl, workload: gsm8k-grpo-tinyy}", "matrix[0]: "),
+        ("{framework: trl, workload: gsm8k-grpo-tiny, parallel: [tp=2]}", "matrix[0]: --parallel tp=2"),
+        ("{framework: trl, workload: gsm8k-grpo-tiny, parallel: [nodes=2]}", "matrix[0]: --parallel nodes=2"),
+    ],
+)
+def test_the_whole_matrix_is_checked_before_the_first_benchmark(tmp_path, entry, problem):
+    """A bad entry was found only when its turn came (exit 1 after the others ran); now the config is refused."""
+    path = tmp_path / "n.yaml"
+    path.write_text(f"matrix: [{{framework: trl, workload: gsm8k-grpo-tiny}}, {entry}]\nresults: r\nbaseline: b\n")
+    path.write_text(path.read_text().replace("matrix[0]", "matrix[1]"))
+    with pytest.raises(RLBenchError) as info:
+        load_nightly_config(path)
+    assert problem.replace("matrix[0]", "matrix[1]") in str(info.value)
+    result = run_cli("nightly", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()  # nothing ran
+
+
+def test_a_baseline_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "b").write_text("not a folder")
+    path = tmp_path / "n.yaml"
+    path.write_text("matrix: [{framework: trl, workload: gsm8k-grpo-tiny}]\nresults: r\nbaseline: b\n")
+    with pytest.raises(RLBenchError, match="'baseline: .*' is a file, not a folder"):
+        load_nightly_config(path)
+
+
 def test_nightly_cli_reports_a_missing_config(tmp_path):
     result = run_cli("nightly", "--config", str(tmp_path / "absent.yaml"))
     assert (
