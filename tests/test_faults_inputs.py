@@ -374,6 +374,13 @@ def test_validate_refuses_what_run_would_trip_on(tmp_path, case):
     assert_refused(run_cli("validate", str(path)), str(path), *needles)
 
 
+def test_validate_applies_runs_prompt_length_filter(tmp_path):
+    """validate said ok for a workload whose prompts run then refused: it now keeps the prompts run would keep."""
+    path = _workload(tmp_path, "short")
+    path.write_text(path.read_text().replace("max_prompt_length: ", "max_prompt_length: 2 #"))
+    assert_refused(run_cli("validate", str(path)), "no prompt fits max_prompt_length=2")
+
+
 def test_run_refuses_the_same_workload_before_launching(tmp_path):
     path = _workload(tmp_path, "bad-template", BAD_WORKLOADS["unknown-field"][0])
     out = tmp_path / "out"
