@@ -113,6 +113,8 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
     """run.json alone, migrated to the current schema; its fields unchecked (a sweep rewriting the status of a
     record it has just written needs no more). Use `read_record` to read a record's data."""
     run_dir = Path(run_dir)
+    if (run_dir / RUN_FILE).exists() and not (run_dir / RUN_FILE).is_file():  # named and skipped, never fatal
+        raise DamagedRecord(run_dir, f"{RUN_FILE} is a folder, not a file")
     if not (run_dir / RUN_FILE).is_file():
         raise RLBenchError(f"{run_dir} is not a run record folder (no {RUN_FILE}); pass a folder under results/")
     try:

@@ -118,3 +118,14 @@ def test_report_never_writes_over_a_record(report_run, tmp_path):
     page = tmp_path / "r.html"
     for _ in range(2):
         assert run_cli("report", str(report_run), "--out", str(page)).returncode == 0
+
+
+def test_a_run_json_that_is_a_folder_is_named_and_skipped(report_run, tmp_path):
+    """It stopped the whole report (exit 2); the other records are reported and it is listed as damaged."""
+    results = tmp_path / "results"
+    shutil.copytree(report_run, results / report_run.name)
+    (results / "odd" / "run.json").mkdir(parents=True)
+    result = run_cli("report", str(results), "--out", str(tmp_path / "r.html"))
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stderr and "run.json is a folder, not a file" in result.stderr
+    assert "run.json is a folder" in (tmp_path / "r.html").read_text()
