@@ -3,7 +3,8 @@
 A step time is only worth comparing when the machine gave the framework what it
 asked for. From the record alone (its summary and prediction.json) this finds:
 - contention: CPU used by other processes during the steps, in cores, i.e. the
-  host's system-wide CPU (% of all cores) minus the framework's process tree;
+  host's system-wide CPU (% of all cores) minus the framework's process tree
+  (rlbench.harness.record.contention, which compare and nightly read too);
 - spread: the coefficient of variation (std / mean) of step time after warm-up;
 - too few steps for `rlbench compare` to decide anything (regression.samples_needed);
 - a CPU prediction without the framework floor that `rlbench calibrate` measures,
@@ -15,16 +16,12 @@ asked for. From the record alone (its summary and prediction.json) this finds:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import Any
 
+from rlbench.harness.record.contention import contention, other_cpu_cores
 from rlbench.harness.record.regression import samples_needed
 from rlbench.reports.load import RunView
 
-# Other processes using half a core or more beside the framework: enough to move a 2-core CPU run by tens of
-# percent (seen: a trainer given 35-40% of a core on a loaded host had steps varying 5x).
-CONTENDED_CORES = 0.5
 HIGH_CV = 0.15  # steps of one steady-state run usually vary by a few percent; 15% means something moved
 
 
@@ -37,11 +34,6 @@ class Hygiene:
     steps: int  # post-warm-up steps measured
     floor: str  # "calibrated", "not calibrated", or "n/a" (GPU rows, no prediction)
     warnings: list[str] = field(default_factory=list)
-
-
-def _median(summary: dict[str, Any], name: str) -> float | None:
-    value = (summary.get(name) or {}).get("median")
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def _floor_status(run: RunView) -> str:
@@ -58,19 +50,12 @@ def hygiene(run: RunView) -> Hygiene:
     n = int(step.get("n") or 0)
     mean, std = step.get("mean"), step.get("std")
     cv = std / mean if n > 1 and mean and std is not None else None
-    host, proc = _median(summary, "cpu_util_mean_pct"), _median(summary, "proc_cpu_util_mean_pct")
-    cores = (run.record.get("environment") or {}).get("cpu_count")
-    other = None
-    if host is not None and proc is not None and cores:
-        other = max(0.0, host / 100 * cores - proc / 100)
+    other, host, framework_cores = other_cpu_cores(run.record)
     framework = run.record["framework"].get("name", "?") if isinstance(run.record.get("framework"), dict) else "?"
     floor = _floor_status(run)
     warnings = []
-    if other is not None and other >= CONTENDED_CORES:
-        warnings.append(
-            f"host contended: other processes used {other:.1f} of {cores} cores during the steps "
-            f"(host CPU {host:.0f}%, the framework {proc / 100:.1f} cores); its times are not comparable"
-        )
+    if shared := contention(run.record):
+        warnings.append(shared)
     if cv is not None and cv > HIGH_CV:
         warnings.append(f"step time varies {cv:.0%} between steps (coefficient of variation, n={n})")
     needed = samples_needed(0.05)
@@ -81,7 +66,7 @@ def hygiene(run: RunView) -> Hygiene:
             f"framework floor not calibrated on this machine: measured/predicted includes {framework}'s "
             f"per-step overhead; run `rlbench calibrate --framework {framework}`"
         )
-    return Hygiene(cv, host, None if proc is None else proc / 100, other, n, floor, warnings)
+    return Hygiene(cv, host, framework_cores, other, n, floor, warnings)
 
 
 def hygiene_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:

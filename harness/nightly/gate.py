@@ -22,6 +22,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.nightly.config import Benchmark, NightlyConfig
 from rlbench.harness.out_dir import check_writable, writable_folder
 from rlbench.harness.record.compare import compare_records, configuration_key, data_digest
+from rlbench.harness.record.contention import contention
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import Status, headline
 from rlbench.harness.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
@@ -46,17 +47,41 @@ def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
 
 
 def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, Any]:
-    """Compare one finished run with its baseline: per-metric verdicts and the regressed ones."""
-    baseline = find_baseline(baseline_dir, read_record(record_dir))
+    """Compare one finished run with its baseline: per-metric verdicts and the regressed ones; a run or baseline
+    measured on a shared host is marked (`contended`, `baseline_contended`: record.contention's line)."""
+    record = read_record(record_dir)
+    marks = {"contended": shared} if (shared := contention(record)) else {}
+    baseline = find_baseline(baseline_dir, record)
     if baseline is None:
-        return {"baseline": None, "comparisons": {}, "regressed": [], "note": "no baseline of this configuration yet"}
+        return {
+            "baseline": None,
+            "comparisons": {},
+            "regressed": [],
+            "note": "no baseline of this configuration yet",
+            **marks,
+        }
     results = compare_records(baseline, record_dir, threshold)
+    if shared := contention(read_record(baseline)):
+        marks["baseline_contended"] = shared
     return {
         "baseline": str(baseline),
         "comparisons": {name: dataclasses.asdict(c) for name, c in results},
         "regressed": [name for name, c in results if c.verdict == "regressed"],
         "undecidable": [name for name, c in results if c.verdict == "undecidable"],
+        **marks,
     }
+
+
+def promotion_refusal(night: dict[str, Any]) -> str | None:
+    """Why `--update-baseline` must not copy this night into the baseline, or None: only a night that passed,
+    measured on a host nobody else was using, may become what later nights are judged against."""
+    if night["status"] != Status.PASSED:
+        return f"the night {night['status']}"
+    contended = [e for e in night["benchmarks"] if e.get("contended")]
+    if contended:
+        e = contended[0]
+        return f"{e['framework']} on {e['workload']} ran on a shared host ({e['contended']})"
+    return None
 
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -138,8 +163,13 @@ def run_night(
             except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
                 night["report_error"] = str(exc)
                 echo(f"warning: the night's pages were not written: {exc}")
-        if update_baseline and night["status"] == Status.PASSED:
-            night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
+        if update_baseline:
+            refusal = promotion_refusal(night)
+            if refusal is None:
+                night["baseline_updated"] = [str(_promote(r, config.baseline)) for r in records]
+            else:
+                night["baseline_refused"] = refusal
+                echo(f"nightly: baseline not updated: {refusal}")
     finally:
         write_json(night_dir / NIGHT_FILE, night)
     return night_dir, night
@@ -187,5 +217,10 @@ def format_night(night: dict[str, Any]) -> str:
                 else "ok"
             )
             lines.append(f"{what}: {outcome} ({verdicts})")
+        for key, whose in (("contended", "tonight"), ("baseline_contended", "its baseline")):
+            if e.get(key):
+                lines.append(f"  {whose}: {e[key]}")
+    if night.get("baseline_refused"):
+        lines.append(f"baseline not updated: {night['baseline_refused']}")
     lines.append(f"night {night['status']}" + (f"; report: {night['report']}" if night.get("report") else ""))
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.contention import contention
 from rlbench.harness.record.read import DamagedRecord, read_record
 from rlbench.harness.record.regression import Comparison, compare_samples
 from rlbench.harness.record.schema import STEP_METRICS, Status
@@ -114,6 +115,9 @@ def compare_records(
             "notice: a record written before rlbench recorded its data (run.json `data`): "
             "nothing shows that both runs trained on the same problems"
         )
+    for path, record in ((baseline, base), (candidate, cand)) if notice is not None else ():
+        if shared := contention(record):  # its times are not what the machine gives the framework alone
+            notice(f"notice: {path}: {shared}")
     if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
         for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):
             notice(f"notice: equal_work differs: {line}")

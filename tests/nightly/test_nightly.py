@@ -199,3 +199,37 @@ def test_the_workflow_runs_the_shipped_configs_on_gpu_runners():
         assert (PROJECT_ROOT / "benchmarks" / f"nightly-{env}.yaml").is_file()
     run_step = next(s for s in job["steps"] if s.get("name", "").startswith("Run the matrix"))
     assert "nox -s nightly" in run_step["run"] and run_step["shell"] == "bash"
+
+
+def _contend(record: Path, host_pct: float) -> Path:
+    """The record as if measured beside other work: the host's CPU at `host_pct` % of its cores."""
+    run = json.loads((record / "run.json").read_text())
+    run["environment"] = {**(run.get("environment") or {}), "cpu_count": 2}
+    run["summary"] = {
+        **(run.get("summary") or {}),
+        "cpu_util_mean_pct": {"median": host_pct, "mean": host_pct, "std": 0.0, "n": 5},
+        "proc_cpu_util_mean_pct": {"median": 80.0, "mean": 80.0, "std": 0.0, "n": 5},  # the framework: 0.8 cores
+    }
+    (record / "run.json").write_text(json.dumps(run))
+    return record
+
+
+def test_a_contended_night_is_marked_and_never_becomes_the_baseline(tmp_path):
+    """Other processes used 1.2 of 2 cores beside the framework: the night says so, compare says so, and
+    --update-baseline refuses it; a quiet night is promoted."""
+    from rlbench.harness.nightly.gate import format_night, promotion_refusal
+
+    baseline = synthetic_record(tmp_path / "baseline" / "a", [1.0, 1.01, 0.99, 1.0, 1.02])
+    tonight = _contend(synthetic_record(tmp_path / "night" / "b", [1.0, 1.0, 1.01, 0.99, 1.0]), host_pct=100.0)
+    verdict = judge(tonight, tmp_path / "baseline", 0.05)
+    assert verdict["contended"].startswith("host contended: other processes used 1.2 of 2 cores")
+    assert "baseline_contended" not in verdict and verdict["regressed"] == []
+    entry = {"framework": "trl", "workload": "gsm8k-grpo-tiny", "parallel": [], "status": "succeeded", **verdict}
+    night = {"status": "passed", "benchmarks": [entry]}
+    assert "ran on a shared host" in promotion_refusal(night)
+    night["baseline_refused"] = promotion_refusal(night)
+    assert "tonight: host contended" in format_night(night) and "baseline not updated" in format_night(night)
+    assert promotion_refusal({"status": "passed", "benchmarks": [{**entry, "contended": None}]}) is None
+    assert promotion_refusal({"status": "regressed", "benchmarks": []}) == "the night regressed"
+    result = run_cli("compare", str(baseline), str(tonight))
+    assert f"notice: {tonight}: host contended" in result.stderr
