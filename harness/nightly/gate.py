@@ -67,7 +67,8 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
         "baseline": str(baseline),
         "comparisons": {name: dataclasses.asdict(c) for name, c in results},
         "regressed": [name for name, c in results if c.verdict == "regressed"],
-        "undecidable": [name for name, c in results if c.verdict == "undecidable"],
+        # too few steps to test, or a change beyond the threshold the test could not confirm: never a pass
+        "undecidable": [name for name, c in results if c.verdict in ("undecidable", "inconclusive")],
         **marks,
     }
 
@@ -212,7 +213,8 @@ def format_night(night: dict[str, Any]) -> str:
             outcome = (
                 "REGRESSED " + ", ".join(e["regressed"])
                 if e["regressed"]
-                else "UNDECIDABLE: too few post-warm-up steps for the test; raise this benchmark's steps"
+                else "UNDECIDABLE: too few post-warm-up steps, or steps too noisy, for the test to decide; raise "
+                "this benchmark's steps or quiet the host"
                 if e.get("undecidable")
                 else "ok"
             )

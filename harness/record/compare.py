@@ -163,6 +163,13 @@ def format_table(results: list[tuple[str, Comparison]]) -> str:
             f"{c.median_base:12.4g} {c.median_cand:12.4g} {c.ratio:7.3f} "
             f"[{c.ci_low:6.3f}, {c.ci_high:6.3f}] {c.p_value:8.3g}  {c.verdict}"
         )
+    for name, c in results:
+        if c.verdict == "inconclusive":
+            lines.append(
+                f"inconclusive: {name} moved x{c.ratio:.3g} but its steps vary too much for the test to tell "
+                f"(p = {c.p_value:.2g} >= 0.05); rerun both with more --steps, on a quiet host"
+            )
+            break
     undecidable = [c for _, c in results if c.verdict == "undecidable"]
     if undecidable:
         c = undecidable[0]

@@ -11,6 +11,10 @@ A rank test on few samples has a floor: with n and m steps per side and no ties,
 the smallest two-sided p it can return is 2 / C(n+m, n), so 3 vs 3 steps can never
 reach p < 0.05 (0.1), nor can 2 vs 7 (0.056); 4 vs 4 can (0.029). Such a pair is
 "undecidable", never "unchanged": the verdict says how many steps per side are needed.
+A change beyond the threshold that the test does not find significant is "inconclusive"
+(the steps vary too much to tell), never "unchanged": a 5x slower night printed as
+"unchanged" beside its ratio. Two samples of one and the same constant (a reward that is
+0 at every step) are "unchanged": nothing varied, so there is nothing to decide.
 
     compare_samples(base_times, cand_times, direction="lower", threshold=0.05)
 """
@@ -24,7 +28,7 @@ from typing import Literal
 import numpy as np
 from scipy.stats import mannwhitneyu
 
-Verdict = Literal["regressed", "improved", "unchanged", "undecidable"]
+Verdict = Literal["regressed", "improved", "unchanged", "inconclusive", "undecidable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,12 @@ def compare_samples(
     base, cand = np.asarray(base, float), np.asarray(cand, float)
     base, cand = base[np.isfinite(base)], cand[np.isfinite(cand)]
     sizes = {"n_base": int(base.size), "n_cand": int(cand.size), "needed_per_side": samples_needed(alpha)}
-    if min(base.size, cand.size) == 0 or np.median(base) == 0:
+    if min(base.size, cand.size) == 0:
+        return Comparison(np.nan, np.nan, np.nan, np.nan, "undecidable", **sizes)
+    if np.ptp(base) == 0 and np.ptp(cand) == 0 and base[0] == cand[0]:  # no variation at all: nothing to test
+        constant = {"median_base": float(base[0]), "median_cand": float(cand[0])}
+        return Comparison(1.0, 1.0, 1.0, np.nan, "unchanged", **sizes, **constant)
+    if np.median(base) == 0:  # a ratio to zero is no ratio
         return Comparison(np.nan, np.nan, np.nan, np.nan, "undecidable", **sizes)
     medians = {"median_base": float(np.median(base)), "median_cand": float(np.median(cand))}
     ratio = medians["median_cand"] / medians["median_base"]
@@ -86,5 +95,9 @@ def compare_samples(
     worse = ratio > 1 + threshold if direction == "lower" else ratio < 1 - threshold
     better = ratio < 1 - threshold if direction == "lower" else ratio > 1 + threshold
     significant = p_value < alpha
-    verdict: Verdict = "regressed" if worse and significant else "improved" if better and significant else "unchanged"
+    verdict: Verdict = (
+        ("regressed" if worse else "improved" if better else "unchanged")
+        if significant
+        else ("inconclusive" if worse or better else "unchanged")
+    )
     return Comparison(ratio, low, high, p_value, verdict, **sizes, **medians)

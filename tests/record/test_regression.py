@@ -150,3 +150,30 @@ def test_compare_refuses_impossible_values_and_an_empty_comparison(tmp_path):
     (empty / "run.json").write_text(json.dumps(record))
     result = run_cli("compare", str(base), str(empty))
     assert result.returncode == 2 and "nothing to compare" in result.stderr and result.stdout == ""
+
+
+def test_a_large_change_the_test_cannot_confirm_is_inconclusive_not_unchanged():
+    """The audit's night: step time x4.96 printed as "unchanged" beside that ratio, because noisy steps left
+    p above 0.05. Hand-computed: 5 vs 5 steps whose ranks interleave (p = 0.69 two-sided), medians 1.0 and 4.96."""
+    base = np.array([1.0, 9.0, 0.9, 8.0, 1.0])
+    cand = np.array([4.96, 0.95, 9.5, 4.96, 0.8])
+    c = compare_samples(base, cand, direction="lower")
+    assert c.ratio == pytest.approx(4.96) and c.p_value > 0.05 and c.verdict == "inconclusive"
+    within = compare_samples(base, base * 1.01, direction="lower")
+    assert within.verdict == "unchanged"  # inside the threshold: unchanged whatever p says
+
+
+def test_a_metric_without_variation_is_unchanged_not_blamed_on_n():
+    """Reward 0 at every step on both sides (the tiny model): its ratio was NaN and compare exit 3 asked for more
+    steps; two samples of one constant are unchanged, and a ratio to a zero median stays undecidable."""
+    zeros = np.zeros(5)
+    c = compare_samples(zeros, zeros, direction="higher")
+    assert (c.verdict, c.ratio, c.n_base) == ("unchanged", 1.0, 5)
+    assert compare_samples(zeros, np.array([0.0, 0.5, 0.0, 0.0, 0.5]), direction="higher").verdict == "undecidable"
+
+
+def test_compare_exits_3_on_an_inconclusive_change(tmp_path):
+    base = synthetic_record(tmp_path / "a", [1.0, 9.0, 0.9, 8.0, 1.0])
+    noisy = synthetic_record(tmp_path / "b", [4.96, 0.95, 9.5, 4.96, 0.8])
+    result = run_cli("compare", str(base), str(noisy))
+    assert result.returncode == 3 and "inconclusive: step_time_s moved x4.96" in result.stdout, result.stdout

@@ -19,7 +19,7 @@ EXIT_UNDECIDABLE = 3
 @click.argument("candidate")
 @click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
 @click.option(
-    "--accept-undecidable", is_flag=True, help="Exit 0 when too few steps leave a metric undecidable (default: exit 3)."
+    "--accept-undecidable", is_flag=True, help="Exit 0 when too few or too noisy steps leave a metric undecidable or inconclusive (default: exit 3)."
 )
 @user_errors
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
@@ -35,5 +35,5 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
     if regressed:
         click.echo(f"regressed: {', '.join(regressed)}")
         sys.exit(1)
-    if not accept_undecidable and any(c.verdict == "undecidable" for _, c in results):
+    if not accept_undecidable and any(c.verdict in ("undecidable", "inconclusive") for _, c in results):
         sys.exit(EXIT_UNDECIDABLE)
