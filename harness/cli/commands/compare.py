@@ -19,7 +19,9 @@ EXIT_UNDECIDABLE = 3
 @click.argument("candidate")
 @click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
 @click.option(
-    "--accept-undecidable", is_flag=True, help="Exit 0 when too few or too noisy steps leave a metric undecidable or inconclusive (default: exit 3)."
+    "--accept-undecidable",
+    is_flag=True,
+    help="Exit 0 when too few or too noisy steps leave a metric undecidable or inconclusive (default: exit 3).",
 )
 @user_errors
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
