@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 UNKNOWN_GPU = "NVIDIA GPU (name unknown: neither nvidia-ml-py nor nvidia-smi here)"
@@ -40,10 +42,21 @@ def nvidia_driver_present(dev: Path = Path("/dev")) -> bool:
     return any(node.name[len("nvidia") :].isdigit() for node in dev.glob("nvidia*"))
 
 
+def import_pynvml() -> ModuleType:
+    """NVML's Python module (nvidia-ml-py), or ImportError. Some framework stacks install the deprecated `pynvml`
+    package over it, whose import warns (FutureWarning) in every process that asks: a line a user cannot act on,
+    said two or three times a run; the module works the same, so the warning is not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import pynvml  # from nvidia-ml-py
+
+    return pynvml
+
+
 def _nvml_gpus() -> tuple[list[dict[str, Any]], str | None] | None:
     """None where NVML cannot answer (nvidia-ml-py missing, or no driver): the caller asks elsewhere."""
     try:
-        import pynvml  # from nvidia-ml-py
+        pynvml = import_pynvml()
     except ImportError:
         return None
     try:

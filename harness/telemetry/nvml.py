@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from rlbench.harness.telemetry.accelerators import nvidia_driver_present
+from rlbench.harness.telemetry.accelerators import import_pynvml, nvidia_driver_present
 
 # nvmlFieldValue_t.valueType -> the union member holding the value
 _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
@@ -27,7 +27,7 @@ PCIE_INTERVAL_S = 1.0  # nvmlDeviceGetPcieThroughput measures over ~20 ms per ca
 def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, list[str]]:
     """(probe, notes); probe is None when NVML cannot be used, and the note says why."""
     try:
-        import pynvml  # from nvidia-ml-py
+        pynvml = import_pynvml()
     except ImportError:
         # Only worth a note where there is a GPU to miss: on a CPU machine host sampling is all there is.
         if not nvidia_driver_present():
@@ -36,6 +36,8 @@ def open_gpus(devices: Sequence[int] | None = None) -> tuple[GpuProbe | None, li
     try:
         pynvml.nvmlInit()
     except (pynvml.NVMLError, OSError) as error:
+        if not nvidia_driver_present():  # a CPU machine: no GPU to miss, nothing to say
+            return None, []
         return None, [f"NVML unavailable ({error}); sampling the host only"]
     try:
         count = pynvml.nvmlDeviceGetCount()

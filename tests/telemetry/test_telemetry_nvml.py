@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import types
 from types import SimpleNamespace
 
 import pytest
@@ -145,3 +146,36 @@ def test_no_nvml_note_on_a_machine_without_gpus(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynvml", None)
     monkeypatch.setattr(nvml_reader, "nvidia_driver_present", lambda: False)
     assert open_gpus() == (None, [])
+
+
+def test_nvml_that_cannot_start_is_said_only_where_a_gpu_is_there(monkeypatch):
+    """On a CPU machine, "NVML unavailable (NVML Shared Library Not Found)" was printed on every run."""
+
+    class NoLibrary(Exception):
+        pass
+
+    fake = types.SimpleNamespace(NVMLError=NoLibrary)
+
+    def init():
+        raise NoLibrary("NVML Shared Library Not Found")
+
+    fake.nvmlInit = init
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(nvml_reader, "nvidia_driver_present", lambda: False)
+    assert open_gpus() == (None, [])
+    monkeypatch.setattr(nvml_reader, "nvidia_driver_present", lambda: True)
+    assert open_gpus() == (None, ["NVML unavailable (NVML Shared Library Not Found); sampling the host only"])
+
+
+def test_the_deprecated_pynvml_package_does_not_warn(monkeypatch, tmp_path):
+    """Some stacks install `pynvml`, which warns FutureWarning on import in every process (2-3 lines a run)."""
+    import warnings
+
+    (tmp_path / "pynvml.py").write_text("import warnings\nwarnings.warn('deprecated', FutureWarning)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    from rlbench.harness.telemetry.accelerators import import_pynvml
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert import_pynvml().__file__ == str(tmp_path / "pynvml.py")

@@ -91,10 +91,12 @@ def test_without_nvml_the_sampler_says_so_once_and_samples_the_host(tmp_path, ca
     assert (table["source"] == "gpu").sum() == 0
     notes = handle.notes()
     assert notes["nvml"] is False
-    assert [note for note in notes["notes"] if "NVML unavailable" in note] == [
-        "NVML unavailable (Driver Not Loaded); sampling the host only"
-    ]
-    assert capfd.readouterr().err.count("NVML unavailable") == 1
+    # Said once where a GPU is there to miss (its /dev/nvidiaN nodes); on a CPU machine nothing is said at all.
+    from rlbench.harness.telemetry.accelerators import nvidia_driver_present
+
+    said = ["NVML unavailable (Driver Not Loaded); sampling the host only"] if nvidia_driver_present() else []
+    assert [note for note in notes["notes"] if "NVML unavailable" in note] == said
+    assert capfd.readouterr().err.count("NVML unavailable") == len(said)
 
 
 def test_sampler_stops_by_itself_when_the_root_exits(tmp_path):
