@@ -104,13 +104,27 @@ def compare_records(
             "and nothing can regress: pass two different runs"
         )
     key_b, key_c = configuration_key(base), configuration_key(cand)
-    if key_b != key_c:
-        differing = sorted(k for k in key_b if key_b[k] != key_c[k])
+    differing = sorted(k for k in key_b if key_b[k] != key_c[k])
+    across = differing == ["framework"]  # the suite's purpose: two frameworks on one workload, data and layout
+    if differing and not across:
         raise RLBenchError(
             f"records differ in {', '.join(differing)} (e.g. workload version or parallelism); "
-            "compare runs of one configuration"
+            "compare runs of one configuration, or of two frameworks on one workload, data and layout"
         )
-    if not check_same_data(baseline, base, candidate, cand) and notice is not None:
+    same_data = check_same_data(baseline, base, candidate, cand)
+    if across and not same_data:
+        raise RLBenchError(
+            f"{baseline} or {candidate} does not record the problems it trained on (a record older than run.json "
+            "`data`): two frameworks are compared only on data shown to be the same; rerun them"
+        )
+    if across and notice is not None:
+        notice(
+            f"notice: two frameworks on equal work: {key_b['framework']} (baseline) and {key_c['framework']}, same "
+            f"workload version, data and layout; step_time_s, tokens_per_s, mfu and the stage times follow each "
+            f"framework's own timer (each record's equal_work names it), {ACROSS_METRIC} is rlbench's one "
+            "definition and carries the verdict"
+        )
+    if not same_data and notice is not None:
         notice(
             "notice: a record written before rlbench recorded its data (run.json `data`): "
             "nothing shows that both runs trained on the same problems"
@@ -118,7 +132,7 @@ def compare_records(
     for path, record in ((baseline, base), (candidate, cand)) if notice is not None else ():
         if shared := contention(record):  # its times are not what the machine gives the framework alone
             notice(f"notice: {path}: {shared}")
-    if notice is not None:  # same configuration, but the equal-work terms may have moved between rlbench versions
+    if notice is not None and not across:  # one configuration: its equal-work terms may have moved since
         for line in manifest_changes(base.get("equal_work"), cand.get("equal_work")):
             notice(f"notice: equal_work differs: {line}")
     results = []
@@ -145,6 +159,28 @@ def compare_records(
             f"{counts[1]}; rerun with more --steps than the workload's warm-up"
         )
     return results
+
+
+# Across frameworks, the step time taken the same way for every framework (record/schema.py, step_stamps.py).
+ACROSS_METRIC = "wall_step_time_s"
+
+
+def across_verdict(results: list[tuple[str, Comparison]], baseline: str, candidate: str) -> str:
+    """One line for two frameworks on equal work: how the candidate's wall step time compares, with the interval,
+    the test and n, in words that stay within what the test can say."""
+    found = dict(results).get(ACROSS_METRIC)
+    if found is None:
+        return f"verdict: no {ACROSS_METRIC} in both records: no verdict across frameworks"
+    c = found
+    span = f"x{c.ratio:.3g} [{c.ci_low:.3g}, {c.ci_high:.3g}], p = {c.p_value:.2g}, n = {c.n_base}/{c.n_cand}"
+    words = {
+        "regressed": "slower than",
+        "improved": "faster than",
+        "unchanged": "as fast as (within the threshold)",
+        "inconclusive": "not distinguishable (steps too noisy) from",
+        "undecidable": "not distinguishable (too few steps) from",
+    }[c.verdict]
+    return f"verdict: {candidate} is {words} {baseline} in wall step time ({span})"
 
 
 # Units of quantities that cannot be negative (times, rates, sizes, energy): a negative one is a damaged record.

@@ -177,3 +177,42 @@ def test_compare_exits_3_on_an_inconclusive_change(tmp_path):
     noisy = synthetic_record(tmp_path / "b", [4.96, 0.95, 9.5, 4.96, 0.8])
     result = run_cli("compare", str(base), str(noisy))
     assert result.returncode == 3 and "inconclusive: step_time_s moved x4.96" in result.stdout, result.stdout
+
+
+def _as_framework(record, name: str, wall_times, data: dict):
+    import json
+
+    import pandas as pd
+
+    run = json.loads((record / "run.json").read_text())
+    run["framework"] = {"name": name}
+    run["data"] = data
+    (record / "run.json").write_text(json.dumps(run))
+    steps = pd.read_parquet(record / "steps.parquet")
+    steps["wall_step_time_s"] = [9.0, *wall_times]
+    steps.to_parquet(record / "steps.parquet")
+    return record
+
+
+def test_two_frameworks_on_equal_work_get_a_verdict(tmp_path):
+    """`compare <verl> <openrlhf>` was refused ("records differ in framework"): comparing frameworks on equal work
+    is the suite's purpose. The verdict rests on wall_step_time_s, the one definition; hand-computed: 6 vs 6
+    steps with no overlap and no ties give p = 2/924 = 0.0022 (exact), medians 2.005 and 1.605 (x0.8)."""
+    data = {"dataset": "gsm8k", "sha256": "a" * 64, "origin": "embedded", "location": "x"}
+    base = _as_framework(synthetic_record(tmp_path / "v", [3.0] * 6), "verl", [2.0, 2.1, 1.9, 2.05, 1.95, 2.01], data)
+    cand = _as_framework(
+        synthetic_record(tmp_path / "o", [1.0] * 6), "openrlhf", [1.6, 1.65, 1.55, 1.61, 1.62, 1.58], data
+    )
+    result = run_cli("compare", str(base), str(cand))
+    assert result.returncode == 0, result.stderr
+    assert "two frameworks on equal work: verl (baseline) and openrlhf" in result.stderr
+    (verdict,) = [line for line in result.stdout.splitlines() if line.startswith("verdict:")]
+    assert verdict.startswith("verdict: openrlhf is faster than verl in wall step time (x0.8 ")
+    assert "p = 0.0022" in verdict and "n = 6/6" in verdict
+    few = _as_framework(synthetic_record(tmp_path / "f", [1.0] * 2), "openrlhf", [1.6, 1.61], data)
+    result = run_cli("compare", str(base), str(few))
+    assert result.returncode == 3 and "not distinguishable (too few steps)" in result.stdout
+    # without a data identity nothing shows both trained on the same problems: refused
+    plain = synthetic_record(tmp_path / "p", [1.0] * 6)
+    result = run_cli("compare", str(base), str(_as_framework(plain, "openrlhf", [1.6] * 6, {})))
+    assert result.returncode == 2

@@ -26,13 +26,28 @@ EXIT_UNDECIDABLE = 3
 @user_errors
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
-    steps let the test decide nothing."""
-    from rlbench.harness.record.compare import compare_records, format_table, parse_threshold
+    steps let the test decide nothing. Records of two frameworks on one workload, data and layout get a verdict on
+    rlbench's wall step time instead (exit 3 when it cannot be decided)."""
+    from rlbench.harness.record.compare import (
+        ACROSS_METRIC,
+        across_verdict,
+        compare_records,
+        format_table,
+        parse_threshold,
+    )
+    from rlbench.harness.record.read import read_run_json
 
     results = compare_records(
         baseline, candidate, parse_threshold(threshold), notice=functools.partial(click.echo, err=True)
     )
     click.echo(format_table(results))
+    names = [read_run_json(path)["framework"]["name"] for path in (baseline, candidate)]
+    if names[0] != names[1]:  # two frameworks: a verdict on the one step-time definition, no regression gate
+        click.echo(across_verdict(results, names[0], names[1]))
+        headline = dict(results).get(ACROSS_METRIC)
+        if not accept_undecidable and (headline is None or headline.verdict in ("undecidable", "inconclusive")):
+            sys.exit(EXIT_UNDECIDABLE)
+        return
     regressed = [name for name, c in results if c.verdict == "regressed"]
     if regressed:
         click.echo(f"regressed: {', '.join(regressed)}")
