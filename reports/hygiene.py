@@ -56,6 +56,7 @@ def hygiene(run: RunView) -> Hygiene:
     warnings = []
     if shared := contention(run.record):
         warnings.append(shared)
+    warnings += [f"data error: {line}" for line in run.record.get("data_errors") or [] if isinstance(line, str)]
     if cv is not None and cv > HIGH_CV:
         warnings.append(f"step time varies {cv:.0%} between steps (coefficient of variation, n={n})")
     needed = samples_needed(0.05)

@@ -323,6 +323,7 @@ class RunRecord(_RunStart, total=False):
     # what else the run left
     files: list[str]  # files of the record folder: run.json, steps.parquet, prediction.json, framework.log, ...
     notes: list[str]  # what the runner could not read (a damaged metrics file), or a stand-in it used
+    data_errors: list[str]  # figures beyond a physical limit (record/plausibility.py), one line each; absent if none
     record_errors: list[str]  # record files that could not be written (a full disk): "<file>: <why>"
 
 

@@ -28,6 +28,7 @@ from rlbench.harness.cluster.session import ClusterSession
 from rlbench.harness.cluster.worker_env import cluster_env
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.predict.run_prediction import measured_vs_predicted, predict_run
+from rlbench.harness.record.plausibility import data_errors
 from rlbench.harness.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
 from rlbench.harness.record.store import (
     HEARTBEAT_S,
@@ -429,6 +430,8 @@ def _finish(
         _write_or_note(write_errors, STEPS_FILE, lambda: write_steps(run_dir, steps))
         _write_or_note(write_errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
+        if impossible := data_errors(record, steps):  # a figure no machine could produce: named, never compared
+            record["data_errors"] = impossible
         gpus = spec.parallel.world_size if environment["gpus"] else 0
         record["costs"] = profiling.costs(record["summary"], steps, gpus, _gpu_price(environment))
     error = None if outcome.kind is None else _error(outcome, run_dir, oom_kills_before)

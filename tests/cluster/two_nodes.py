@@ -51,6 +51,7 @@ def check_two_node_record(run_dir: Path) -> pd.DataFrame:
     assert "error" not in record["telemetry"], record["telemetry"]
     assert record["steps"]["proc_cpu_util_mean_pct"].notna().all()
     assert {n["node"] for n in record["telemetry"]["nodes"]} == {"driver", "node0", "node1"}
+    assert [line for line in record.get("data_errors", []) if "mfu" not in line] == []  # CPU within the cores
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
     assert set(telemetry["node"]) == {"driver", "node0", "node1"}
     hosts = telemetry[telemetry["source"] == "host"]
