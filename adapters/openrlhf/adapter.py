@@ -61,6 +61,11 @@ STEP_TIME = (
     "timing/step_total: without async the sum of OpenRLHF's stage timers (generation, make_experience, "
     "ppo_train, broadcast), with async the wall time of a step including queue waits"
 )
+MAKE_EXPERIENCE = (
+    "timing/make_experience as time_old_log_prob_s: OpenRLHF times the actor's old-log-prob pass, the reference's "
+    "and critic's passes (when the run has them, concurrently) and the advantages as one stage; verl and TRL time "
+    "the old-log-prob pass alone"
+)
 # --ds.enable_sleep (colocated): openrlhf/utils/deepspeed/deepspeed_utils.py offload_deepspeed_states, around each fit.
 SLEEP_OFFLOAD = (
     "--ds.enable_sleep (colocated): DeepSpeed moves the actor's and critic's fp32 master weights, gradients and "
@@ -203,7 +208,7 @@ class OpenRLHFAdapter(LaneAdapter):
         return settings
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
-        named = {**NOT_SETTABLE, "step_time": STEP_TIME}
+        named = {**NOT_SETTABLE, "step_time": STEP_TIME, "stage.old_log_prob": MAKE_EXPERIENCE}
         if spec.parallel.tp > 1:  # the trainer's sharding changes with its tensor parallelism
             named["train.sharding"] = (
                 f"tp={spec.parallel.tp}: DeepSpeed AutoTP with ZeRO-{TP_ZERO_STAGE} (parameters replicated across "

@@ -53,10 +53,11 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "time_weight_sync_s": _num(values, "timing/broadcast"),
         # ppo_train: the actor update, and for PPO the critic update (concurrent, or before it when sleeping).
         "time_update_actor_s": _num(values, "timing/ppo_train"),
-        # make_experience (old log-probs, ref, values, advantages in one stage) has no single rlbench column.
-        **{
-            f"time_{stage}_s": math.nan for stage in ("reward", "old_log_prob", "ref", "values", "adv", "update_critic")
-        },
+        # make_experience: the actor's old-log-prob forward pass, with the reference's and critic's passes where
+        # the run has them (concurrent Ray calls) and the advantages; OpenRLHF times them as one stage, recorded
+        # as the old-log-prob pass (MAKE_EXPERIENCE in the adapter names it in equal_work).
+        "time_old_log_prob_s": _num(values, "timing/make_experience"),
+        **{f"time_{stage}_s": math.nan for stage in ("reward", "ref", "values", "adv", "update_critic")},
         "num_responses": responses,
         "prompt_tokens": whole_count(prompt_mean * responses),
         "response_tokens": whole_count(response_mean * responses),

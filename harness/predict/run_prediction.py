@@ -77,6 +77,12 @@ def predict_run(
     if hardware is None:
         gpu = environment["gpus"][0]["name"]
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
+    if not environment.get("gpus") and parallel.world_size > 1:
+        return {
+            "available": False,
+            "reason": f"the CPU row models this machine as one device; {parallel.world_size} ranks on CPU (a CPU "
+            "lane across a Ray cluster) share its cores, which the model does not express",
+        }
     gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
     if environment.get("gpus"):  # a multi-node GPU run: its collectives cross nodes as its layout says
         from rlbench.harness.predict.nodes import on_nodes

@@ -52,9 +52,12 @@ def test_record_is_complete_and_names_the_lane(openrlhf_run):
 def test_stage_times_come_from_openrlhfs_own_logger(openrlhf_run):
     steps = read_record(openrlhf_run)["steps"]
     assert steps["step"].tolist() == [1, 2]
-    for column in ("step_time_s", "time_gen_s", "time_update_actor_s", "time_weight_sync_s"):
+    for column in ("step_time_s", "time_gen_s", "time_update_actor_s", "time_weight_sync_s", "time_old_log_prob_s"):
         assert (steps[column] > 0).all(), column
     assert (steps["num_responses"] == 16).all() and (steps["response_tokens"] == 16 * 32).all()
+    # make_experience is a stage now, not "other": the model prices the old-log-prob pass OpenRLHF runs
+    prediction = json.loads((openrlhf_run / "prediction.json").read_text())
+    assert prediction["available"] and {s["name"]: s["time_s"] for s in prediction["stages"]}["old_logprob"] > 0
 
 
 def test_every_sync_delivers_the_actors_weights_and_the_optimizer_stepped(openrlhf_run):

@@ -443,7 +443,8 @@ def test_read_steps_maps_events_written_by_openrlhfs_tensorboard_logger(tmp_path
     first = steps.iloc[0]
     assert (first.num_responses, first.prompt_tokens, first.response_tokens) == (8, 240, 100)
     assert first.response_length_mean == 12.5 and list(steps["reward_mean"]) == [0.25, 0.5]
-    assert all(math.isnan(first[c]) for c in ("framework_mfu", "peak_device_memory_gb", "time_old_log_prob_s"))
+    assert all(math.isnan(first[c]) for c in ("framework_mfu", "peak_device_memory_gb", "time_ref_s"))
+    assert first.time_old_log_prob_s == 0.5  # make_experience: mapped (it showed as "other"), named in equal_work
     assert first.step_end_unix_s > 1.7e9 and first.step_start_unix_s == first.step_end_unix_s - 4.25
     derived = derive_step_metrics(steps, gpu_count=8)
     assert derived["tokens_per_s"].tolist() == [340 / 4.25, 340 / 7.75]

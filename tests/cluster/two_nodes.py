@@ -7,6 +7,7 @@ its two actor ranks on one node and its two vLLM engines on the other). The run 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -52,6 +53,8 @@ def check_two_node_record(run_dir: Path) -> pd.DataFrame:
     assert record["steps"]["proc_cpu_util_mean_pct"].notna().all()
     assert {n["node"] for n in record["telemetry"]["nodes"]} == {"driver", "node0", "node1"}
     assert [line for line in record.get("data_errors", []) if "mfu" not in line] == []  # CPU within the cores
+    prediction = json.loads((run_dir / "prediction.json").read_text())  # said why not, not a knob error
+    assert not prediction["available"] and "share its cores" in prediction["reason"]
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
     assert set(telemetry["node"]) == {"driver", "node0", "node1"}
     hosts = telemetry[telemetry["source"] == "host"]
