@@ -173,9 +173,14 @@ def test_the_deprecated_pynvml_package_does_not_warn(monkeypatch, tmp_path):
 
     (tmp_path / "pynvml.py").write_text("import warnings\nwarnings.warn('deprecated', FutureWarning)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
     from rlbench.harness.telemetry.accelerators import import_pynvml
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert import_pynvml().__file__ == str(tmp_path / "pynvml.py")
+    real = sys.modules.pop("pynvml", None)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert import_pynvml().__file__ == str(tmp_path / "pynvml.py")
+    finally:  # the stand-in must not outlive the test: later tests import the real module
+        sys.modules.pop("pynvml", None)
+        if real is not None:
+            sys.modules["pynvml"] = real
