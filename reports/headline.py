@@ -49,12 +49,18 @@ def headline(run_dir: Path) -> list[str]:
     figure = _figure(summary, memory, "GB")
     if figure:
         lines.append(f"{'peak memory':<12} {figure}" + ("" if memory == "peak_device_memory_gb" else " (host)"))
+    first = run.record.get("time_to_first_step_s")
+    if isinstance(first, (int, float)) and math.isfinite(first):
+        lines.append(f"{'first step':<12} {first:.3g} s after launch (imports, model load, engine start, step 1)")
     step = (run.record.get("vs_model") or {}).get("step")
     if step:
         lines.append(
             f"{'vs model':<12} measured / predicted step time {step['measured_over_predicted']:.3g} "
             f"({step['measured_s']:.3g} s / {step['predicted_s']:.3g} s)"
         )
+    share = (run.record.get("overhead") or {}).get("cpu_share_of_run")
+    if isinstance(share, (int, float)) and math.isfinite(share):
+        lines.append(f"{'rlbench':<12} its sampler and runner used {share:.1%} of the run's CPU")
     lines += [f"warning: {w}" for w in hygiene(run).warnings]
     lines.append(f"next: rlbench report {run_dir} --out report.html")
     return lines

@@ -280,13 +280,29 @@ def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
     }
     cache = _cache_file()
     if not refresh and cache.is_file():
-        cached = json.loads(cache.read_text())
-        if all(cached.get(k) == v for k, v in key.items()):
+        try:
+            cached = json.loads(cache.read_text())
+        except (OSError, ValueError):  # unreadable or damaged: measured again below, and rewritten
+            cached = {}
+        if isinstance(cached, dict) and all(cached.get(k) == v for k, v in key.items()):
             return cached
     result = measure() | key
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes(cache, json.dumps(result, indent=2).encode())
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes(cache, json.dumps(result, indent=2).encode())
+    except OSError:  # a read-only or full cache folder: the measurement holds for this process, uncached
+        pass
     return result
+
+
+def best_flops_per_s(peaks: dict[str, Any] | None = None) -> float:
+    """The highest FLOP rate any of the probe's matmuls reached here: MFU's peak on a CPU. The 1024-cube matmul
+    that gives the row's roofline peak is not always the fastest shape (cache-resident shapes ran 4x faster on
+    this workplace's machine), and an MFU over a peak some matmul beats could exceed 1."""
+    peaks = peaks if peaks is not None else cpu_peaks()
+    tables = ("matmul_rates", "train_matmul_rates", "streamed_matmul_rates")
+    rates = [float(row[-1]) for table in tables for row in peaks.get(table, ()) if row]
+    return max([float(peaks["fp32_flops_per_s"]), *rates])
 
 
 def cpu_row(peaks: dict[str, Any] | None = None):

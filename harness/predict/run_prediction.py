@@ -119,7 +119,18 @@ def predict_run(
         },
         "floor": floor.to_dict() if floor else {"reason": why_not},
         **result.to_dict(),
+        "mfu_peak_flops_per_device": _mfu_peak(environment, result.peak_flops),
     }
+
+
+def _mfu_peak(environment: dict[str, Any], row_peak: float | None) -> float | None:
+    """MFU's denominator per device: a GPU's datasheet dense peak (the row's); on a CPU the fastest rate this
+    machine's probe measured, which no real FLOP rate of a run can beat."""
+    if environment.get("gpus"):
+        return row_peak
+    from rlbench.harness.predict.cpu_probe import best_flops_per_s
+
+    return max(best_flops_per_s(), row_peak or 0.0)
 
 
 def measured_vs_predicted(summary: dict[str, Any], prediction: dict[str, Any]) -> dict[str, Any]:

@@ -120,9 +120,9 @@ def compare_records(
     if across and notice is not None:
         notice(
             f"notice: two frameworks on equal work: {key_b['framework']} (baseline) and {key_c['framework']}, same "
-            f"workload version, data and layout; step_time_s, tokens_per_s, mfu and the stage times follow each "
-            f"framework's own timer (each record's equal_work names it), {ACROSS_METRIC} is rlbench's one "
-            "definition and carries the verdict"
+            f"workload version, data and layout; step_time_s and the stage times follow each framework's own timer "
+            f"(each record's equal_work names it); {ACROSS_METRIC} is rlbench's one definition and carries the "
+            "verdict (tokens_per_s divides by it, mfu too, over the workload's canonical FLOPs)"
         )
     if not same_data and notice is not None:
         notice(

@@ -65,24 +65,27 @@ STEP_METRICS: dict[str, Metric] = {
     for m in [
         _m("step", "count", "neutral", "RL step index, 1-based (one rollout batch and its updates)"),
         _m(
-            "step_time_s",
-            "s",
-            "lower",
-            "wall time of the whole RL step",
-            label="step time",
-            views=("run", "report", "sweep", "history", "nightly"),
-        ),
-        _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
-        _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
-        _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
-        _m(
             "wall_step_time_s",
             "s",
             "lower",
             "time between consecutive step-end stamps (the moment each step was logged: the writer's own "
             "stamp, else rlbench's arrival stamp): one step-time definition for every framework, beside "
             "its own step_time_s (NaN for the first step)",
+            label="step time",
+            views=("run", "report", "sweep", "history", "nightly"),
         ),
+        _m(
+            "step_time_s",
+            "s",
+            "lower",
+            "the step's time by the framework's own timer (verl timing_s/step, OpenRLHF its stages' sum, "
+            "TRL its training step): each framework's definition, shown beside wall_step_time_s",
+            label="framework's step time",
+            views=("run", "report"),
+        ),
+        _m("step_start_unix_s", "unix s", "neutral", "wall-clock start of the step (aligns steps with telemetry)"),
+        _m("step_end_unix_s", "unix s", "neutral", "wall-clock end of the step"),
+        _m("step_seen_unix_s", "unix s", "neutral", "when rlbench first saw the step's metrics line (its poll, 0.5 s)"),
         *[
             _m(f"time_{stage}_s", "s", "lower", f"wall time of stage '{stage}' within the step (NaN: stage absent)")
             for stage in STAGES
@@ -107,7 +110,8 @@ STEP_METRICS: dict[str, Metric] = {
             "tokens_per_s",
             "tokens/s",
             "higher",
-            "total_tokens / step_time_s (HybridFlow's throughput convention)",
+            "total_tokens / wall_step_time_s (HybridFlow's convention on the common step time; the "
+            "framework's own timer where a record has no step-end stamps, as its notes say)",
             label="throughput",
             views=("run", "report", "sweep", "history", "nightly"),
         ),
@@ -305,6 +309,10 @@ class RunRecord(_RunStart, total=False):
     # how the framework process ended
     returncode: int | None  # its exit code; null if it never started or was killed
     duration_s: float  # its wall time
+    launched_unix_s: float  # when rlbench started the framework's process (unix s)
+    # from launched_unix_s to the end of the framework's first step (imports, model load, engine start, step 1):
+    # what a user waits before the first figure, the same definition for every framework; null without a step
+    time_to_first_step_s: float | None
     steps_recorded: int  # rows of steps.parquet
     # a run on a Ray cluster (--ray-address): {address, ray_version, nodes: [{label, node_id, ip, gpus, cpus, head,
     # hostname, machine, gpu_models (NVML names), nvidia_driver, packages, ...}], machines, placement (how the framework

@@ -61,8 +61,8 @@ def _nightly(report_run: Path, folder: Path, nights: int = 12, slow_from: int = 
         record = json.loads((run / "run.json").read_text())
         factor = (1.15 if night >= slow_from else 1.0) * (1 + 0.01 * rng.standard_normal())
         for name, stats in record["summary"].items():
-            if name in ("step_time_s", "tokens_per_s"):
-                scale = factor if name == "step_time_s" else 1 / factor
+            if name in ("step_time_s", "wall_step_time_s", "tokens_per_s"):
+                scale = 1 / factor if name == "tokens_per_s" else factor
                 stats.update({k: stats[k] * scale for k in ("mean", "median", "min", "max")})
         record["started_at"] = f"2026-11-{night + 1:02d}T02:00:00+00:00"
         record["framework"]["version"] = "1.17.0" if night >= slow_from else "1.16.0"
@@ -74,7 +74,7 @@ def _nightly(report_run: Path, folder: Path, nights: int = 12, slow_from: int = 
 def test_history_dates_the_regression_and_names_the_release(report_run, tmp_path):
     folder = _nightly(report_run, tmp_path / "nightly")
     series = {s.metric: s for s in history(load_runs([folder]))}
-    (step_change,) = series["step_time_s"].changes
+    (step_change,) = series["wall_step_time_s"].changes
     assert step_change.kind == "regression" and step_change.index == 8
     assert step_change.last_before.endswith("n07") and step_change.first_after.endswith("n08")
     assert step_change.changed["framework"] == ("trl 1.16.0", "trl 1.17.0")
@@ -101,7 +101,7 @@ def _view(name: str, started_at: str, step_time: float, *, steps: int = 5, seed:
         "framework": {"name": "trl", "version": "1.0"},
         "parallel": {"dp": 1},
         "workload": {"name": "gsm8k-grpo-tiny", "version": 1, "steps": steps, "warmup_steps": 1},
-        "summary": {"step_time_s": {"median": step_time, "std": 0.1 * step_time, "n": steps - 1}},
+        "summary": {"wall_step_time_s": {"median": step_time, "std": 0.1 * step_time, "n": steps - 1}},
     }
     return RunView(Path(name), record, None, None, None, None, name)
 
@@ -113,7 +113,7 @@ def test_other_steps_or_seeds_are_other_series_not_points_of_one():
         _view("c", "2026-11-02T02:00:00+00:00", 3.0, steps=15),
         _view("d", "2026-11-03T02:00:00+00:00", 1.0, seed=7),
     ]
-    series = {s.configuration: s for s in history(runs) if s.metric == "step_time_s"}
+    series = {s.configuration: s for s in history(runs) if s.metric == "wall_step_time_s"}
     assert sorted(len(s.values) for s in series.values()) == [1, 1, 2]
     main = next(s for s in series.values() if len(s.values) == 2)
     assert "5 steps" in main.configuration and "seed 0" in main.configuration
@@ -126,6 +126,6 @@ def test_history_figure_keeps_two_nights_of_one_day_apart():
     assert _night_label("2026-11-01T02:00:00+00:00") != _night_label("2026-11-01T14:00:00+00:00")
     assert _night_label("2026-11-01T14:00:00+00:00") == "2026-11-01 14:00"
     runs = [_view("a", "2026-11-01T02:00:00+00:00", 1.0), _view("b", "2026-11-01T14:00:00+00:00", 1.1)]
-    figure = history_figure([s for s in history(runs) if s.metric == "step_time_s"])
+    figure = history_figure([s for s in history(runs) if s.metric == "wall_step_time_s"])
     assert figure is not None and figure.data_uri.startswith("data:image/png;base64,")
     assert "standard deviation" in figure.caption

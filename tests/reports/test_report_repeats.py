@@ -19,7 +19,7 @@ def _view(name: str, step_time: float, step_std: float, *, steps: int = 8, seed:
         "parallel": {"dp": 1, "tp": tp},
         "workload": {"name": "gsm8k-grpo-tiny", "version": 1, "steps": steps, "warmup_steps": 1},
         "summary": {
-            "step_time_s": {"median": step_time, "std": step_std, "n": steps - 1},
+            "wall_step_time_s": {"median": step_time, "std": step_std, "n": steps - 1},
             "tokens_per_s": {"median": 1000 / step_time, "std": 1.0, "n": steps - 1},
         },
     }
@@ -36,7 +36,7 @@ def test_repeats_are_pooled_and_other_configurations_are_not():
     ]  # other steps, other tp: alone
     ((group, stats),) = pooled(runs)
     assert [r.path.name for r in group] == ["a", "b", "c"]
-    step = stats["step_time_s"]
+    step = stats["wall_step_time_s"]
     assert step["n"] == 3 and step["median"] == pytest.approx(1.1)
     assert step["std"] == pytest.approx(statistics.stdev([1.0, 1.2, 1.1]))  # across runs: 0.1
     assert step["within_run_std"] == pytest.approx(0.02)  # across steps: five times smaller here

@@ -7,6 +7,7 @@ checked against TRL's own logged figures (num_tokens, completions/mean_length).
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -78,7 +79,9 @@ def test_steps_are_measured_and_match_trl(tiny_run):
     assert steps["response_tokens"].tolist() == expected
     # fixed_length: every response runs to max_response_length.
     assert (steps["response_tokens"] == responses * 32).all()
-    assert steps["tokens_per_s"].tolist() == pytest.approx((steps["total_tokens"] / steps["step_time_s"]).tolist())
+    # Throughput on the common wall step time, NaN for the first step (no step before it to measure from).
+    wall = steps["total_tokens"] / steps["wall_step_time_s"]
+    assert math.isnan(steps["tokens_per_s"][0]) and steps["tokens_per_s"][1] == pytest.approx(wall[1])
     assert (steps["peak_host_rss_gb"] > 0).all()
 
 
@@ -101,15 +104,26 @@ def test_prediction_is_recorded_and_compared(tiny_run):
     # rlbench's own stamps: each step seen after it ended, and one wall-clock step time for every framework.
     assert (steps["step_seen_unix_s"] >= steps["step_end_unix_s"] - 1e-3).all()
     assert steps["wall_step_time_s"].iloc[1:].notna().all() and (steps["wall_step_time_s"].iloc[1:] >= 0).all()
-    # rlbench's MFU: the model's FLOPs for each step's real tokens over this CPU's measured peak and the step time.
+    # rlbench's MFU: the workload's canonical FLOPs (no old-log-prob pass: one update per batch; no padding) for
+    # each step's real tokens over this CPU's fastest measured matmul rate and the common wall step time.
+    assert prediction["mfu_peak_flops_per_device"] >= prediction["peak_flops_per_device"]
+    canonical = prediction["canonical"]
+    assert canonical["available"] and canonical["old_logprob_pass"] is False
+    assert canonical["model_flops"] <= prediction["model_flops"]  # TRL's own count includes its padding
     expected = (
-        prediction["model_flops"]
+        canonical["model_flops"]
         * steps["total_tokens"]
-        / prediction["tokens_per_step"]
-        / (prediction["gpus"] * prediction["peak_flops_per_device"] * steps["step_time_s"])
+        / canonical["tokens_per_step"]
+        / (prediction["gpus"] * prediction["mfu_peak_flops_per_device"] * steps["wall_step_time_s"])
     )
-    assert steps["mfu"].tolist() == pytest.approx(expected.tolist())
+    assert steps["mfu"].iloc[1:].tolist() == pytest.approx(expected.iloc[1:].tolist())
+    assert steps["tokens_per_s"].iloc[1:].tolist() == pytest.approx(
+        (steps["total_tokens"] / steps["wall_step_time_s"]).iloc[1:].tolist()
+    )
     assert 0 < record["summary"]["mfu"]["median"] < 1
+    # Launch to the end of step 1: imports, model load and the first step, longer than the step itself.
+    assert record["time_to_first_step_s"] > steps["step_time_s"].iloc[0]
+    assert record["time_to_first_step_s"] <= record["duration_s"]
 
 
 def test_host_telemetry_is_sampled_and_aligned(tiny_run):
@@ -140,7 +154,10 @@ def test_the_end_of_a_run_prints_its_headline_and_the_next_command(tiny_run):
     summary = read_record(run_dir)["summary"]
     lines = result.stderr.splitlines()
     step = next(line for line in lines if line.startswith("step time "))
-    assert f"{summary['step_time_s']['median']:.3g} s" in step and "n=1 post-warm-up steps" in step
+    assert f"{summary['wall_step_time_s']['median']:.3g} s" in step and "n=1 post-warm-up steps" in step
+    own = next(line for line in lines if line.startswith("framework's step time "))
+    assert f"{summary['step_time_s']['median']:.3g} s" in own
+    assert any(line.startswith("first step ") and "after launch" in line for line in lines)
     assert any(line.startswith("throughput ") and "tokens/s" in line for line in lines)
     assert any(line.startswith("vs model ") and "measured / predicted" in line for line in lines)
     assert "warning: 1 post-warm-up step(s): compare needs 4 per side" in result.stderr

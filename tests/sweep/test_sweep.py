@@ -108,13 +108,13 @@ def test_spread_and_groups():
         }
     )
     summaries = {
-        f"c{i}": {"step_time_s": {"median": t, "unit": "s", "direction": "lower"}}
+        f"c{i}": {"wall_step_time_s": {"median": t, "unit": "s", "direction": "lower"}}
         for i, t in enumerate([1.0, 1.2, 1.4])
     }
     groups = group_spread(cells, summaries)
     assert len(groups) == 2 and groups[0]["statuses"] == {"succeeded": 3}
-    assert groups[0]["metrics"]["step_time_s"]["mean"] == pytest.approx(1.2)
-    assert groups[0]["metrics"]["step_time_s"]["std"] == pytest.approx(0.2)
+    assert groups[0]["metrics"]["wall_step_time_s"]["mean"] == pytest.approx(1.2)
+    assert groups[0]["metrics"]["wall_step_time_s"]["std"] == pytest.approx(0.2)
     text = format_summary({"sweep_id": "s", "cells": cells, "groups": groups})
     assert "3/3: 1.2 +- 0.2 s (n=3, cv 16.7%)" in text and "refused: trl gsm8k-grpo-tiny dp=2: needs 2 GPUs" in text
 
@@ -366,7 +366,7 @@ def test_local_sweep_records_runs_refusals_and_failures(local_sweep):
     assert crashed["error"]["log_tail"] and read_record(sweep_dir / crashed["record"])["status"] == "failed"
     assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == sorted([ok["record"], crashed["record"]])
     assert f"report: {sweep_dir / 'report.html'}" in result.stdout and (sweep_dir / "report.html").stat().st_size
-    assert index["groups"][0]["metrics"]["step_time_s"]["n"] == 1
+    assert index["groups"][0]["metrics"]["wall_step_time_s"]["n"] == 1
     assert "refused: trl gsm8k-grpo-tiny placement=disaggregated" in result.stderr
     assert "failed: c002" in result.stdout and "framework_error" in result.stdout
     assert "Traceback" not in result.stderr.split("framework.log")[0]
@@ -448,7 +448,7 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(tmp_path, model_cache
     assert first_after == first and (sweep_dir / first["record"] / "run.json").stat().st_mtime_ns == kept
     assert second_after["status"] == "succeeded" and second_after["previous_records"] == [second["record"]]
     assert (sweep_dir / second["record"]).is_dir()  # the interrupted attempt is kept
-    step_time = index["groups"][0]["metrics"]["step_time_s"]
+    step_time = index["groups"][0]["metrics"]["wall_step_time_s"]
     assert step_time["n"] == 2 and step_time["std"] >= 0 and "(n=2, cv" in result.stdout
 
 
@@ -483,3 +483,14 @@ def test_an_index_from_before_trainer_tp_resumes_its_rollout_tp(tmp_path):
     assert index["cells"][0]["parallel"] == {"rollout_tp": 2, "dp": 1}  # version 1's tp was the rollout's
     assert index["request"]["grid"] == {"rollout_tp": ["1", "2"]}
     assert index["request"]["parallel"] == ["rollout_tp=2", "dp=1"]
+
+
+def test_a_grid_too_large_is_refused_by_count_before_any_cell_exists():
+    from rlbench.harness.sweep.driver import MAX_CELLS
+
+    values = [str(v) for v in range(1, 1001)]
+    started = time.monotonic()
+    with pytest.raises(RLBenchError, match=r"1,000,000 cells .* more than the 10,000 one sweep may hold; split it"):
+        SweepRequest(frameworks=("trl",), workloads=("gsm8k-grpo-tiny",), grid={"dp": values, "tp": values})
+    assert time.monotonic() - started < 5  # counted, not expanded
+    assert SweepRequest(frameworks=("trl",), workloads=("w",), grid={"dp": values}, repeats=10).cell_count == MAX_CELLS
