@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from rlbench.harness.record.schema import ARROWS  # noqa: E402
+from rlbench.harness.record.schema import ARROWS, STAGES  # noqa: E402
 from rlbench.harness.telemetry.nodes import by_node  # noqa: E402
 from rlbench.reports.load import RunView  # noqa: E402
 from rlbench.reports.tables import stage_medians  # noqa: E402
@@ -59,6 +59,8 @@ def stage_breakdown(runs: list[RunView]) -> Figure | None:
     if not rows:
         return None
     table = pd.DataFrame(rows).set_index("run").fillna(0.0)
+    # Pipeline order (generation first, weight sync last), 'other' at the end: never in whichever order runs came.
+    table = table[[stage for stage in STAGES if stage in table.columns] + ["other"]]
     fig, ax = plt.subplots(figsize=(9, _height(len(table))))
     colors = [*sns.color_palette("tab10", len(table.columns) - 1), (0.75, 0.75, 0.75)]  # 'other' in grey
     table.plot.barh(stacked=True, ax=ax, color=colors, width=0.6)
@@ -100,6 +102,10 @@ def measured_vs_predicted(runs: list[RunView]) -> Figure | None:
         palette={"measured": "#4c72b0", "predicted": "#dd8452"},
     )
     grid.set(yscale="log")
+    for ax in grid.axes.flat:  # stage names are long: slanted, they never run into each other
+        ax.tick_params(axis="x", labelrotation=35, labelsize=7)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     grid.set_titles("{col_name}", size=8)
     grid.set_axis_labels("stage", "median s per step (log)")
     return Figure(

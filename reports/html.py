@@ -22,6 +22,7 @@ from rlbench.harness.out_dir import check_replaceable_page, check_writable, unwr
 from rlbench.harness.record.read import DamagedRecord
 from rlbench.harness.record.store import utc_now
 from rlbench.reports import figures, tables
+from rlbench.reports.across import across_frameworks
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
@@ -41,6 +42,18 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def _lane_caveat(runs: list) -> str | None:
+    """The one sentence a reader of a CPU-lane run must see first, or None when no run used a lane."""
+    lanes = sorted({str(run.record["cpu_lane"].get("lane", "?")) for run in runs if run.record.get("cpu_lane")})
+    if not lanes:
+        return None
+    return (
+        f"{len(lanes)} CPU lane(s) here ({', '.join(lanes)}): a CPU-lane run measures the framework's machinery "
+        "(its processes, scheduling, data movement and stage overheads) on a tiny model on CPU, not GPU "
+        "behaviour; its times and MFU say nothing about the framework's speed on GPUs."
+    )
+
+
 def render_report(
     paths: list[Path],
     out: Path,
@@ -50,13 +63,16 @@ def render_report(
     warn: Callable[[str], None] | None = None,
     option: str = "--out",
     not_run: list[dict[str, str]] = (),
+    verdicts: list[str] | None = None,
+    nights: tuple[list[str], list[list[str]]] | None = None,
 ) -> Path:
     """Write the comparison report (or, with `history`, the nightly history) of the records under `paths`.
 
     A damaged record is left out, listed on the page and passed to `warn`; the rest is reported.
     `option` names where `out` came from in an error (the CLI flag, or the nightly config's key).
     `not_run`: runs that never started, e.g. a sweep's refused cells ({"label", "status", "reason"}), listed
-    with the runs that did not finish."""
+    with the runs that did not finish. `verdicts`: a night's lines (`rlbench nightly`), shown first; `nights`: the
+    history page's table of every night and its status."""
     check_writable(out.parent, option)  # before the work: a bad --out is refused, not found at the end
     check_replaceable_page(out, option)  # never over a record's file (or any other that is not a page)
     damaged: list[DamagedRecord] = []
@@ -64,12 +80,17 @@ def render_report(
     for skipped in damaged if warn is not None else ():
         warn(f"warning: skipped {skipped}")
     succeeded = [run for run in runs if run.record.get("status") == "succeeded"]
+    across = across_frameworks(runs, threshold)
     context = {
+        "lane_caveat": _lane_caveat(runs),
+        "verdicts": list(verdicts or []),
+        "nights": nights,
+        "across": across.lines,
         "title": "rlbench history" if history else "rlbench comparison",
         "generated_at": utc_now(),
         "sources": [str(p) for p in paths],
         "run_count": len(runs),
-        "summary": tables.summary_rows(runs),
+        "summary": tables.summary_rows(runs, across.x_of_fastest),
         "failures": tables.failure_rows(runs, damaged, not_run),
         "lanes": tables.lane_rows(runs),
         "equal_work": tables.equal_work_rows(runs),

@@ -105,7 +105,7 @@ def _metrics(sweep: Sweep) -> list[tuple[str, str, float]]:
     summaries = [run.record.get("summary") or {} for run in sweep.runs.values()]
     throughput = "tokens_per_s_per_gpu" if any("tokens_per_s_per_gpu" in s for s in summaries) else "tokens_per_s"
     memory = next((peak_memory_metric(s) for s in summaries if peak_memory_metric(s) in s), "peak_device_memory_gb")
-    chosen = [(throughput, 1.0), ("step_time_s", 1.0), ("mfu", 100.0), (memory, 1.0)]
+    chosen = [(throughput, 1.0), ("wall_step_time_s", 1.0), ("mfu", 100.0), (memory, 1.0)]
     out = []
     for name, scale in chosen:
         if not any(name in s for s in summaries):
@@ -114,7 +114,7 @@ def _metrics(sweep: Sweep) -> list[tuple[str, str, float]]:
         unit = "%" if scale == 100.0 else m.unit
         arrow = f"{ARROWS[m.direction]} better" if ARROWS[m.direction] else ""
         out.append((name, f"{name}\n({unit}, {arrow})", scale))
-    return out or [("step_time_s", "step_time_s\n(s, ↓ better)", 1.0)]
+    return out or [("step_time_s", "step_time_s\n(s, ↓ better)", 1.0)]  # records without step-end stamps
 
 
 def _median(run: RunView, metric: str) -> float | None:
@@ -145,6 +145,15 @@ def _series(sweep: Sweep, axis: str, values: list[str], others: list[str]) -> di
         if cell_value(cell, axis) in values:
             series.setdefault(" ".join(f"{o}={cell_value(cell, o)}" for o in others) or "all", []).append(cell)
     return series
+
+
+def _numeric(values: list[str]) -> bool:
+    """Whether an axis's values are numbers (dp=1, 2, 4: ordered) rather than categories (trl, verl)."""
+    try:
+        [float(v) for v in values]
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _panel(
@@ -195,14 +204,18 @@ def _panel(
                     why = _reason(cell, run) or "no reason recorded"
                     tips.tip(mark, f"{_cell_text(cell)}: {cell['status']}: {why}")
             medians.append(statistics.median(ys) if ys else math.nan)
+        # A line between x positions claims a trend; between categories (frameworks, placements) there is none, so
+        # there each median is a short bar at its own category.
+        ordered = _numeric(values)
         (line,) = ax.plot(
             [x + shift for x in range(len(values))],
             medians,
             color=color,
-            lw=1.2,
+            lw=1.2 if ordered else 0,
             label=name,
-            marker="o" if sum(not math.isnan(m) for m in medians) == 1 else None,
-            ms=0,
+            marker=None if ordered else "_",
+            ms=0 if ordered else 14,
+            mew=2,
         )
         tips.tip(
             line,

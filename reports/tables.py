@@ -61,12 +61,18 @@ def _metric_column(name: str) -> Column:
     return Column(metric.title, metric.display_unit, metric.direction)
 
 
-def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+def summary_rows(
+    runs: list[RunView], x_of_fastest: dict[str, float] | None = None
+) -> tuple[list[str], list[list[str]]]:
     """Headers and rows of the framework × workload × parallelism table: the registry's "report" metrics
-    (record.schema.headline), then energy and cost per 1M tokens from the record's costs."""
+    (record.schema.headline; the step time is the common wall_step_time_s, the framework's own timer beside
+    it), the step time as a multiple of the fastest framework's on equal work (reports/across.py), the time to
+    the first step, then energy and cost per 1M tokens from the record's costs."""
     metrics = headline("report")
     columns = [
         *(_metric_column(name) for name in metrics),
+        Column("step time, x of the fastest on equal work", "ratio", "lower"),
+        Column("time to first step", "s", "lower"),
         Column("energy per 1M tokens", "kJ", "lower"),
         Column("cost per 1M tokens", "USD", "lower"),
     ]
@@ -76,11 +82,14 @@ def summary_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         summary = run.record.get("summary") or {}
         costs = run.record.get("costs") or {}
         energy = costs.get("energy_per_mtok_j")
+        first = run.record.get("time_to_first_step_s")
         rows.append(
             [
                 run.label,
                 effective_status(run.record, run.path),
                 *(_metric_cell(summary, name) for name in metrics),
+                _fmt((x_of_fastest or {}).get(run.label)),
+                _fmt(first if isinstance(first, (int, float)) else None),
                 _fmt(energy / 1e3 if energy is not None else None),
                 _fmt(costs.get("cost_per_mtok_usd")),
             ]
@@ -101,24 +110,48 @@ def stage_medians(run: RunView) -> dict[str, float]:
     return {stage: summary[f"time_{stage}_s"]["median"] for stage in STAGES if f"time_{stage}_s" in summary}
 
 
+# measured / predicted beyond this factor either way is not a model's error margin but a stage the model does
+# not describe on this machine: the row says so.
+FAR_OFF = 10.0
+
+
+def _far_off(run: RunView, stage: str, ratio: float | None) -> str:
+    """Why a stage is mispredicted by FAR_OFF or more, in words; empty when it is not."""
+    if ratio is None or not math.isfinite(ratio) or 1 / FAR_OFF < ratio < FAR_OFF:
+        return ""
+    lane = bool(run.record.get("cpu_lane"))
+    if stage == "weight_sync":
+        return f"{ratio:.3g}x: the model prices the sync as the weights' bytes over the link; here it is the " + (
+            "CPU lane's Python and Ray round trip between trainer and rollout engine, a fixed cost no bandwidth "
+            "bound describes"
+            if lane
+            else "framework's per-tensor calls and synchronisation, which dominate a small model's bytes"
+        )
+    if lane:
+        return f"{ratio:.3g}x: a CPU lane's fixed per-call costs, which the model's CPU row does not describe"
+    return f"{ratio:.3g}x: off by more than {FAR_OFF:g}x; the model does not describe what this stage did here"
+
+
 def vs_model_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    headers = ["run", "stage", "measured (s)", "predicted (s)", "measured / predicted"]
+    headers = ["run", "stage", "measured (s)", "predicted (s)", "measured / predicted", "comment"]
     rows = []
     for run in runs:
         vs = run.record.get("vs_model") or {}
         for stage, row in {**(vs.get("stages") or {}), "whole step": vs.get("step") or {}}.items():
             if row:
+                ratio = row.get("measured_over_predicted")
                 rows.append(
                     [
                         run.label,
                         stage,
                         _fmt(row.get("measured_s")),
                         _fmt(row.get("predicted_s")),
-                        _fmt(row.get("measured_over_predicted")),
+                        _fmt(ratio),
+                        _far_off(run, stage, ratio),
                     ]
                 )
         if vs.get("bubble") is not None:
-            rows.append([run.label, "bubble 1 − W/(p·T)", "", "", _fmt(vs["bubble"])])
+            rows.append([run.label, "bubble 1 − W/(p·T)", "", "", _fmt(vs["bubble"]), ""])
     return headers, rows
 
 

@@ -57,10 +57,17 @@ def stage_bars(run: RunView) -> pd.DataFrame | None:
         cursor = start
         for stage in STAGES:
             seconds = step.get(f"time_{stage}_s")
-            if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            if seconds is None or not math.isfinite(seconds) or seconds <= 0 or cursor >= end:
                 continue
-            rows.append({**common, "stage": stage, "start_s": cursor, "end_s": cursor + seconds, "seconds": seconds})
-            cursor += seconds
+            # Stages are placed inside their step: where their sum exceeds the step's window (a window from a
+            # poll's stamps is up to the poll's lag short, or the framework's stages overlap) the last one is
+            # cut at the step's end rather than drawn over the next step.
+            stop = min(cursor + seconds, end)
+            clipped = stop < cursor + seconds
+            rows.append(
+                {**common, "stage": stage, "start_s": cursor, "end_s": stop, "seconds": seconds, "clipped": clipped}
+            )
+            cursor = stop
     return pd.DataFrame(rows)
 
 
@@ -170,7 +177,7 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         row = stages.index(bar["stage"])
         rect = gantt.barh(
             row,
-            bar["seconds"],
+            bar["end_s"] - bar["start_s"],
             left=bar["start_s"] - origin,
             height=0.7,
             color=palette[bar["stage"]],
@@ -186,7 +193,12 @@ def _draw_run(tips: Tips, gantt: plt.Axes, trace: plt.Axes, run: RunView, bars: 
         tips.tip(
             rect,
             f"{run.label}\nstep {bar['step']}{' (warm-up)' if bar['warmup'] else ''} · {name}: "
-            f"{bar['seconds']:.3g} s{share}, from +{bar['start_s'] - origin:.2f} s",
+            f"{bar['seconds']:.3g} s{share}, from +{bar['start_s'] - origin:.2f} s"
+            + (
+                ", drawn cut at the step's end (the stages add up to more than its window)"
+                if bar.get("clipped")
+                else ""
+            ),
         )
     gantt.set_yticks(range(len(stages)), ["whole step" if s == "step" else s for s in stages], fontsize=7)
     gantt.set_ylim(len(stages) - 0.4, -0.6)

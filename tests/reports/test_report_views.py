@@ -224,6 +224,7 @@ def _record(folder: Path, step_times: list[float]) -> Path:
         {
             "step": range(1, len(step_times) + 1),
             "step_time_s": step_times,
+            "wall_step_time_s": step_times,
             "tokens_per_s": [1000 / t for t in step_times],
         }
     )
