@@ -13,6 +13,7 @@ reported, not failed, so the first night can seed the baseline
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -150,8 +151,10 @@ def run_night(
                     night_dir / REPORT_FILE,
                     warn=echo,
                     option="nightly results folder",
+                    verdicts=format_night(night).splitlines(),
                 )
                 night["report"] = str(night_dir / REPORT_FILE)
+                write_json(night_dir / NIGHT_FILE, night)  # the history's night table reads tonight's status
                 render_report(
                     [config.results],
                     config.results / HISTORY_FILE,
@@ -159,6 +162,7 @@ def run_night(
                     threshold=config.threshold,
                     warn=echo,
                     option="nightly results folder",
+                    nights=night_rows(config.results),
                 )
                 night["history"] = str(config.results / HISTORY_FILE)
             except RLBenchError as exc:  # e.g. every old record unreadable, or the disk filled
@@ -186,6 +190,46 @@ def night_status(entries: list[dict[str, Any]]) -> str:
     if any(e.get("undecidable") for e in entries):
         return Status.UNDECIDABLE
     return Status.PASSED
+
+
+def night_rows(results: Path) -> tuple[list[str], list[list[str]]]:
+    """The history page's table: every night under `results`, newest first, with its status and what decided it;
+    a night whose nightly.json cannot be read is listed as such, not skipped."""
+    headers = ["night", "started (UTC)", "status", "benchmarks", "regressed", "undecidable or failed", "baseline"]
+    rows = []
+    for path in sorted(results.glob(f"*-night-*/{NIGHT_FILE}"), reverse=True):
+        try:
+            night = json.loads(path.read_text())
+            entries = [e for e in night["benchmarks"] if isinstance(e, dict)]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            rows.append([path.parent.name, "", "unreadable", "", "", f"{type(exc).__name__}", ""])
+            continue
+        what = [f"{e.get('framework')} {e.get('workload')}" for e in entries]
+        regressed = [f"{w}: {', '.join(e['regressed'])}" for w, e in zip(what, entries) if e.get("regressed")]
+        other = [
+            f"{w}: {e.get('status') if e.get('status') != Status.SUCCEEDED else 'undecidable'}"
+            for w, e in zip(what, entries)
+            if e.get("status") != Status.SUCCEEDED or e.get("undecidable")
+        ]
+        baseline = (
+            f"refused: {night['baseline_refused']}"
+            if night.get("baseline_refused")
+            else "updated"
+            if night.get("baseline_updated")
+            else ""
+        )
+        rows.append(
+            [
+                path.parent.name,
+                str(night.get("started_at") or ""),
+                str(night.get("status") or "unknown"),
+                str(len(entries)),
+                "; ".join(regressed),
+                "; ".join(other),
+                baseline,
+            ]
+        )
+    return headers, rows
 
 
 def _promote(record_dir: Path, baseline_dir: Path) -> Path:

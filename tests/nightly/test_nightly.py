@@ -17,7 +17,7 @@ import yaml
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.nightly.config import load_nightly_config
-from rlbench.harness.nightly.gate import find_baseline, format_night, judge, night_status
+from rlbench.harness.nightly.gate import find_baseline, format_night, judge, night_rows, night_status
 from rlbench.harness.record.read import read_record
 from tests.conftest import PROJECT_ROOT, run_cli, synthetic_record
 
@@ -37,7 +37,11 @@ def _baseline(source: Path, folder: Path, step_s: float) -> Path:
     rows = []
     for step in range(1, STEPS + 1):
         factor = step_s * (1 + 0.01 * step) / row["step_time_s"]
-        scaled = {name: row[name] * factor for name in steps if name.startswith("time_") or name == "step_time_s"}
+        scaled = {
+            name: row[name] * factor
+            for name in steps
+            if name.startswith("time_") or name in ("step_time_s", "wall_step_time_s")
+        }
         scaled |= {name: row[name] / factor for name in steps if name.endswith("tokens_per_s")}
         rows.append({**row.to_dict(), **scaled, "step": step})
     pd.DataFrame(rows).astype(steps.dtypes.to_dict()).to_parquet(run / "steps.parquet", index=False)
@@ -76,6 +80,11 @@ def test_a_slower_night_fails_and_the_matrix_goes_on(report_run, tmp_path):
     assert refused["status"] == "not run" and "dp=8" in refused["error"]
     assert "REGRESSED" in result.stdout
     assert (night_dir / "report.html").is_file() and (tmp_path / "runs" / "history.html").is_file()
+    page = (night_dir / "report.html").read_text()
+    assert "Tonight's verdicts" in page and "REGRESSED" in page and "night regressed" in page
+    history_page = (tmp_path / "runs" / "history.html").read_text()
+    assert "<h2>Nights</h2>" in history_page and f"<td>{night_dir.name}</td><td>" in history_page
+    assert "<td>regressed</td>" in history_page
     assert not (tmp_path / "baseline" / Path(ran["record"]).name).exists()  # a bad night never becomes the baseline
 
     tonight = pd.read_parquet(Path(ran["record"]) / "steps.parquet")["step_time_s"]
@@ -233,3 +242,23 @@ def test_a_contended_night_is_marked_and_never_becomes_the_baseline(tmp_path):
     assert promotion_refusal({"status": "regressed", "benchmarks": []}) == "the night regressed"
     result = run_cli("compare", str(baseline), str(tonight))
     assert f"notice: {tonight}: host contended" in result.stderr
+
+
+def test_the_history_lists_every_night_with_its_status_and_names_a_damaged_one(tmp_path):
+    entry = {"framework": "trl", "workload": "gsm8k-grpo-tiny", "status": "succeeded", "regressed": ["step_time_s"]}
+    for name, night in (
+        ("20261101T020000Z-night-aaaa", {"status": "passed", "started_at": "2026-11-01", "benchmarks": []}),
+        (
+            "20261102T020000Z-night-bbbb",
+            {"status": "regressed", "benchmarks": [entry], "baseline_refused": "the night regressed"},
+        ),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "nightly.json").write_text(json.dumps(night))
+    (tmp_path / "20261103T020000Z-night-cccc").mkdir()
+    (tmp_path / "20261103T020000Z-night-cccc" / "nightly.json").write_text("{")
+    headers, rows = night_rows(tmp_path)
+    assert [row[0][-4:] for row in rows] == ["cccc", "bbbb", "aaaa"]  # newest first
+    assert rows[0][2] == "unreadable" and rows[2][2] == "passed"
+    assert rows[1][2:5] == ["regressed", "1", "trl gsm8k-grpo-tiny: step_time_s"]
+    assert rows[1][6] == "refused: the night regressed"
