@@ -56,10 +56,19 @@ def run_timeout_s() -> float:
     return env_number(RUN_TIMEOUT_ENV, DEFAULT_TIMEOUT_S, unit="seconds", high=MAX_TIMEOUT_S)
 
 
-def sample_hz() -> float:
-    """$RLBENCH_SAMPLE_HZ: the telemetry sampler's rate (default 10; 0 turns sampling off for overhead A/B runs)."""
+# The sampler's default rates. With GPUs, 10 Hz: board power is integrated into energy and a kernel burst is
+# short. Without, 4 Hz: the process-tree walk is most of the sampler's cost, and on a 2-core CPU lane 10 Hz took
+# about 3% of a core, more than the framework can spare (issue 34); a CPU-lane step of 1-3 s still gets 4-12
+# samples.
+GPU_SAMPLE_HZ, CPU_SAMPLE_HZ = 10.0, 4.0
+
+
+def sample_hz(gpus: bool = True) -> float:
+    """$RLBENCH_SAMPLE_HZ: the telemetry sampler's rate (default GPU_SAMPLE_HZ on a host with GPUs, else
+    CPU_SAMPLE_HZ; 0 turns sampling off for overhead A/B runs)."""
     # At least one sample a minute: a slower rate cannot see a step, and its period overflows the sampler's clock.
-    return env_number("RLBENCH_SAMPLE_HZ", 10.0, unit="Hz", least=1 / 60, high=1000.0, allow_zero=True)
+    default = GPU_SAMPLE_HZ if gpus else CPU_SAMPLE_HZ
+    return env_number("RLBENCH_SAMPLE_HZ", default, unit="Hz", least=1 / 60, high=1000.0, allow_zero=True)
 
 
 def gpu_hour_usd(hardware_default: float | None) -> float | None:

@@ -60,10 +60,11 @@ def framework_env(run_dir: Path) -> dict[str, str]:
     return nccl_env(nccl_logging_enabled(), run_dir / NCCL_PREFIX)
 
 
-def start(run_dir: Path, pid: int, on_cluster: bool = False) -> SamplerHandle | None:
+def start(run_dir: Path, pid: int, on_cluster: bool = False, gpus: bool = True) -> SamplerHandle | None:
     """The sampler around the framework process, or None when RLBENCH_SAMPLE_HZ=0. On a Ray cluster it samples
-    the driver's process tree only, as node `driver`: the node agents read every node's host and GPUs."""
-    rate = sample_hz()
+    the driver's process tree only, as node `driver`: the node agents read every node's host and GPUs. `gpus`:
+    whether this host has any (the default rate follows, settings.sample_hz)."""
+    rate = sample_hz(gpus)
     if rate <= 0:
         return None
     cluster = {"node": DRIVER_NODE, "devices": []} if on_cluster else {}
@@ -84,7 +85,7 @@ def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFra
         telemetry = pd.read_parquet(path)
     except PARQUET_ERRORS as exc:  # e.g. the sampler was killed mid-write: the run's record still matters
         return steps, {**notes, "error": f"{TELEMETRY_FILE}: {type(exc).__name__}: {first_line(exc)}"}
-    notes = {**notes, **node_notes(telemetry)}
+    notes = {**notes, **node_notes(telemetry), **framework_cpu(telemetry)}
     if steps.empty or "step_start_unix_s" not in steps:
         return steps, notes
     bounds = steps[["step_start_unix_s", "step_end_unix_s"]]
@@ -96,6 +97,17 @@ def add_telemetry(run_dir: Path, handle: SamplerHandle | None, steps: pd.DataFra
         return steps, {**notes, "aligned": False, "error": f"ValueError: {exc}"}
     joined = steps.merge(per_step[["step", *STEP_COLUMNS]].rename(columns=STEP_COLUMNS), on="step", how="left")
     return joined, notes
+
+
+def framework_cpu(telemetry: pd.DataFrame) -> dict[str, float]:
+    """{"framework_cpu_s": CPU seconds of the framework's process tree over the samples} (this host's rows; the
+    mean reading times the span sampled), the denominator of rlbench's own CPU share; {} without readings."""
+    host = telemetry[(telemetry["source"] == "host") & (telemetry.get("node", LOCAL_NODE) == LOCAL_NODE)]
+    readings = host["proc_cpu_util_pct"].dropna() if "proc_cpu_util_pct" in host else pd.Series(dtype=float)
+    if len(readings) < 2:
+        return {}
+    span = float(host["time_unix_s"].max() - host["time_unix_s"].min())
+    return {"framework_cpu_s": float(readings.mean()) / 100 * span}
 
 
 def node_notes(telemetry: pd.DataFrame) -> dict[str, Any]:

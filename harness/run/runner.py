@@ -12,6 +12,7 @@ full disk still leaves a record that says what happened.
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import signal
 import time
@@ -43,7 +44,7 @@ from rlbench.harness.record.store import (
     write_steps,
 )
 from rlbench.harness.run import profiling
-from rlbench.harness.run.derive import derive_step_metrics, model_flops_utilisation
+from rlbench.harness.run.derive import canonical_work, derive_step_metrics, model_flops_utilisation
 from rlbench.harness.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
 from rlbench.harness.run.framework_process import Outcome, launch
 from rlbench.harness.run.step_stamps import apply_stamps, note_seen
@@ -89,7 +90,7 @@ class ProgressPrinter:
         if size == self.size:
             return
         self.size = size
-        steps = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)
+        steps, _ = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)  # live: own timer
         note_seen(self.run_dir, steps["step"].iloc[self.shown :].tolist() if not steps.empty else [])
         for row in steps.iloc[self.shown :].itertuples():
             self.echo(
@@ -229,13 +230,16 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
         )
         sampler: list = []
         oom_kills_before = oom_kill_count()
+        record["launched_unix_s"] = time.time()
         outcome = launch(
             plan,
             run_dir,
             spec.timeout_s,
             progress,
             stops,
-            on_start=lambda pid: sampler.append(_start_sampler(run_dir, pid, echo, on_cluster=cluster is not None)),
+            on_start=lambda pid: sampler.append(
+                _start_sampler(run_dir, pid, echo, cluster is not None, bool(environment["gpu_count"]))
+            ),
         )
     except RunStop as stop:
         if not recorded:
@@ -328,12 +332,14 @@ def _finish_cluster(cluster: ClusterSession, run_dir: Path, record: RunRecord, s
         cluster.close()
 
 
-def _start_sampler(run_dir: Path, pid: int, echo: Callable[[str], None], on_cluster: bool = False) -> Any:
+def _start_sampler(
+    run_dir: Path, pid: int, echo: Callable[[str], None], on_cluster: bool = False, gpus: bool = True
+) -> Any:
     """Telemetry is an addition to the run, not a condition for it: if the sampler cannot start (the
     framework already exited, no room for its files), the run goes on and the record says why. On a cluster
     it samples the driver's process tree (the node agents sample the nodes and their GPUs)."""
     try:
-        return profiling.start(run_dir, pid, on_cluster=on_cluster)
+        return profiling.start(run_dir, pid, on_cluster=on_cluster, gpus=gpus)
     except (RLBenchError, ValueError, OSError) as exc:
         echo(f"warning: no telemetry for this run: {exc}")
         return None
@@ -396,12 +402,15 @@ def _finish(
     record_start = time.perf_counter()
     notes: list[str] = []
     try:
-        steps = derive_step_metrics(adapter.read_steps(run_dir), environment["gpu_count"])
+        steps = adapter.read_steps(run_dir)
     except (OSError, ValueError, KeyError) as exc:  # a damaged metrics file must not cost the record
         steps, notes = pd.DataFrame(), [f"could not read the framework's metrics: {type(exc).__name__}: {exc}"]
     steps, stand_in = apply_stamps(steps, run_dir)  # one step-time definition; verl's missing boundaries
     if stand_in:
         notes.append(stand_in)
+    steps, own_timer = derive_step_metrics(steps, environment["gpu_count"])
+    if own_timer:
+        notes.append(own_timer)
     try:
         steps, record["telemetry"] = profiling.add_telemetry(run_dir, sampler[0] if sampler else None, steps)
     except (OSError, ValueError) as exc:
@@ -418,6 +427,7 @@ def _finish(
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework
     record.update(
+        time_to_first_step_s=_time_to_first_step(record, steps),
         returncode=outcome.returncode,
         ended_at=utc_now(),
         duration_s=outcome.wall_s,
@@ -443,7 +453,15 @@ def _finish(
         Status.SUCCEEDED if error is None else (Status.INTERRUPTED if outcome.kind == "interrupted" else Status.FAILED)
     )
     record.update(status=status, error=error, files=_files(run_dir))
-    record["overhead"] = _overhead(setup_s, parent_cpu_s, steps, outcome, time.perf_counter() - record_start)
+    record["overhead"] = _overhead(
+        setup_s,
+        parent_cpu_s,
+        steps,
+        outcome,
+        time.perf_counter() - record_start,
+        record.get("telemetry"),
+        environment.get("cpu_count"),
+    )
     _end_record(run_dir, record)
     kept = f"{len(steps)} step(s) recorded in {run_dir}"
     if outcome.kind == "interrupted":
@@ -531,7 +549,7 @@ def _prediction(
     )
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
-        return predict_run(
+        prediction = predict_run(
             spec.workload,
             spec.parallel,
             model,
@@ -542,20 +560,55 @@ def _prediction(
             framework=spec.framework,
             padded_prompt_len=None if padded is None else float(padded),
         )
+        if prediction.get("available"):
+            prediction["canonical"] = canonical_work(spec.workload, spec.parallel, model, environment, prompt_len)
+        return prediction
     except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 
 
+def _time_to_first_step(record: RunRecord, steps: pd.DataFrame) -> float | None:
+    """Launch to the end of the first step (its writer's stamp, else rlbench's arrival stamp); None without one."""
+    launched = record.get("launched_unix_s")
+    if launched is None or steps.empty:
+        return None
+    first = steps.sort_values("step").iloc[0]
+    for column in ("step_end_unix_s", "step_seen_unix_s"):
+        end = first.get(column)
+        if end is not None and math.isfinite(end) and end >= launched:
+            return float(end - launched)
+    return None
+
+
 def _overhead(
-    setup_s: float, parent_cpu_s: float, steps: pd.DataFrame, outcome: Outcome, record_s: float
+    setup_s: float,
+    parent_cpu_s: float,
+    steps: pd.DataFrame,
+    outcome: Outcome,
+    record_s: float,
+    telemetry: dict[str, Any] | None = None,
+    cores: int | None = None,
 ) -> dict[str, float | None]:
-    """rlbench's own cost around the framework, per step where it recurs."""
+    """rlbench's own cost around the framework, per step where it recurs, and while the framework ran: the
+    sampler's and the runner's CPU as a share of all the CPU the run used and of the machine's cores. What
+    that costs the framework's step time is measured by benchmarks/rlbench_overhead.py (with and without)."""
     n = max(len(steps), 1)
     in_steps = float(steps["step_time_s"].sum()) if not steps.empty else 0.0
+    telemetry = telemetry or {}
+    sampler = telemetry.get("loop_cpu_s", telemetry.get("sampler_cpu_s"))
+    framework = telemetry.get("framework_cpu_s")
+    ours = parent_cpu_s + (sampler or 0.0)
     return {
         "setup_s": setup_s,  # data, tokenizer, tiny model (cached after the first run), record start
         "record_s": record_s,  # reading metrics, writing steps.parquet and run.json
         "parent_cpu_s_per_step": parent_cpu_s / n,  # progress polling while the framework runs
         # Framework process start-up (imports, model load) plus teardown: outside any step.
         "framework_outside_steps_s": outcome.wall_s - in_steps if not steps.empty else None,
+        "parent_cpu_s": parent_cpu_s,
+        "sampler_cpu_s": sampler,  # its sampling loop (start-up and the final write excluded)
+        "framework_cpu_s": framework,
+        # rlbench's CPU over all the CPU the run used (fraction, lower is better)
+        "cpu_share_of_run": ours / (ours + framework) if framework else None,
+        # rlbench's CPU over the machine's capacity while the framework ran (fraction of cores x wall)
+        "share_of_machine": ours / (outcome.wall_s * cores) if cores and outcome.wall_s > 0 else None,
     }
