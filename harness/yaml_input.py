@@ -60,3 +60,5 @@ def read_yaml(path: Path, what: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid syntax"
         raise RLBenchError(f"{what} {path} is not valid YAML{where}: {problem}; fix the file") from None
+    except RecursionError:  # thousands of nested brackets: the parser's recursion gives out before any YAML error
+        raise RLBenchError(f"{what} {path} is nested too deeply to read; fix the file") from None

@@ -610,3 +610,28 @@ def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
 )
 def test_click_usage_errors_are_one_error_line(args, needle):
     assert_refused(run_cli(*args), needle, "-h`")
+
+
+# ---------------------------------------------------------------- read-only cache, deeply nested input
+
+
+def test_predict_on_the_cpu_row_works_with_a_read_only_cache(read_only_dir, monkeypatch):
+    """HOME (and so the cache) on a read-only mount: the CPU probe measures and answers, it just is not cached."""
+    monkeypatch.setenv("RLBENCH_CACHE", str(read_only_dir / "cache"))
+    result = _in_read_only_mount(read_only_dir, "predict", "--workload", "gsm8k-grpo-tiny", "--hardware", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "step time" in result.stdout
+
+
+def test_a_run_whose_cache_is_read_only_is_one_line(read_only_dir, monkeypatch):
+    monkeypatch.setenv("RLBENCH_CACHE", str(read_only_dir / "cache"))
+    result = _in_read_only_mount(
+        read_only_dir, "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--dry-run"
+    )
+    assert_refused(result, "Read-only file system", "writable folder")
+
+
+def test_a_deeply_nested_model_config_is_one_line(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text("[" * 100_000 + "]" * 100_000)
+    assert_refused(run_cli("predict", "--model-config", str(config), *PREDICT), str(config))

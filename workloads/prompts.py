@@ -56,12 +56,23 @@ def prompt_length(tokenizer, workload: Workload, text: str) -> int:
     return len(tokenizer(text)["input_ids"])
 
 
+# No tokenizer rlbench runs packs more characters than this into one token on text a prompt is made of, so a
+# problem longer than max_prompt_length x this can never fit and is dropped before anything tokenizes it (one
+# 5 MB question made the tiny model's tokenizer training run for over 15 minutes, deaf to SIGTERM in Rust code).
+MAX_CHARS_PER_TOKEN = 32
+
+
+def could_fit(workload: Workload, problem: Problem) -> bool:
+    """False for a problem too long, in characters, for any tokenization to fit max_prompt_length."""
+    return len(problem.question) + len(problem.ground_truth) <= workload.max_prompt_length * MAX_CHARS_PER_TOKEN
+
+
 def select_prompts(workload: Workload, problems: list[Problem], tokenizer) -> list[PromptRecord]:
     """The run's prompts in order: overlong ones dropped, the split cycled if too short."""
     needed = workload.steps * workload.prompts_per_step
     kept = [
         r
-        for r in (render(workload, p) for p in problems)
+        for r in (render(workload, p) for p in problems if could_fit(workload, p))
         if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length
     ]
     if not kept:

@@ -39,8 +39,33 @@ def user_errors(fn):
         except KeyboardInterrupt:
             click.echo(f"error: {_interrupted(fn.__name__)}", err=True)
             sys.exit(130)
+        except OSError as exc:  # a file-system error no command foresaw: still one line naming the file and the fix
+            click.echo(f"error: {file_system_error(exc)}", err=True)
+            sys.exit(2)
+        except RecursionError:  # a JSON or YAML input nested thousands deep: the parser's recursion gave out
+            click.echo(
+                "error: an input file is nested too deeply to read (thousands of levels); rlbench's inputs are a "
+                "few levels deep: check the file you passed",
+                err=True,
+            )
+            sys.exit(2)
 
     return wrapper
+
+
+def file_system_error(exc: OSError) -> str:
+    """`<path>: <what the OS said>; <what to do>` for an OSError."""
+    import errno
+
+    where = f"{exc.filename}: " if exc.filename else ""
+    fix = {
+        errno.EROFS: "the file system is read-only: point RLBENCH_CACHE, --out or HOME at a writable folder",
+        errno.EACCES: "no permission: point RLBENCH_CACHE, --out or HOME at a folder you can write, or fix its mode",
+        errno.EPERM: "not permitted: point RLBENCH_CACHE, --out or HOME at a folder you can write",
+        errno.ENOSPC: "the disk is full: free some space or point RLBENCH_CACHE or --out elsewhere",
+        errno.EDQUOT: "the disk quota is used up: free some space or point RLBENCH_CACHE or --out elsewhere",
+    }.get(exc.errno, "check the path and try again")
+    return f"{where}{exc.strerror or exc}; {fix}"
 
 
 def _interrupted(command: str) -> str:

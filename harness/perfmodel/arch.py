@@ -234,6 +234,8 @@ def load_hf_config(path: str | Path) -> ModelArch:
         raise RLBenchError(f"{path} is not valid JSON: {exc}") from None
     except UnicodeDecodeError:
         raise RLBenchError(f"{path} is not UTF-8 text; pass a model's config.json") from None
+    except RecursionError:
+        raise RLBenchError(f"{path} is nested too deeply to be a model config; pass a model's config.json") from None
     return from_hf_config(config, name=path.parent.name or None, where=str(path))
 
 

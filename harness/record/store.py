@@ -206,5 +206,11 @@ def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, 
         started = datetime.fromisoformat(str(record.get("started_at"))).timestamp()
         timeout = float(record.get("timeout_s") or 0.0)
     except (TypeError, ValueError):
-        return "running"
+        # Nothing the runner wrote says when it started or whether it lives: the file's own age is the only
+        # evidence left, and a record untouched for longer than a heartbeat's staleness is nobody's.
+        try:
+            untouched = now - (Path(run_dir) / RUN_FILE).stat().st_mtime if run_dir is not None else None
+        except OSError:
+            untouched = None
+        return "abandoned" if untouched is not None and untouched > STALE_AFTER_S else "running"
     return "abandoned" if timeout > 0 and now > started + timeout + GRACE_S else "running"

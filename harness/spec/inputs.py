@@ -18,7 +18,7 @@ from typing import Any
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.model_arch import hub_cached_file
 from rlbench.workloads.datasets import hub_unreachable
-from rlbench.workloads.prompts import PromptRecord, select_prompts, shuffled, workload_problems
+from rlbench.workloads.prompts import PromptRecord, could_fit, select_prompts, shuffled, workload_problems
 from rlbench.workloads.spec import Workload
 
 # The tiny tokenizer is trained on this many problems of the split (question + solution text).
@@ -68,7 +68,12 @@ def prepare_inputs(workload: Workload, seed: int, *, note: Callable[[str], None]
     """The run's model and prompts. With `note`, for a plan only (a dry run): what cannot be resolved here is
     said through it, one line each, and left out instead of refused."""
     split = workload_problems(workload)
-    problems = shuffled(workload, split, seed)
+    problems = [p for p in shuffled(workload, split, seed) if could_fit(workload, p)]  # before any tokenizer
+    if not problems:
+        raise RLBenchError(
+            f"workload {workload.name}: no problem is short enough to fit max_prompt_length="
+            f"{workload.max_prompt_length} tokens; raise max_prompt_length in the workload file"
+        )
     if workload.model.tiny is not None:
         from rlbench.workloads.tiny_model import build_tiny_model
 

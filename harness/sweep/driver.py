@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,11 @@ class SweepInterrupted(RunInterrupted):
     """Ctrl-C during a sweep: finished records and the index are kept; `--resume` continues."""
 
 
+# Cells one sweep may hold: at the fastest (a tiny CPU run, about 30 s) 10,000 cells are three days of runs, and
+# the index stays a few MB that every cell rewrites.
+MAX_CELLS = 10_000
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SweepRequest:
     """What the user asked for; stored in the index so `--resume` rebuilds the same runs."""
@@ -73,6 +79,16 @@ class SweepRequest:
         fixed = {pair.partition("=")[0].strip() for pair in self.parallel}
         if clash := sorted(fixed & set(self.grid)):
             raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--grid); keep one")
+        if (cells := self.cell_count) > MAX_CELLS:  # counted, never expanded: 10^6 cells once sat silent for minutes
+            raise RLBenchError(
+                f"the sweep has {cells:,} cells ({self.repeats} repeat(s) x {len(self.frameworks)} framework(s) x "
+                f"{len(self.workloads)} workload(s) x {math.prod(len(v) for v in self.grid.values())} grid point(s)), "
+                f"more than the {MAX_CELLS:,} one sweep may hold; split it into smaller sweeps"
+            )
+
+    @property
+    def cell_count(self) -> int:
+        return self.repeats * len(self.frameworks) * len(self.workloads) * math.prod(len(v) for v in self.grid.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

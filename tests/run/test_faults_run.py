@@ -325,6 +325,14 @@ def test_effective_status_from_pid_heartbeat_or_timeout(tmp_path):
     assert effective_status(elsewhere, tmp_path) == "abandoned"
     old = {"status": "running", "started_at": "2020-01-01T00:00:00+00:00", "timeout_s": 7200}
     assert effective_status(old) == "abandoned" and effective_status({**old, "status": "failed"}) == "failed"
+    # Another host, no heartbeat, a start time nobody can read: the file's age is the evidence left.
+    nothing = {"status": "running", "runner": {"host": "another-host"}, "started_at": "garbled"}
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    write_run_json(lost, nothing)
+    assert effective_status(nothing, lost) == "running"  # just written: it may well be alive
+    os.utime(lost / "run.json", (now - 3600, now - 3600))
+    assert effective_status(nothing, lost) == "abandoned"
 
 
 def test_sigkill_is_oom_only_with_evidence(tmp_path):

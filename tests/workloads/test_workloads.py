@@ -111,3 +111,26 @@ def test_with_steps_keeps_warmup_below_steps():
     w = load_workload("gsm8k-grpo").with_steps(2)
     assert w.steps == 2 and w.warmup_steps == 1
     assert w.updates_per_step == w.prompts_per_step // w.mini_batch_prompts
+
+
+def test_a_problem_too_long_for_any_tokenization_is_dropped_before_a_tokenizer_sees_it():
+    """One 5 MB question once hung `run` for 15 minutes in the tokenizer's Rust code; now it costs one len()."""
+    from rlbench.workloads.catalog import load_workload
+    from rlbench.workloads.datasets import Problem
+    from rlbench.workloads.prompts import MAX_CHARS_PER_TOKEN, could_fit, select_prompts
+
+    workload = load_workload("gsm8k-grpo-tiny").with_steps(1)
+    huge = Problem("huge", "x" * 5_000_000, "1", "gsm8k")
+    short = [Problem(f"p{i}", f"What is {i} + 1?", str(i + 1), "gsm8k") for i in range(workload.prompts_per_step)]
+    assert not could_fit(workload, huge) and all(could_fit(workload, p) for p in short)
+    limit = workload.max_prompt_length * MAX_CHARS_PER_TOKEN
+    assert could_fit(workload, Problem("edge", "y" * (limit - 1), "1", "gsm8k"))
+
+    seen: list[int] = []
+
+    def tokenizer(text: str) -> dict:
+        seen.append(len(text))
+        return {"input_ids": list(range(len(text) // 4))}
+
+    prompts = select_prompts(workload, [huge, *short], tokenizer)
+    assert [p.uid for p in prompts] == [p.uid for p in short] and max(seen) < 1000
