@@ -17,6 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench.harness.perfmodel.hardware import find_hardware
+from rlbench.harness.record.schema import STAGES
+
 
 def _machines(record: dict[str, Any]) -> list[dict[str, Any]]:
     """(cpu_count, memory_gb) of every machine the run's samplers read: the cluster's distinct machines, or this
@@ -63,8 +66,49 @@ def data_errors(record: dict[str, Any], steps: pd.DataFrame) -> list[str]:
             errors.append(f"step {worst[0]}: {column} {worst[1]:.3g}, above 1 (the device's peak)")
         if column in steps and (pd.to_numeric(steps[column], errors="coerce") < 0).any():
             errors.append(f"{column} below 0")
+    errors += _power_errors(record, steps) + _stage_sum_errors(record, steps)
     for column in [c for c in steps.columns if c.endswith("_s") and c.startswith(("time_", "step_time"))]:
         values = pd.to_numeric(steps[column], errors="coerce")
         if (values < 0).any() or values.map(lambda v: isinstance(v, float) and math.isinf(v)).any():
             errors.append(f"{column}: a negative or infinite time")
     return errors
+
+
+# Board power may overshoot the rated maximum briefly (NVML's average over its own window); beyond this it is a
+# reading of something else (another GPU's counter, a unit error).
+POWER_MARGIN = 1.10
+# Stages timed one after the other may add up to a little more than the step (each timer's own start and stop).
+STAGE_SUM_MARGIN, STAGE_SUM_SLACK_S = 1.05, 0.05
+
+
+def _power_errors(record: dict[str, Any], steps: pd.DataFrame) -> list[str]:
+    """Mean board power above the GPUs' rated maximum (the cited hardware table's TDP) by more than POWER_MARGIN."""
+    gpus = (record.get("environment") or {}).get("gpus") or []
+    row = find_hardware(gpus[0].get("name", "")) if gpus and isinstance(gpus[0], dict) else None
+    if row is None or not row.tdp_w:
+        return []
+    limit = row.tdp_w * len(gpus) * POWER_MARGIN
+    worst = _worst(steps, "power_mean_w", limit)
+    if worst is None:
+        return []
+    return [f"step {worst[0]}: board power {worst[1]:.0f} W, above {len(gpus)} x {row.tdp_w:g} W ({row.name}'s TDP)"]
+
+
+def _stage_sum_errors(record: dict[str, Any], steps: pd.DataFrame) -> list[str]:
+    """Stages that run one after the other adding up to more than their step. An asynchronous run overlaps
+    generation with training by design, so there the sum says nothing."""
+    if str((record.get("parallel") or {}).get("async", "off")) not in ("off", "0") or "step_time_s" not in steps:
+        return []
+    columns = [f"time_{stage}_s" for stage in STAGES if f"time_{stage}_s" in steps]
+    if not columns:
+        return []
+    total = steps[columns].apply(pd.to_numeric, errors="coerce").fillna(0.0).sum(axis=1)
+    step = pd.to_numeric(steps["step_time_s"], errors="coerce")
+    over = total > step * STAGE_SUM_MARGIN + STAGE_SUM_SLACK_S
+    if not over.any():
+        return []
+    index = (total - step)[over].idxmax()
+    return [
+        f"step {int(steps.loc[index, 'step'])}: its stages add up to {total[index]:.3g} s, more than its "
+        f"{step[index]:.3g} s step"
+    ]

@@ -46,3 +46,23 @@ def test_a_cluster_run_is_judged_against_all_its_machines():
     steps = pd.DataFrame({"step": [1], "proc_cpu_util_mean_pct": [1500.0]})
     assert data_errors({"cluster": {"nodes": nodes}, **HOST}, steps) == []  # 16 cores across two machines
     assert data_errors({"cluster": {"nodes": nodes[:2]}, **HOST}, steps) != []  # one machine of 8
+
+
+def test_power_above_the_gpus_rating_and_stages_longer_than_their_step_are_named():
+    h100 = {"environment": {"cpu_count": 2, "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2}}
+    steps = pd.DataFrame(
+        {
+            "step": [1, 2],
+            "power_mean_w": [1200.0, 1700.0],  # two 700 W boards: 1,540 W with the margin
+            "step_time_s": [2.0, 2.0],
+            "time_gen_s": [1.0, 1.5],
+            "time_update_actor_s": [1.0, 1.0],  # step 2: 2.5 s of stages in a 2 s step
+        }
+    )
+    assert data_errors(h100, steps) == [
+        "step 2: board power 1700 W, above 2 x 700 W (H100-SXM's TDP)",
+        "step 2: its stages add up to 2.5 s, more than its 2 s step",
+    ]
+    # One-step-off generation overlaps training by design: the sum says nothing there.
+    assert data_errors({**h100, "parallel": {"async": "one-step"}}, steps) == [data_errors(h100, steps)[0]]
+    assert data_errors(h100, steps.assign(time_gen_s=[1.0, 1.04])) == [data_errors(h100, steps)[0]]  # within 5%
