@@ -17,6 +17,12 @@ the kernel's 10 ms tick resolution could otherwise give. CPU of a process that
 starts and exits between two rebuilds is not seen. At 20 Hz one reading of a busy
 process jitters by about +-20 %.
 
+The two costly readings pace themselves: the member list's rebuild and the PSS
+read (smaps_rollup, a walk of each process's mappings: tens of ms for a Ray
+worker with torch loaded) each run again only after their last cost divided by
+CPU_BUDGET has passed, so each takes at most that share of one core whatever the
+tree (a 2-core verl lane spent 17% of a core on them at a fixed 1 Hz).
+
     python -c "from rlbench.harness.telemetry.host_probe import ProcessTree; import os; \\
         t = ProcessTree(os.getpid()); print(t.sample(), t.root_alive())"
 """
@@ -27,6 +33,16 @@ import time
 from typing import Any
 
 import psutil
+
+# Share of one core each costly reading (the member rebuild, the PSS read) may take on average: its next run waits
+# cost / CPU_BUDGET, never less than rediscover_s and never more than the MAX below.
+CPU_BUDGET = 0.002
+MAX_REDISCOVER_S, MAX_PSS_EVERY_S = 10.0, 30.0
+
+
+def _paced(cost_s: float, least_s: float, most_s: float) -> float:
+    """Seconds until a reading that cost `cost_s` of CPU may run again."""
+    return min(most_s, max(least_s, cost_s / CPU_BUDGET))
 
 
 def _cpu_seconds(process: psutil.Process) -> float:
@@ -48,6 +64,9 @@ class ProcessTree:
         self._found_at = float("-inf")  # the last rebuild of the member list
         self._last_time = time.time()
         self._pss_at = float("-inf")
+        self.rediscover_every_s = rediscover_s  # paced by the rebuild's own cost (_paced)
+        self.pss_every_s = rediscover_s  # paced by the PSS read's own cost
+        self.last_costly_cpu_s = 0.0  # CPU the last sample spent on a rebuild or PSS read (the tick's pace excludes it)
         self._ceiling_pct = 100.0 * (psutil.cpu_count() or 1)  # every logical core busy for the whole tick
         psutil.cpu_percent(None)  # prime: the first system reading is relative to this call
         self._walk(prime=True)
@@ -61,14 +80,18 @@ class ProcessTree:
 
     def _members(self) -> list[psutil.Process]:
         now = time.time()
-        if now - self._found_at < self.rediscover_s:
+        if now - self._found_at < self.rediscover_every_s:
             return self._members_cache
+        cpu = time.process_time()
         try:
             members = [self._root, *self._root.children(recursive=True)]
         except psutil.Error:
             members = []
         self._members_cache = [p for p in members if p.pid not in self.exclude_pids]
         self._found_at = now
+        cost = time.process_time() - cpu
+        self.last_costly_cpu_s += cost
+        self.rediscover_every_s = _paced(cost, self.rediscover_s, MAX_REDISCOVER_S)
         return self._members_cache
 
     def _walk(self, prime: bool = False, tick_s: float = 0.0) -> tuple[float, float, int]:
@@ -97,23 +120,28 @@ class ProcessTree:
         return cpu_delta, rss, len(seen)
 
     def _pss(self, now: float) -> float:
-        """Summed PSS of the tree in bytes, read once per `rediscover_s` (NaN between): each shared page counts
+        """Summed PSS of the tree in bytes, read once per `pss_every_s` (NaN between): each shared page counts
         once in all (divided among its sharers), so unlike summed RSS it never exceeds the host's memory in use.
-        It reads /proc/<pid>/smaps_rollup, about a millisecond per process, hence the lower rate."""
-        if now - self._pss_at < self.rediscover_s:
+        It reads /proc/<pid>/smaps_rollup, a walk of the process's mappings, hence the paced rate."""
+        if now - self._pss_at < self.pss_every_s:
             return float("nan")
         self._pss_at = now
+        cpu = time.process_time()
         total = 0.0
         for process in self._members_cache:
             try:
                 total += process.memory_full_info().pss
             except (psutil.Error, AttributeError):  # exited, or not ours to read, or no PSS on this OS
                 continue
+        cost = time.process_time() - cpu
+        self.last_costly_cpu_s += cost
+        self.pss_every_s = _paced(cost, self.rediscover_s, MAX_PSS_EVERY_S)
         return total
 
     def sample(self) -> dict[str, Any]:
         """One host row (without time/host/source/device): system and process-tree readings."""
         now = time.time()
+        self.last_costly_cpu_s = 0.0
         alive = self.root_alive()
         elapsed = max(now - self._last_time, 1e-6)
         cpu_delta, rss, count = self._walk(tick_s=elapsed) if alive else (float("nan"), float("nan"), 0)

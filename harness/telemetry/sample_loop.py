@@ -1,4 +1,5 @@
-"""The sampler process: samples host, process tree and GPUs at a fixed rate until told to stop.
+"""The sampler process: samples host, process tree and GPUs until told to stop, at its rate or slower where a
+tick would cost more CPU than TICK_CPU_BUDGET (a large process tree gets fewer samples, not the framework's CPU).
 
 Started by `rlbench.harness.telemetry.sampler.start_sampler` as its own process so that
 sampling never competes with the framework's Python threads. It stops on SIGTERM
@@ -34,6 +35,19 @@ def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str, node: str = LOCAL
     for row in gpus.sample() if gpus else ():
         rows.append({"host": host, "node": node, "source": "gpu", **row})
     return rows
+
+
+# Share of the machine (all its cores) the sampler's ticks may take on average (the tree's rebuild and PSS read
+# have their own, host_probe.CPU_BUDGET): a tick that costs more than that stretches the period, never past
+# MAX_PERIOD_S, so a large process tree costs fewer samples rather than the framework's CPU. On 2 cores that is
+# 0.5% of one core; a 16-core GPU node keeps its 10 Hz.
+TICK_CPU_BUDGET, MAX_PERIOD_S = 0.0025, 2.0
+
+
+def paced_period(base_period: float, tick_cpu_s: float, cores: int | None = None) -> float:
+    """The period between ticks: the asked-for one, or longer where a tick's CPU would exceed TICK_CPU_BUDGET."""
+    budget = TICK_CPU_BUDGET * (cores or psutil.cpu_count() or 1)
+    return max(base_period, min(MAX_PERIOD_S, tick_cpu_s / budget))
 
 
 def _next_tick(next_tick: float, period: float) -> tuple[float, int]:
@@ -124,15 +138,23 @@ def run(
         raise SystemExit(1) from None
     rows: list[dict[str, Any]] = []
     ticks = overruns = 0
-    period = 1.0 / rate_hz
+    period = base_period = 1.0 / rate_hz
+    tick_cpu = 0.0  # a running mean of one tick's CPU, the tree's costly readings left out (they pace themselves)
+    longest_period = period
+    cores = psutil.cpu_count() or 1
     next_tick, last_flush = time.monotonic() + period, time.monotonic()
     reason = "unknown" if tree else f"root process {root_pid} not found"
     loop_cpu = time.process_time()
     try:
         while tree is not None:
             time.sleep(max(0.0, next_tick - time.monotonic()))
+            started_cpu = time.process_time()
             rows.extend(_tick(tree, gpus, host, node))  # also the last sample after a stop request
             ticks += 1
+            cost = time.process_time() - started_cpu - tree.last_costly_cpu_s
+            tick_cpu = cost if ticks == 1 else 0.8 * tick_cpu + 0.2 * cost
+            period = paced_period(base_period, tick_cpu, cores)
+            longest_period = max(longest_period, period)
             if requested:
                 reason = f"stopped by {requested[0]}"
                 break
@@ -181,6 +203,8 @@ def run(
                 "notes": notes,
                 "sampler_cpu_s": own.user + own.system,
                 "loop_cpu_s": loop_cpu,
+                "longest_period_s": longest_period,  # above 1/rate_hz where ticks were paced by their cost
+                "pss_every_s": tree.pss_every_s if tree is not None else None,
             }
         )
         try:

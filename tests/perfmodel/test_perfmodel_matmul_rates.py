@@ -124,3 +124,18 @@ def test_training_probe_counts_its_layer_as_the_model_does(monkeypatch) -> None:
     monkeypatch.setattr(cpu_probe, "RATE_MIN_S", 0.0)
     rates = cpu_probe.measure_train_matmul_rates()
     assert [(rows, dim) for rows, dim, _ in rates] == [(64, 64), (256, 64)] and all(r > 0 for *_, r in rates)
+
+
+def test_a_probe_measured_on_a_busy_host_is_used_but_never_cached(monkeypatch, tmp_path) -> None:
+    """A probe cached while tests ran read this machine 4x slow (matmul) to 1,000x slow (streamed) for good."""
+    from rlbench.harness.predict import cpu_probe
+
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    fake = {"fp32_flops_per_s": 1e9, "mem_bytes_per_s": 1e9}
+    monkeypatch.setattr(cpu_probe, "measure", lambda: dict(fake))
+    monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 80.0)
+    busy = cpu_probe.cpu_peaks()
+    assert busy["host_busy_pct"] == 80.0 and not (tmp_path / "cpu_probe.json").exists()
+    monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 3.0)
+    assert cpu_probe.cpu_peaks()["host_busy_pct"] == 3.0 and (tmp_path / "cpu_probe.json").is_file()
+    assert cpu_probe.best_flops_per_s({**fake, "matmul_rates": [[16, 64, 5e9]]}) == 5e9  # MFU's peak: the fastest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -81,13 +82,13 @@ def test_without_nvml_the_sampler_says_so_once_and_samples_the_host(tmp_path, ca
     child = _sleeper(30)
     try:
         handle = start_sampler(tmp_path / "telemetry.parquet", child.pid, rate_hz=20, env=_fake_nvml_env(tmp_path))
-        time.sleep(0.6)
+        time.sleep(1.5)  # 20 Hz asked; on 2 cores the ticks' own cost paces them to a few Hz
         path = handle.stop()
     finally:
         child.kill()
         child.wait()
     table = pd.read_parquet(path)
-    assert (table["source"] == "host").sum() >= 5
+    assert (table["source"] == "host").sum() >= 3
     assert (table["source"] == "gpu").sum() == 0
     notes = handle.notes()
     assert notes["nvml"] is False
@@ -213,3 +214,25 @@ def test_a_process_found_late_is_not_a_spike_and_no_reading_exceeds_the_cores(mo
     many = [_Busy(10**6 + i, now, age_s=0.7) for i in range(20)]  # twenty found at once (Ray's workers start)
     monkeypatch.setattr(tree, "_members", lambda: many)
     assert tree.sample()["proc_cpu_util_pct"] == 100.0 * psutil.cpu_count()  # at most every core, never 2,000 %
+
+
+def test_costly_readings_pace_themselves_within_their_cpu_budget(monkeypatch):
+    """A verl lane's tree made the 1 Hz PSS read and the 4 Hz walk cost 17% of a core on 2 cores: each costly
+    reading now waits its cost / budget before it runs again, and ticks stretch (to at most 2 s) where they cost."""
+    from rlbench.harness.telemetry import host_probe, sample_loop
+
+    assert host_probe._paced(0.0001, 1.0, 30.0) == 1.0  # cheap: the ordinary rate
+    assert host_probe._paced(0.02, 1.0, 30.0) == pytest.approx(0.02 / host_probe.CPU_BUDGET)  # 10 s
+    assert host_probe._paced(5.0, 1.0, 30.0) == 30.0  # never slower than the cap
+    assert sample_loop.paced_period(0.25, 0.0005, cores=2) == 0.25
+    assert sample_loop.paced_period(0.25, 0.004, cores=2) == pytest.approx(0.004 / (2 * sample_loop.TICK_CPU_BUDGET))
+    assert sample_loop.paced_period(0.1, 0.004, cores=16) == 0.1  # a GPU node's cores: 10 Hz kept
+    assert sample_loop.paced_period(0.25, 1.0, cores=2) == sample_loop.MAX_PERIOD_S
+
+    tree = host_probe.ProcessTree(os.getpid(), exclude_pids=frozenset())
+    clock = iter([0.0, 0.05] * 1000)  # every timed PSS read "costs" 50 ms of CPU
+    monkeypatch.setattr(host_probe.time, "process_time", lambda: next(clock))
+    tree._pss_at = float("-inf")
+    assert not math.isnan(tree._pss(time.time()))
+    assert tree.pss_every_s == pytest.approx(0.05 / host_probe.CPU_BUDGET) and tree.last_costly_cpu_s >= 0.05
+    assert math.isnan(tree._pss(time.time() + 5))  # 25 s until the next read
