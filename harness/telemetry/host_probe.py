@@ -36,7 +36,7 @@ import psutil
 
 # Share of one core each costly reading (the member rebuild, the PSS read) may take on average: its next run waits
 # cost / CPU_BUDGET, never less than rediscover_s and never more than the MAX below.
-CPU_BUDGET = 0.002
+CPU_BUDGET = 0.001
 MAX_REDISCOVER_S, MAX_PSS_EVERY_S = 10.0, 30.0
 
 

@@ -40,8 +40,9 @@ def _tick(tree: ProcessTree, gpus: GpuProbe | None, host: str, node: str = LOCAL
 # Share of the machine (all its cores) the sampler's ticks may take on average (the tree's rebuild and PSS read
 # have their own, host_probe.CPU_BUDGET): a tick that costs more than that stretches the period, never past
 # MAX_PERIOD_S, so a large process tree costs fewer samples rather than the framework's CPU. On 2 cores that is
-# 0.5% of one core; a 16-core GPU node keeps its 10 Hz.
-TICK_CPU_BUDGET, MAX_PERIOD_S = 0.0025, 2.0
+# 0.3% of one core (with the two paced readings, 0.5%: a verl lane's sampler took 1.24% of its run's CPU at
+# budgets twice these); a 16-core GPU node keeps 10 Hz for ticks under 2.4 ms.
+TICK_CPU_BUDGET, MAX_PERIOD_S = 0.0015, 2.0
 
 
 def paced_period(base_period: float, tick_cpu_s: float, cores: int | None = None) -> float:
