@@ -131,11 +131,14 @@ def test_a_probe_measured_on_a_busy_host_is_used_but_never_cached(monkeypatch, t
     from rlbench.harness.predict import cpu_probe
 
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_probe, "_UNCACHED", {})
     fake = {"fp32_flops_per_s": 1e9, "mem_bytes_per_s": 1e9}
-    monkeypatch.setattr(cpu_probe, "measure", lambda: dict(fake))
+    measured: list[int] = []
+    monkeypatch.setattr(cpu_probe, "measure", lambda: measured.append(1) or dict(fake))
     monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 80.0)
     busy = cpu_probe.cpu_peaks()
     assert busy["host_busy_pct"] == 80.0 and not (tmp_path / "cpu_probe.json").exists()
+    assert cpu_probe.cpu_peaks() is busy and len(measured) == 1  # measured once per process, not per question
     monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 3.0)
-    assert cpu_probe.cpu_peaks()["host_busy_pct"] == 3.0 and (tmp_path / "cpu_probe.json").is_file()
+    assert cpu_probe.cpu_peaks(refresh=True)["host_busy_pct"] == 3.0 and (tmp_path / "cpu_probe.json").is_file()
     assert cpu_probe.best_flops_per_s({**fake, "matmul_rates": [[16, 64, 5e9]]}) == 5e9  # MFU's peak: the fastest
