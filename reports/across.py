@@ -48,22 +48,24 @@ def _group_key(run: RunView) -> str | None:
 def across_frameworks(runs: list[RunView], threshold: float = 0.05) -> AcrossView:
     """Groups of succeeded runs of two or more frameworks on equal work, each against its fastest run."""
     groups: dict[str, list[RunView]] = {}
+    wall = {}  # run label -> its post-warm-up wall step times, read once
     for run in runs:
-        if run.record.get("status") != "succeeded" or _wall_steps(run) is None:
+        if run.record.get("status") != "succeeded" or (steps := _wall_steps(run)) is None:
             continue
         if (key := _group_key(run)) is not None:
             groups.setdefault(key, []).append(run)
+            wall[run.label] = steps
     view = AcrossView()
     for members in groups.values():
         if len({run.record["framework"]["name"] for run in members}) < 2:
             continue
-        fastest = min(members, key=lambda run: float(_wall_steps(run).median()))
-        best = float(_wall_steps(fastest).median())
+        fastest = min(members, key=lambda run: float(wall[run.label].median()))
+        best = float(wall[fastest.label].median())
         for run in members:
-            view.x_of_fastest[run.label] = float(_wall_steps(run).median()) / best if best > 0 else math.nan
+            view.x_of_fastest[run.label] = float(wall[run.label].median()) / best if best > 0 else math.nan
             if run is fastest:
                 continue
-            found = compare_samples(_wall_steps(fastest), _wall_steps(run), direction="lower", threshold=threshold)
+            found = compare_samples(wall[fastest.label], wall[run.label], direction="lower", threshold=threshold)
             line = across_verdict([(ACROSS_METRIC, found)], fastest.label, run.label).removeprefix("verdict: ")
             shared = [r.label for r in (fastest, run) if contention(r.record)]
             if shared:
