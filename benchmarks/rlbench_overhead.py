@@ -87,13 +87,15 @@ def main() -> int:
     slower = sum(r > 1 for r in ratios)
     median = statistics.median(ratios)
     known = [s for s in shares if s is not None]
+    own_cpu = (
+        f"rlbench's own CPU {statistics.median(known):.2%} of the run's (median over the records)"
+        if known
+        else "no CPU share recorded"
+    )
     print(
         f"{args.framework} on {args.workload}, {args.pairs} interleaved pairs of {args.steps} steps: median ratio "
         f"with / without {median:.4f} (range {min(ratios):.4f}-{max(ratios):.4f}); rlbench's side slower in "
-        f"{slower} of {len(ratios)} pairs; rlbench's own CPU {statistics.median(known):.2%} of the run's "
-        f"(median over the records)"
-        if known
-        else "no CPU share recorded"
+        f"{slower} of {len(ratios)} pairs; {own_cpu}"
     )
     if min(ratios) <= 1 <= max(ratios):
         print("the pairs' range includes 1: no cost measurable at this n beyond the pairs' spread")
