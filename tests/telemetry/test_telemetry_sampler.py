@@ -220,6 +220,7 @@ def test_a_process_found_late_is_not_a_spike_and_no_reading_exceeds_the_cores(mo
     from rlbench.harness.telemetry import host_probe
 
     tree = host_probe.ProcessTree(os.getpid(), exclude_pids=frozenset({os.getpid()}))
+    monkeypatch.setattr(host_probe, "_PROC_STAT", False)  # the fakes answer through psutil's interface
     now = time.time()
     tree._last_time = now - 0.1  # a 0.1 s tick
     one = [_Busy(10**6, now, age_s=0.7)]  # one core for 0.7 s: its share of the tick is one core
@@ -230,6 +231,30 @@ def test_a_process_found_late_is_not_a_spike_and_no_reading_exceeds_the_cores(mo
     many = [_Busy(10**6 + i, now, age_s=0.7) for i in range(20)]  # twenty found at once (Ray's workers start)
     monkeypatch.setattr(tree, "_members", lambda: many)
     assert tree.sample()["proc_cpu_util_pct"] == 100.0 * psutil.cpu_count()  # at most every core, never 2,000 %
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")
+def test_the_walks_own_proc_reading_agrees_with_psutil():
+    """The walk reads /proc/<pid>/stat itself (a quarter of psutil's cost): the same three figures as psutil's."""
+    import psutil
+
+    from rlbench.harness.telemetry import host_probe
+
+    code = "block = bytearray(50_000_000); sum(range(10**7)); print('ready', flush=True); input()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"  # idle from here: its figures hold still
+        process = psutil.Process(child.pid)
+        created, cpu, rss = host_probe._reading(process, psutil.boot_time())
+        times = process.cpu_times()
+        assert created == pytest.approx(process.create_time(), abs=0.02)
+        assert cpu == pytest.approx(times.user + times.system, abs=0.05)
+        assert rss == pytest.approx(process.memory_info().rss, rel=0.05)
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(psutil.NoSuchProcess):
+        host_probe._reading(process, psutil.boot_time())
 
 
 def test_costly_readings_pace_themselves_within_their_cpu_budget(monkeypatch):
