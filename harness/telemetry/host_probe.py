@@ -18,10 +18,12 @@ starts and exits between two rebuilds is not seen. At 20 Hz one reading of a bus
 process jitters by about +-20 %.
 
 The two costly readings pace themselves: the member list's rebuild and the PSS
-read (smaps_rollup, a walk of each process's mappings: tens of ms for a Ray
-worker with torch loaded) each run again only after their last cost divided by
-CPU_BUDGET has passed, so each takes at most that share of one core whatever the
-tree (a 2-core verl lane spent 17% of a core on them at a fixed 1 Hz).
+read (smaps_rollup, a walk of each process's mappings: 5 ms for a process with
+torch loaded, 0.2 s for a verl lane's whole tree) each run again only after
+their last cost divided by CPU_BUDGET has passed, so each takes at most that
+share of one core whatever the tree (a 2-core verl lane spent 17% of a core on
+them at a fixed 1 Hz). A member whose RSS has not moved keeps its last PSS
+reading (a verl lane's PSS reads were 0.88 s of its sampler's 1.39 s).
 
     python -c "from rlbench.harness.telemetry.host_probe import ProcessTree; import os; \\
         t = ProcessTree(os.getpid()); print(t.sample(), t.root_alive())"
@@ -39,6 +41,8 @@ import psutil
 # cost / CPU_BUDGET, never less than rediscover_s and never more than the MAX below.
 CPU_BUDGET = 0.001
 MAX_REDISCOVER_S, MAX_PSS_EVERY_S = 10.0, 30.0
+# A member's PSS is read again only once its RSS has moved by more than this fraction since its last read.
+PSS_REREAD_RSS_SHIFT = 0.02
 
 
 def _paced(cost_s: float, least_s: float, most_s: float) -> float:
@@ -87,8 +91,11 @@ class ProcessTree:
         self.rediscover_every_s = rediscover_s  # paced by the rebuild's own cost (_paced)
         self.pss_every_s = rediscover_s  # paced by the PSS read's own cost
         self.last_costly_cpu_s = 0.0  # CPU the last sample spent on a rebuild or PSS read (the tick's pace excludes it)
-        self._ceiling_pct = 100.0 * (psutil.cpu_count() or 1)
-        self._boot_unix_s = psutil.boot_time()  # every logical core busy for the whole tick
+        self.rebuild_cpu_s = self.pss_cpu_s = 0.0  # their totals, for the notes
+        self._ceiling_pct = 100.0 * (psutil.cpu_count() or 1)  # every logical core busy for the whole tick
+        self._boot_unix_s = psutil.boot_time()
+        self._rss_now: dict[int, tuple[tuple[int, float], float]] = {}  # pid -> (key, RSS bytes) at the last walk
+        self._pss_seen: dict[tuple[int, float], tuple[float, float]] = {}  # key -> (RSS, PSS bytes) at its last read
         psutil.cpu_percent(None)  # prime: the first system reading is relative to this call
         self._walk(prime=True)
 
@@ -112,6 +119,7 @@ class ProcessTree:
         self._found_at = now
         cost = time.process_time() - cpu
         self.last_costly_cpu_s += cost
+        self.rebuild_cpu_s += cost
         self.rediscover_every_s = _paced(cost, self.rediscover_s, MAX_REDISCOVER_S)
         return self._members_cache
 
@@ -119,6 +127,7 @@ class ProcessTree:
         """(CPU seconds used in the last `tick_s`, RSS bytes, processes) over the current tree."""
         now = time.time()
         seen: dict[tuple[int, float], float] = {}
+        rss_now: dict[int, tuple[tuple[int, float], float]] = {}
         cpu_delta = rss = 0.0
         for process in self._members():
             try:
@@ -127,6 +136,7 @@ class ProcessTree:
                 continue  # exited while we looked
             key = (process.pid, created)
             rss += resident
+            rss_now[process.pid] = (key, resident)
             if key in self._cpu_seen:
                 cpu_delta += max(0.0, cpu - self._cpu_seen[key])  # < 0 only if the pid was reused since
             elif not prime:
@@ -136,25 +146,39 @@ class ProcessTree:
                 age = now - key[1]
                 cpu_delta += cpu * (min(1.0, tick_s / age) if age > tick_s > 0 else 1.0)
             seen[key] = cpu
-        self._cpu_seen = seen
+        self._cpu_seen, self._rss_now = seen, rss_now
         return cpu_delta, rss, len(seen)
 
     def _pss(self, now: float) -> float:
         """Summed PSS of the tree in bytes, read once per `pss_every_s` (NaN between): each shared page counts
         once in all (divided among its sharers), so unlike summed RSS it never exceeds the host's memory in use.
-        It reads /proc/<pid>/smaps_rollup, a walk of the process's mappings, hence the paced rate."""
+        It reads /proc/<pid>/smaps_rollup, a walk of the process's mappings (5 ms for a process with torch
+        loaded), hence the paced rate, and re-reads a member only where its RSS moved more than
+        PSS_REREAD_RSS_SHIFT since its last read (idle daemons and a step's steady workers keep their reading;
+        a sharer's exit can then leave a reading low by its share until the member's RSS moves)."""
         if now - self._pss_at < self.pss_every_s:
             return float("nan")
         self._pss_at = now
         cpu = time.process_time()
         total = 0.0
+        seen: dict[tuple[int, float], tuple[float, float]] = {}
         for process in self._members_cache:
+            key, resident = self._rss_now.get(process.pid, ((process.pid, -1.0), float("nan")))
+            last = self._pss_seen.get(key)
+            if last is not None and abs(resident - last[0]) <= PSS_REREAD_RSS_SHIFT * last[0]:
+                seen[key] = last
+                total += last[1]
+                continue
             try:
-                total += process.memory_full_info().pss
+                pss = float(process.memory_full_info().pss)
             except (psutil.Error, AttributeError):  # exited, or not ours to read, or no PSS on this OS
                 continue
+            seen[key] = (resident, pss)
+            total += pss
+        self._pss_seen = seen
         cost = time.process_time() - cpu
         self.last_costly_cpu_s += cost
+        self.pss_cpu_s += cost
         self.pss_every_s = _paced(cost, self.rediscover_s, MAX_PSS_EVERY_S)
         return total
 

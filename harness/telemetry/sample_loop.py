@@ -218,6 +218,9 @@ def run(
                 "loop_cpu_s": loop_cpu,
                 "longest_period_s": longest_period,  # above 1/rate_hz where ticks were paced by their cost
                 "pss_every_s": tree.pss_every_s if tree is not None else None,
+                # where loop_cpu_s went: the tree's two paced readings, the rest is ticks and the loop itself
+                "rebuild_cpu_s": tree.rebuild_cpu_s if tree is not None else None,
+                "pss_cpu_s": tree.pss_cpu_s if tree is not None else None,
             }
         )
         try:

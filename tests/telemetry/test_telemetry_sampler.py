@@ -277,3 +277,37 @@ def test_costly_readings_pace_themselves_within_their_cpu_budget(monkeypatch):
     assert not math.isnan(tree._pss(time.time()))
     assert tree.pss_every_s == pytest.approx(0.02 / host_probe.CPU_BUDGET) and tree.last_costly_cpu_s >= 0.02
     assert math.isnan(tree._pss(time.time() + 5))  # 20 s until the next read
+
+
+def test_pss_is_reread_only_for_members_whose_rss_moved(monkeypatch):
+    """PSS reads were most of a verl lane's sampler CPU: a member whose RSS holds keeps its last PSS reading, one
+    whose RSS moved past PSS_REREAD_RSS_SHIFT is read again, and the sum covers both."""
+    import types
+
+    from rlbench.harness.telemetry import host_probe
+
+    class Member:
+        def __init__(self, pid: int, pss: float) -> None:
+            self.pid, self.pss, self.reads = pid, pss, 0
+
+        def memory_full_info(self):
+            self.reads += 1
+            return types.SimpleNamespace(pss=self.pss)
+
+    tree = host_probe.ProcessTree(os.getpid(), exclude_pids=frozenset())
+    idle, busy = Member(1, 1e8), Member(2, 3e8)
+    tree._members_cache = [idle, busy]
+    rss = {1: 2e8, 2: 4e8}
+
+    def read(now: float) -> float:
+        tree._rss_now = {pid: ((pid, 0.0), value) for pid, value in rss.items()}
+        tree._pss_at = float("-inf")
+        return tree._pss(now)
+
+    assert read(0.0) == 4e8 and (idle.reads, busy.reads) == (1, 1)
+    rss[2] *= 1.0 + 2 * host_probe.PSS_REREAD_RSS_SHIFT  # the busy worker grew; the idle daemon did not
+    busy.pss = 5e8
+    rss[1] *= 1.0 + host_probe.PSS_REREAD_RSS_SHIFT / 2
+    assert read(1.0) == 6e8 and (idle.reads, busy.reads) == (1, 2)
+    tree._members_cache = [busy]  # the daemon exited: its reading leaves the sum
+    assert read(2.0) == 5e8
