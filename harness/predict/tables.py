@@ -92,8 +92,8 @@ def sweep_table(
             lines.append(f"  ... {len(items) - shown} more for {check} (--json lists every one)")
     lines += [
         "",
-        "bound s: the roofline bound at 100% of peak (what the hardware allows, not a measurement); "
-        "estimate s: the bound plus overhead terms; MFU bound: the roofline's upper bound on MFU, not an "
+        "ranked by estimate s: the bound plus overhead terms, what a run should take; bound s: the roofline "
+        "bound at 100% of peak (what the hardware allows, not a measurement, never the ranking); MFU bound: the roofline's upper bound on MFU, not an "
         "estimate of a run's MFU",
     ]
     return "\n".join(lines + [f"note: {note}" for note in notes])
