@@ -93,7 +93,7 @@ def sweep_table(
     lines += [
         "",
         "ranked by estimate s: the bound plus overhead terms, what a run should take; bound s: the roofline "
-        "bound at 100% of peak (what the hardware allows, not a measurement, never the ranking); MFU bound: the roofline's upper bound on MFU, not an "
-        "estimate of a run's MFU",
+        "bound at 100% of peak (what the hardware allows, not a measurement, never the ranking); MFU bound: "
+        "the roofline's upper bound on MFU, not an estimate of a run's MFU",
     ]
     return "\n".join(lines + [f"note: {note}" for note in notes])
