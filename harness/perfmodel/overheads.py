@@ -221,8 +221,9 @@ def in_flight(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Har
 
 
 def engine_steps(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware) -> int:
-    """Decode steps of the busiest engine per RL step: its longest response (over the batches it decodes at
-    once, ParallelShape.batches_in_flight), or its tokens / sequences in flight."""
+    """Decode steps of the busiest engine per RL step: its decode depth (ParallelShape.decode_depth: the
+    longest response over the batches it decodes at once, or the mean with partial rollout), or its
+    tokens / sequences in flight where its limits hold fewer sequences than that."""
     per_replica = math.ceil(shape.sequences / par.rollout_replicas)
-    longest = math.ceil(shape.response_len / par.batches_in_flight)
-    return max(longest, math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw)))
+    by_tokens = math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw))
+    return max(par.decode_depth(shape, per_replica), by_tokens)

@@ -284,7 +284,7 @@ def predict(
 
     def stages_of(layout: ParallelShape) -> list[StageCost]:
         built = build_stages(arch, shape, layout, hw, achievable=achievable)
-        return apply_floor(built, floor, shape.response_len) if floor is not None else built
+        return apply_floor(built, floor, shape.longest_response(shape.sequences)) if floor is not None else built
 
     stages = stages_of(parallel)
     if floor is not None:

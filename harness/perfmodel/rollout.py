@@ -136,8 +136,8 @@ def decode_stage(
     None: the bound's, the longest response over the batches in flight."""
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
     seqs = shape.sequences
-    steps = engine_steps if engine_steps is not None else math.ceil(shape.response_len / par.batches_in_flight)
     per_replica = math.ceil(seqs / replicas)
+    steps = engine_steps if engine_steps is not None else par.decode_depth(shape, per_replica)
     busy = min(replicas, seqs)
     # a left-padded batch's cache holds its pads: attention reads them and torch.cat copies them
     mean_r, prompt = shape.mean_response, shape.computed_prompt_len
@@ -156,7 +156,14 @@ def decode_stage(
         comm=comm,
     )
     note = "memory-bound below ~peak/bandwidth sequences per engine"
-    if not shape.fixed_length:
+    if par.partial_rollout:
+        note = f"{steps} steps (partial rollout: slots refill, no batch waits for its longest)"
+    elif shape.lengths is not None:
+        note = (
+            f"{steps} steps (expected longest of {per_replica * par.batches_in_flight} responses, mean "
+            f"{mean_r:g}, p{round(shape.response_tail_quantile * 100)} {shape.response_tail_len:g})"
+        )
+    elif not shape.fixed_length:
         note = f"{steps} steps (longest response); FLOPs and KV at the mean {mean_r:g}"
     if par.batches_in_flight > 1:
         note += f"; {par.batches_in_flight} batches in flight"

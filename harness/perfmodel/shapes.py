@@ -30,6 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from rlbench.harness.perfmodel.lengths import ResponseLengths
+
 ALGORITHMS = ("grpo", "ppo")
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_MODES = ("off", "one-step", "k-step")
@@ -87,6 +89,11 @@ class WorkloadShape:
     gradient_checkpointing: bool = False
     fixed_length: bool = True
     mean_response_len: float | None = None  # only with fixed_length=False; None: response_len
+    # One tail quantile of the response lengths (fixed_length=False with a mean): the lengths are then a
+    # distribution (lengths.ResponseLengths) and a batch's decode depth is its expected longest response,
+    # not the cap. None: the longest response of every batch is response_len.
+    response_tail_len: float | None = None
+    response_tail_quantile: float = 0.9  # 0.9 (p90) or 0.99 (p99)
     # True: a prompt's G samples share one prefill (vLLM n > 1, prefix caching); False: every
     # sequence is prefilled (Hugging Face generate on G repeated rows: TRL without vLLM).
     shared_prefill: bool = True
@@ -180,6 +187,13 @@ class WorkloadShape:
                     f"{own}.mean_response_len={self.mean_response_len!r}: must be in "
                     f"(0, response_len={self.response_len}]"
                 )
+        if self.response_tail_len is not None:
+            if self.mean_response_len is None:
+                raise ValueError(f"{own}.response_tail_len: needs fixed_length=False and a mean_response_len")
+            try:
+                self.lengths  # noqa: B018 -- building the distribution checks the tail against the mean
+            except ValueError as exc:
+                raise ValueError(f"{own}.response_tail_len: {exc}") from None
 
     @property
     def sequences(self) -> int:
@@ -189,6 +203,24 @@ class WorkloadShape:
     @property
     def mean_response(self) -> float:
         return float(self.mean_response_len if self.mean_response_len is not None else self.response_len)
+
+    @property
+    def lengths(self) -> ResponseLengths | None:
+        """The response-length distribution, where a tail is given."""
+        if self.response_tail_len is None or self.mean_response_len is None:
+            return None
+        return ResponseLengths(
+            mean=self.mean_response_len,
+            tail=self.response_tail_len,
+            tail_quantile=self.response_tail_quantile,
+            cap=self.response_len,
+        )
+
+    def longest_response(self, sequences: float) -> int:
+        """Decode steps until the last of `sequences` responses ends: the expected longest under the
+        distribution, else response_len (the cap, or the longest the workload states)."""
+        lengths = self.lengths
+        return self.response_len if lengths is None else math.ceil(lengths.expected_longest(sequences))
 
     @property
     def mean_seq_len(self) -> float:
@@ -266,6 +298,11 @@ class ParallelShape:
     pp_virtual: int = 1  # interleaved 1F1B: model chunks per pipeline rank (Megatron's virtual stages)
     async_staleness: int = 1  # async_mode="k-step": samples may be up to k policy versions old
     fuse: tuple[str, ...] = ()  # FUSIONS applied (stage fusion)
+    # Partial (streaming) rollout on an asynchronous rollout pool: each engine refills the slots of finished
+    # samples with the next prompts and the trainer takes a batch once it is complete, so no engine idles
+    # on one batch's stragglers (AReaL's asynchronous rollout, verl's fully-async trainer, slime's partial
+    # rollout). Decode then takes the batch's tokens / the engine's slots in steps, not its longest response.
+    partial_rollout: bool = False
 
     def __post_init__(self) -> None:
         own = "ParallelShape"
@@ -326,6 +363,12 @@ class ParallelShape:
             )
         if self.async_mode != "k-step" and self.async_staleness != 1:
             raise ValueError(f"{own}.async_staleness={self.async_staleness}: only with async_mode='k-step'")
+        _boolean(own, "partial_rollout", self.partial_rollout)
+        if self.partial_rollout and (self.placement != "disaggregated" or self.async_mode == "off"):
+            raise ValueError(
+                f"{own}.partial_rollout: needs placement='disaggregated' and async_mode one-step or k-step "
+                "(a rollout pool of its own that runs ahead of the trainer)"
+            )
         if self.ep_capacity_factor is not None and (
             isinstance(self.ep_capacity_factor, bool)
             or not isinstance(self.ep_capacity_factor, (int, float))
@@ -362,6 +405,15 @@ class ParallelShape:
         the next batches), else 1 (one-step-off generates one batch ahead, one batch at a time)."""
         disaggregated = self.placement == "disaggregated"
         return self.async_staleness if disaggregated and self.async_mode == "k-step" else 1
+
+    def decode_depth(self, shape: WorkloadShape, per_replica: int) -> int:
+        """Decode steps an engine holding `per_replica` sequences of each batch takes per RL step, before any
+        engine limit: its longest response over the batches it decodes at once (the expected longest
+        under a length distribution), or with partial rollout its mean (slots refill as samples finish)."""
+        k = self.batches_in_flight
+        if self.partial_rollout:
+            return math.ceil(shape.mean_response / k)
+        return math.ceil(shape.longest_response(per_replica * k) / k)
 
     @property
     def trainer_gpus(self) -> int:

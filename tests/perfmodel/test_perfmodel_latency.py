@@ -87,6 +87,7 @@ def test_probe_cache_holds_latency_and_builds_the_row(tmp_path, monkeypatch) -> 
     monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
     fake = {"fp32_flops_per_s": 5e10, "mem_bytes_per_s": 1e10, "op_latency_s": 4e-4, "method": "fake"}
     monkeypatch.setattr(cpu_probe, "measure", lambda: dict(fake))
+    monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 0.0)  # a busy host's probe is never cached
     peaks = cpu_probe.cpu_peaks()
     assert json.loads((tmp_path / "cpu_probe.json").read_text())["probe_version"] == cpu_probe.PROBE_VERSION
     row = cpu_probe.cpu_row(peaks)
