@@ -226,4 +226,4 @@ def engine_steps(arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: 
     tokens / sequences in flight where its limits hold fewer sequences than that."""
     per_replica = math.ceil(shape.sequences / par.rollout_replicas)
     by_tokens = math.ceil(per_replica * shape.mean_response / in_flight(arch, shape, par, hw))
-    return max(par.decode_depth(shape, per_replica), by_tokens)
+    return max(par.decode_depth(shape), by_tokens)

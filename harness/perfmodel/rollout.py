@@ -137,7 +137,7 @@ def decode_stage(
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
     seqs = shape.sequences
     per_replica = math.ceil(seqs / replicas)
-    steps = engine_steps if engine_steps is not None else par.decode_depth(shape, per_replica)
+    steps = engine_steps if engine_steps is not None else par.decode_depth(shape)
     busy = min(replicas, seqs)
     # a left-padded batch's cache holds its pads: attention reads them and torch.cat copies them
     mean_r, prompt = shape.mean_response, shape.computed_prompt_len
@@ -160,7 +160,7 @@ def decode_stage(
         note = f"{steps} steps (partial rollout: slots refill, no batch waits for its longest)"
     elif shape.lengths is not None:
         note = (
-            f"{steps} steps (expected longest of {per_replica * par.batches_in_flight} responses, mean "
+            f"{steps} steps (expected longest of the batch's {seqs * par.batches_in_flight} responses, mean "
             f"{mean_r:g}, p{round(shape.response_tail_quantile * 100)} {shape.response_tail_len:g})"
         )
     elif not shape.fixed_length:

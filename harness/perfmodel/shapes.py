@@ -406,14 +406,15 @@ class ParallelShape:
         disaggregated = self.placement == "disaggregated"
         return self.async_staleness if disaggregated and self.async_mode == "k-step" else 1
 
-    def decode_depth(self, shape: WorkloadShape, per_replica: int) -> int:
-        """Decode steps an engine holding `per_replica` sequences of each batch takes per RL step, before any
-        engine limit: its longest response over the batches it decodes at once (the expected longest
-        under a length distribution), or with partial rollout its mean (slots refill as samples finish)."""
+    def decode_depth(self, shape: WorkloadShape) -> int:
+        """Decode steps of one RL step's generation before any engine limit: the longest response of the whole
+        batch (the expected longest under a length distribution), over the batches decoded at once. The
+        whole batch's, not one engine's: the step waits for its slowest engine, so more engines with fewer
+        sequences each do not shorten it. With partial rollout the mean: slots refill as samples finish."""
         k = self.batches_in_flight
         if self.partial_rollout:
             return math.ceil(shape.mean_response / k)
-        return math.ceil(shape.longest_response(per_replica * k) / k)
+        return math.ceil(shape.longest_response(shape.sequences * k) / k)
 
     @property
     def trainer_gpus(self) -> int:
