@@ -63,6 +63,8 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "response_tokens": whole_count(response_mean * responses),
         "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
         "response_length_mean": response_mean,
+        "response_length_max": math.nan,  # OpenRLHF logs the mean and the truncated share, not the longest
+        "response_clipped_fraction": _num(values, "rollout/truncated_rate"),
         "framework_mfu": math.nan,
         "peak_device_memory_gb": math.nan,
         "peak_host_rss_gb": math.nan,  # not logged

@@ -30,6 +30,8 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     row["num_responses"] = tokens.get("responses", math.nan)
     row["reward_mean"] = trl.get("reward", math.nan)
     row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
+    row["response_length_max"] = trl.get("completions/max_length", math.nan)
+    row["response_clipped_fraction"] = trl.get("completions/clipped_ratio", math.nan)
     memory = line.get("memory", {})
     row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
     device_memory = memory.get("peak_device_memory_gb")

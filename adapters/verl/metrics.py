@@ -50,6 +50,8 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["response_tokens"] = whole_count(response_mean * responses)
     row["reward_mean"] = _num(data, "critic/score/mean")  # the rule reward, before any KL penalty
     row["response_length_mean"] = response_mean
+    row["response_length_max"] = _num(data, "response_length/max")
+    row["response_clipped_fraction"] = _num(data, "response_length/clip_ratio")
     mfu = _num(data, "perf/mfu/actor")  # actor update only; verl reports 0 for a GPU whose peak it lacks
     row["framework_mfu"] = mfu if mfu > 0 else math.nan
     # actor/perf/..., critic/perf/...: each worker's torch peak since start, in GiB.

@@ -15,8 +15,10 @@ from rlbench.harness.perfmodel import (
     WorkloadShape,
     predict,
 )
+from rlbench.harness.perfmodel.lengths import ResponseLengths
 from rlbench.harness.perfmodel.sweep import LAYOUT_AXES  # the axes `predict --sweep` ranks
 from rlbench.harness.predict.job_shape import launch_shape, parallel_shape, workload_shape
+from rlbench.harness.predict.response_lengths import with_lengths
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
 
@@ -57,6 +59,7 @@ def sweep_layout_table(
     gpu_hour_usd: float | None = None,
     floor: FrameworkFloor | None = None,
     lane: bool = False,
+    lengths: tuple[ResponseLengths | None, float | None] = (None, None),
 ) -> dict[str, Any]:
     """Rank layouts on `gpus` GPUs with `rlbench.harness.perfmodel.sweep_layouts`: {"ranked", "skipped", "notes"}.
     lane: each layout takes the framework's CPU-lane launch shape (the CPU row).
@@ -102,7 +105,7 @@ def sweep_layout_table(
     def shape_for(layout: ParallelShape) -> WorkloadShape:
         key = tuple(_layout_pairs(layout, fixed))
         if key not in shapes:
-            shapes[key] = launch_shape(workload, framework, key, lane)
+            shapes[key] = with_lengths(launch_shape(workload, framework, key, lane), *lengths)
         return shapes[key]
 
     try:

@@ -7,19 +7,23 @@ row its floor measured by `rlbench calibrate`.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel import FrameworkFloor, get_hardware
+from rlbench.harness.perfmodel.lengths import ResponseLengths
 from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.predict.floor_cache import load_floor
 from rlbench.harness.predict.job_shape import launch_shape
 from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table
+from rlbench.harness.predict.response_lengths import lengths_from_record, parse_lengths, with_lengths
 from rlbench.harness.predict.run_prediction import hardware_for
 from rlbench.harness.spec.model_arch import arch_for
-from rlbench.harness.spec.parallel import parse_grid
+from rlbench.harness.spec.parallel import knob_label, parse_grid
 from rlbench.workloads.catalog import load_workload
+from rlbench.workloads.spec import Workload
 
 
 def plan_job(
@@ -31,6 +35,8 @@ def plan_job(
     sweeps: tuple[str, ...],
     gpu_hour_usd: float | None,
     framework: str | None,
+    lengths: str | None = None,
+    lengths_from: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """(the prediction, False) for one layout, or (the ranked layouts table, True) when `sweeps` asks for them."""
     arch = arch_for(model_config)
@@ -53,22 +59,89 @@ def plan_job(
             f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
             "engine"
         )
+    priced, length_note = response_lengths(loaded, lengths, lengths_from)
     grid, every = parse_grid(sweeps, flag="--sweep", knobs=LAYOUT_AXES, word="all")
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
     if not grid and not every:
         if framework:  # what `rlbench run --framework` would refuse, refused here too
             refuse_for_framework(framework, loaded, parallel)
-        result = predict_layout(
-            arch, launch_shape(loaded, framework, parallel, on_cpu), parallel, gpus, row, gpu_hour_usd, floor
-        )
-        result["notes"] = [note, *result["notes"]]
+        shape = with_lengths(launch_shape(loaded, framework, parallel, on_cpu), *priced)
+        result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
+        result["notes"] = [note, *length_note, *result["notes"]]
         return result, False
-    table = sweep_layout_table(
-        arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor, lane=on_cpu
-    )
-    table["notes"] = [note, *table["notes"]]
+
+    def ranking(lengths: tuple[ResponseLengths | None, float | None]) -> dict[str, Any]:
+        return sweep_layout_table(
+            arch, loaded, framework, parallel, grid, every, gpus, row, gpu_hour_usd, floor, lane=on_cpu, lengths=lengths
+        )
+
+    table = ranking(priced)
+    if priced[0] is not None and table["ranked"]:  # how much the winner owes to the tail it was given
+        wider = ranking((priced[0].with_tail(2.0), priced[1]))
+        length_note.append(_sensitivity(table["ranked"], wider["ranked"]))
+    table["notes"] = [note, *length_note, *table["notes"]]
     return table, True
+
+
+def _sensitivity(ranked: list[dict[str, Any]], wider: list[dict[str, Any]]) -> str:
+    """One line: whether the fastest layout stays the fastest with the tail's excess over the mean doubled."""
+    first = ranked[0]["layout"]
+    if not wider:
+        return "with the tail doubled no layout fits"
+    if wider[0]["layout"] == first:
+        return (
+            f"with the tail doubled the same layout ranks first (estimate {ranked[0]['step_time_estimate_s']:.3g} "
+            f"s -> {wider[0]['step_time_estimate_s']:.3g} s): the ranking's winner does not hinge on the tail"
+        )
+    moved = next((row["rank"] for row in wider if row["layout"] == first), None)
+    where = f"rank {moved}" if moved else "not ranked"
+    return (
+        f"with the tail doubled another layout ranks first ({knob_label(wider[0]['layout'])}) and this one is "
+        f"{where}: the winner depends on the tail, so measure it (--lengths-from RUN)"
+    )
+
+
+def response_lengths(
+    workload: Workload, text: str | None, run: str | None
+) -> tuple[tuple[ResponseLengths | None, float | None], list[str]]:
+    """((distribution, mean) to price, the note that says so) from --lengths or --lengths-from; (None, None)
+    without either: the workload's own lengths (every response at the cap where fixed_length)."""
+    from rlbench.harness.record.read import read_record
+
+    if text and run:
+        raise RLBenchError("--lengths and --lengths-from both give the response lengths; keep one")
+    cap = workload.max_response_length
+    if text:
+        lengths = parse_lengths(text, cap)
+        return (lengths, lengths.mean), [_length_note(lengths, lengths.mean, "--lengths")]
+    if run:
+        record = read_record(run)
+        if record["steps"] is None:
+            raise RLBenchError(f"--lengths-from {run}: the run logged no step; pick a run that finished a step")
+        # fitted under the run's own cap, which clipped what it measured; priced under this workload's
+        measured_cap = int(record["workload"].get("max_response_length") or cap)
+        lengths, mean = lengths_from_record(record["steps"], record["workload"]["warmup_steps"], measured_cap, run)
+        notes = []
+        if lengths is not None and measured_cap != cap:
+            try:
+                lengths = dataclasses.replace(lengths, cap=cap)
+            except ValueError as exc:  # its mean beyond this workload's cap
+                raise RLBenchError(f"--lengths-from {run}: {str(exc).removeprefix('ResponseLengths.')}") from None
+            notes.append(f"the run's cap was {measured_cap} tokens, this workload's is {cap}: its tail is the run's")
+        return (lengths, mean), [_length_note(lengths, mean, f"--lengths-from {run}"), *notes]
+    return (None, None), []
+
+
+def _length_note(lengths: ResponseLengths | None, mean: float, source: str) -> str:
+    if lengths is None:
+        return f"response lengths from {source}: every response {mean:.0f} tokens (no tail measured)"
+    tail = f"p{round(lengths.tail_quantile * 100)} {lengths.tail:.0f}"
+    return (
+        f"response lengths from {source}: mean {lengths.mean:.0f}, {tail}, cap {lengths.cap} tokens "
+        f"(log-normal, {lengths.clipped_fraction:.1%} clipped); a synchronous step decodes to the expected "
+        "longest of its batch"
+    )
 
 
 def measured_floor(framework: str) -> FrameworkFloor:

@@ -133,6 +133,13 @@ STEP_METRICS: dict[str, Metric] = {
             views=("report",),
         ),
         _m("response_length_mean", "tokens", "neutral", "mean response length"),
+        _m("response_length_max", "tokens", "neutral", "longest response of the step (NaN where not logged)"),
+        _m(
+            "response_clipped_fraction",
+            "1",
+            "neutral",
+            "share of the step's responses stopped at max new tokens",
+        ),
         _m("peak_host_rss_gb", "GB", "lower", "peak resident memory of the trainer process so far (1e9 bytes)"),
         _m(
             "peak_device_memory_gb",

@@ -222,3 +222,23 @@ def test_a_fixed_etp_reaches_every_swept_layout():
     plain = json.loads(run_cli(*MOE, *sweep).stdout)
     refused = next(s for s in plain["skipped"] if s["layout"]["tp"] == 2)
     assert "ep=16: must divide dp*sp*cp = 8" in refused["reason"] and "etp=1" in refused["reason"]
+
+
+def test_lengths_change_the_decode_depth_and_a_record_gives_its_own():
+    """--lengths prices a distribution instead of every response at the cap; --lengths-from reads a record."""
+    from pathlib import Path
+
+    at_cap = json.loads(run_cli(*BASE, "--json").stdout)
+    given = run_cli(*BASE, "--lengths", "mean=600,p90=1200", "--json")
+    assert given.returncode == 0, given.stderr
+    data = json.loads(given.stdout)
+    assert data["step_time_estimate_s"] < at_cap["step_time_estimate_s"]
+    assert any("mean 600, p90 1200" in note for note in data["notes"])
+    record = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
+    measured = run_cli(*BASE, "--lengths-from", str(record))
+    assert measured.returncode == 0, measured.stderr
+    assert f"response lengths from --lengths-from {record}" in measured.stdout
+    both = run_cli(*BASE, "--lengths", "mean=600,p90=1200", "--lengths-from", str(record))
+    assert both.returncode == 2 and both.stderr.strip().splitlines() == [
+        "error: --lengths and --lengths-from both give the response lengths; keep one"
+    ]

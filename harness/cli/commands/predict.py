@@ -45,6 +45,18 @@ MAX_PREDICT_GPUS = 100_000
     "mode) and its refusals; on --hardware cpu also its floor measured by "
     "`rlbench calibrate`.",
 )
+@click.option(
+    "--lengths",
+    metavar="mean=T,p90=T",
+    help="Response lengths as a distribution: the mean and a p90 (or p99) in tokens, capped at the workload's "
+    "max new tokens; a synchronous step then decodes to the expected longest of its batch, not the cap.",
+)
+@click.option(
+    "--lengths-from",
+    metavar="RUN",
+    help="Response lengths measured by a run record: its median mean length, and a tail fitted to the longest "
+    "response (or the clipped share) its framework logged.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @user_errors
 def predict(as_json: bool, **options) -> None:
