@@ -55,6 +55,7 @@ from rlbench.harness.perfmodel.hardware import Hardware, get_hardware
 from rlbench.harness.perfmodel.memory import MemoryEstimate, estimate_memory
 from rlbench.harness.perfmodel.overheads import (
     ACHIEVABLE_FRACTION,
+    ENGINE_STEP_FLOOR_S,
     FITTED,
     SOURCES,
     FittedTerms,
@@ -69,7 +70,7 @@ from rlbench.harness.perfmodel.overheads import (
     trainer_mfu,
 )
 from rlbench.harness.perfmodel.parallelism import async_staleness
-from rlbench.harness.perfmodel.rollout import decode_stage
+from rlbench.harness.perfmodel.rollout import decode_stage, step_weight_bytes
 from rlbench.harness.perfmodel.roofline import StageCost
 from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
 from rlbench.harness.perfmodel.stages import build_stages
@@ -249,6 +250,7 @@ def estimate_stages(
         "op_latency_s": launch_row.op_latency_s,
         "trainer_op_latency_s": trainer_row.op_latency_s,
         "decode_steps": steps,
+        **generation_depth(arch, shape, parallel, hw, a),
         "sequences_in_flight": in_flight(arch, shape, parallel, hw),
         "decode_token_s": fitted.decode_token_s.get(shape.engine_mode, 0.0),
         "refit_bytes_per_s": fitted.refit_bytes_per_s,
@@ -257,6 +259,24 @@ def estimate_stages(
         "sources": dict(SOURCES),
     }
     return out, terms
+
+
+def generation_depth(
+    arch: ModelArch, shape: WorkloadShape, parallel: ParallelShape, hw: Hardware, achievable: float
+) -> dict[str, float]:
+    """Generation's depth term D: the decode steps to the batch's longest response (ParallelShape.decode_depth)
+    times the least one step can take, a lone sequence's (its engine's weight shard read once, or the engine's
+    per-step floor). No GPU count shortens it: generation takes at least this, Brent's D beside the work W/p."""
+    per_step = max(
+        ENGINE_STEP_FLOOR_S[shape.engine_mode],
+        step_weight_bytes(arch, 1, shape.dtype_bytes) / (parallel.rollout_tp * hw.hbm_bytes_per_s * achievable),
+    )
+    depth_steps = parallel.decode_depth(shape)
+    return {
+        "decode_depth_steps": depth_steps,
+        "decode_step_least_s": per_step,
+        "generation_depth_s": depth_steps * per_step,
+    }
 
 
 def predict(

@@ -11,6 +11,17 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value / scale:.{digits}g}"
 
 
+def _depth_line(terms: dict[str, Any]) -> list[str]:
+    """Generation's depth term, where the estimate has one (GPU rows)."""
+    if terms.get("generation_depth_s") is None:
+        return []
+    return [
+        f"  gen. depth   {_fmt(terms['generation_depth_s'])} s   ({terms['decode_depth_steps']} decode steps to the "
+        f"batch's longest response x {_fmt(terms['decode_step_least_s'] * 1e3)} ms, the least a step takes: "
+        "generation's floor however many GPUs)"
+    ]
+
+
 def stage_table(prediction: dict[str, Any]) -> str:
     lines = [
         f"{'stage':<20} {'GFLOP':>10} {'GB moved':>9} {'comm GB':>8} {'time s':>9} {'bound':>8} {'estimate s':>10}"
@@ -31,7 +42,8 @@ def stage_table(prediction: dict[str, Any]) -> str:
         "(what the hardware allows: roofline at 100% of peak)",
         f"  estimate     {_fmt(prediction.get('step_time_estimate_s'))} s   (bound plus overhead terms: achievable "
         "fraction of peak, kernel launches, engine per-step floor; per-token decode cost, colocated refit rate "
-        "and the trainer's host time per layer fitted on published runs, docs/perfmodel.md)",
+        "and the trainer's host time per layer fitted on published runs)",
+        *_depth_line(prediction.get("estimate_terms") or {}),
         f"tokens/s       {_fmt(prediction['tokens_per_s'], digits=4)}   (estimate "
         f"{_fmt(prediction.get('tokens_per_s_estimate'), digits=4)})",
         # The model's MFU is what its roofline allows (compute-bound stages at 100% of dense peak): an upper

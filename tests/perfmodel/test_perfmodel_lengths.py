@@ -96,6 +96,12 @@ def test_strong_scaling_saturates_once_the_tail_dominates() -> None:
     steps = {g: predict(MODEL, long_tail, ParallelShape(gpus=g), "H100-SXM").step_time_estimate_s for g in (64, 128)}
     assert steps[64] / steps[128] < 1.1
     assert _decode_s(long_tail, ParallelShape(gpus=128)) > 0.9 * _decode_s(long_tail, ParallelShape(gpus=64))
+    # generation's depth term (Brent's D) is the same on both and below the decode estimate: its floor
+    depth = {
+        g: predict(MODEL, long_tail, ParallelShape(gpus=g), "H100-SXM").estimate_terms["generation_depth_s"]
+        for g in (64, 128)
+    }
+    assert depth[64] == depth[128] and depth[128] <= _decode_s(long_tail, ParallelShape(gpus=128))
     # the trainer's share halves as it should: the saturation is the depth's, not everything's
     train = {
         g: predict(MODEL, long_tail, ParallelShape(gpus=g), "H100-SXM").group_times_s["training"] for g in (64, 128)
