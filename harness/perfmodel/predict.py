@@ -177,6 +177,13 @@ class Prediction:
         }
 
 
+def combine_stages(stages: list[StageCost], parallel: ParallelShape) -> float | None:
+    """A step's time from its stages' times, over the layout's DAG (the module docstring): groups add, except
+    that an asynchronous rollout pool of its own overlaps generation with the rest."""
+    overlap = parallel.async_depth > 0 and parallel.placement == "disaggregated"
+    return _combine(_group(stages, "time_s"), overlap)
+
+
 def _sum(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
 

@@ -1,0 +1,58 @@
+"""`rlbench predict --from-record RUN`: a measured run scaled to another layout or device, with what was measured
+and what was modelled said, and its own layout predicted back against its measured step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+RECORD = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
+
+
+def test_the_runs_own_layout_comes_back_within_its_spread():
+    result = run_cli("predict", "--from-record", str(RECORD), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    check = data["consistency"]
+    assert check["within_spread"] and check["n"] == 2
+    assert data["step_time_s"] == pytest.approx(check["measured_median_s"], rel=1e-6)
+    gen = next(row for row in data["stages"] if row["stage"] == "gen")
+    assert gen["basis"] == "measured ratio x model" and gen["predicted_s"] == pytest.approx(gen["measured_s"])
+    assert data["basis"]["measured"] == ["each timed stage's ratio to the model", "the step's time outside the stages"]
+
+
+def test_another_device_carries_the_lengths_only_and_says_so():
+    result = run_cli("predict", "--from-record", str(RECORD), "--hardware", "H100-SXM", "--gpus", "8", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["hardware"] == "H100-SXM" and data["gpus"] == 8 and data["consistency"] is None
+    assert "every stage's rate on H100-SXM (the run was on cpu)" in data["basis"]["modelled"]
+    assert all(row["basis"] == "model" for row in data["stages"])
+    assert data["step_time_s"] == pytest.approx(data["step_time_model_only_s"])
+    text = run_cli("predict", "--from-record", str(RECORD), "--hardware", "H100-SXM", "--gpus", "8").stdout
+    assert "step time" in text and "modelled:" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--gpus", "4"), "a CPU run is one device; scale it to GPUs with --hardware"),
+        (("--workload", "gsm8k-grpo"), "drop --workload"),
+        (("--sweep", "tp=1,2"), "drop --sweep"),
+    ],
+)
+def test_from_record_refuses_what_it_cannot_honour_in_one_line(extra, message):
+    result = run_cli("predict", "--from-record", str(RECORD), *extra)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_predict_without_a_record_still_needs_its_inputs():
+    result = run_cli("predict", "--workload", "gsm8k-grpo", "--hardware", "H100-SXM")
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip() == "error: --model-config is required (or give --from-record RUN to scale a measured run)"
+    )
