@@ -9,6 +9,13 @@ which covers the validation runs only.
     python benchmarks/validate_published.py                      # the table
     python benchmarks/validate_published.py --json out.json      # and the rows, machine-readable
     python benchmarks/validate_published.py --fit                # fit FITTED on the training subset
+
+Besides each run's error, every pair of runs that differs in one strategy or scale is judged as a user
+choosing between them would judge it: the measured speed-up of one over the other, the estimate's, and
+whether the estimate picks the faster side (`pairs`). A pair is two runs of one framework release, model,
+hardware and batch (prompts, group, cap, mini-batches) that differ either in asynchrony (the async side
+may also split the GPUs and re-lay its trainer, as its recipe does) or in the GPU count, not both; the
+measured lengths (prompt, mean response) may differ. Pairs with a fitted run are left out of the summary.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ MEASURED_STAGES = {
 
 # Issue 18's targets for runs not used for fitting: |estimate / measured - 1| at most this.
 TARGETS = {"step": 0.30, "gen": 0.50}
+# Issue 37's targets for pairs not fitted on: the winner right in this share, the median speed-up error below.
+PAIR_TARGETS = {"winner": 0.90, "speed_up": 0.25}
+# Workload fields a run measured rather than chose: a pair may differ in them.
+MEASURED_WORKLOAD = ("prompt_len", "mean_response_len", "derived")
 
 
 def load_runs(path: Path = DEFAULT) -> dict[str, Any]:
@@ -205,6 +216,92 @@ def compare(run: dict[str, Any], fitted: FittedTerms = FITTED) -> list[dict[str,
     return rows
 
 
+def _batch(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run["workload"].items() if k not in MEASURED_WORKLOAD}
+
+
+def pair_axis(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """'async' or 'scale' where two runs differ in that alone (as the module docstring defines it), else None."""
+    same = all(a.get(k) == b.get(k) for k in ("framework", "model", "hardware")) and _batch(a) == _batch(b)
+    if not same:
+        return None
+    if a.get("async", "off") != b.get("async", "off") and a["gpus"] == b["gpus"]:
+        return "async"
+    if a["gpus"] != b["gpus"] and a.get("async", "off") == b.get("async", "off"):
+        return "scale"
+    return None
+
+
+def pairs(runs: list[dict[str, Any]], fitted: set[str], fitted_terms: FittedTerms = FITTED) -> list[dict[str, Any]]:
+    """One row per pair: the slower-to-be side first (synchronous, or fewer GPUs), its measured and estimated
+    speed-up of the second over the first, and whether the estimate names the faster side."""
+    estimates: dict[str, float | None] = {}
+    for run in runs:
+        try:
+            work, layout = shapes(run)
+            estimates[run["id"]] = predict(
+                _arch(run["model"]), work, layout, run["hardware"], fitted=fitted_terms
+            ).step_time_estimate_s
+        except ValueError:
+            estimates[run["id"]] = None
+    rows = []
+    for i, a in enumerate(runs):
+        for b in runs[i + 1 :]:
+            axis = pair_axis(a, b)
+            if axis is None or "step_s" not in a["measured"] or "step_s" not in b["measured"]:
+                continue
+            first, second = (
+                (a, b) if (a.get("async", "off") == "off" if axis == "async" else a["gpus"] < b["gpus"]) else (b, a)
+            )
+            est_first, est_second = estimates[first["id"]], estimates[second["id"]]
+            measured = first["measured"]["step_s"] / second["measured"]["step_s"]
+            predicted = est_first / est_second if est_first and est_second else None
+            rows.append(
+                {
+                    "axis": axis,
+                    "first": first["id"],
+                    "second": second["id"],
+                    "measured_speed_up": measured,
+                    "predicted_speed_up": predicted,
+                    "winner_right": None if predicted is None else (measured > 1) == (predicted > 1),
+                    "fitted": first["id"] in fitted or second["id"] in fitted,
+                }
+            )
+    return rows
+
+
+def pair_table(rows: list[dict[str, Any]]) -> str:
+    """The pairs, then the summary against PAIR_TARGETS over the pairs not fitted on."""
+    lines = [f"{'axis':<6} {'first -> second':<86} {'measured':>8} {'predicted':>9} {'winner':>6}"]
+    for r in rows:
+        mark = " (fit)" if r["fitted"] else ""
+        right = "n/a" if r["winner_right"] is None else "right" if r["winner_right"] else "WRONG"
+        lines.append(
+            f"{r['axis']:<6} {r['first'] + ' -> ' + r['second'] + mark:<86} {_fmt(r['measured_speed_up']):>8} "
+            f"{_fmt(r['predicted_speed_up']):>9} {right:>6}"
+        )
+    judged = [r for r in rows if not r["fitted"] and r["winner_right"] is not None]
+    if judged:
+        right = sum(r["winner_right"] for r in judged)
+        errors = sorted(abs(r["predicted_speed_up"] / r["measured_speed_up"] - 1) for r in judged)
+        median = (
+            errors[len(errors) // 2]
+            if len(errors) % 2
+            else sum(errors[len(errors) // 2 - 1 : len(errors) // 2 + 1]) / 2
+        )
+        lines += [
+            "",
+            f"pairs not fitted on: {len(judged)}; winner right in {right} ({right / len(judged):.0%}, target "
+            f"{PAIR_TARGETS['winner']:.0%}); median |predicted / measured speed-up - 1| = {median:.0%} (target "
+            f"{PAIR_TARGETS['speed_up']:.0%})",
+        ]
+        for axis in ("async", "scale"):
+            some = [r for r in judged if r["axis"] == axis]
+            if some:
+                lines.append(f"  {axis}: winner right in {sum(r['winner_right'] for r in some)} of {len(some)}")
+    return "\n".join(lines)
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}g}"
 
@@ -303,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:  # a layout the model cannot express: named, never dropped silently
             refused.append(f"{run['id']}: {exc}")
     printed = table(rows, fitted)
+    pair_rows = pairs(data["runs"], fitted)
+    if pair_rows:
+        printed += "\n\npairs that differ in one strategy or scale (speed-up of the second over the first):\n"
+        printed += pair_table(pair_rows)
     if refused:
         printed += f"\n\nnot predicted ({len(refused)}): the model cannot express the run's layout\n"
         printed += "\n".join(f"  {line}" for line in refused)

@@ -103,3 +103,37 @@ def test_the_summary_counts_runs_within_the_targets(capsys):
     assert _script().main([]) == 0
     printed = capsys.readouterr().out
     assert "step within 30%:" in printed and "gen within 50%:" in printed
+
+
+def test_pairs_differ_in_one_strategy_or_scale_and_are_judged_by_their_winner():
+    """Ranking is the headline: two runs of one release, model, hardware and batch that differ in asynchrony or
+    in GPU count (not both) form a pair; the estimate's speed-up and whether it names the faster side are
+    reported (the accuracy itself is reported in docs/measurements/published-runs.md, never asserted)."""
+    script = _script()
+    base = {
+        "framework": "f 1",
+        "model": "m",
+        "hardware": "H100-SXM",
+        "gpus": 16,
+        "async": "off",
+        "workload": {"prompts_per_step": 8, "prompt_len": 100, "mean_response_len": 900},
+    }
+    off = {
+        **base,
+        "async": "one-step",
+        "placement": "disaggregated",
+        "workload": {**base["workload"], "prompt_len": 98},
+    }
+    assert script.pair_axis(base, off) == "async"  # the measured prompt length may differ
+    assert script.pair_axis(base, {**base, "gpus": 32}) == "scale"
+    assert script.pair_axis(base, {**off, "gpus": 32}) is None  # two things at once
+    assert script.pair_axis(base, {**base, "framework": "f 2", "gpus": 32}) is None  # another release
+    bigger_batch = {**base, "gpus": 32, "workload": {**base["workload"], "prompts_per_step": 16}}
+    assert script.pair_axis(base, bigger_batch) is None
+
+    data = script.load_runs()
+    rows = script.pairs(data["runs"], set(data["training_subset"]))
+    assert {r["axis"] for r in rows} == {"async", "scale"} and len(rows) >= 10
+    for r in rows:
+        assert r["winner_right"] == ((r["measured_speed_up"] > 1) == (r["predicted_speed_up"] > 1))
+    assert "winner right in" in script.pair_table(rows)
