@@ -261,6 +261,39 @@ HARDWARE: dict[str, Hardware] = {
             source="https://www.nvidia.com/en-us/data-center/l40s/ (BF16 362.05 dense / 733 sparse; 48 GB GDDR6 "
             "864 GB/s; no NVLink: PCIe Gen4 x16 64 GB/s bidirectional); inter-node: system-dependent -> n/a",
         ),
+        Hardware(
+            name="A40",
+            bf16_flops=149.7 * TB,
+            fp32_flops=None,  # not read in the cited table
+            hbm_bytes_per_s=696 * GB,
+            hbm_bytes=48 * GB,
+            # NVLink is a 2-way bridge (one peer, 112.5 GB/s bidirectional); across a node's GPUs it is PCIe Gen4
+            intra_node_bytes_per_s=32 * GB,
+            inter_node_bytes_per_s=None,
+            host_link_bytes_per_s=_PCIE_GEN4_X16,
+            tdp_w=300,
+            source="https://images.nvidia.com/content/Solutions/data-center/a40/nvidia-a40-datasheet.pdf "
+            '("BF16 Tensor 149.7 | 299.4*", * with sparsity; "48 GB GDDR6 with ECC", "696 GB/s"; '
+            '"NVIDIA NVLink 112.5 GB/s (bidirectional); PCIe Gen4: 64 GB/s"; "Max Power Consumption 300 W"; '
+            "read from copies of its spec table, 2026-12-06); inter-node: system-dependent -> n/a",
+        ),
+        Hardware(
+            name="MI300X",
+            bf16_flops=1307.4 * TB,
+            fp32_flops=None,  # not read in the cited table
+            hbm_bytes_per_s=5.3 * TB,
+            hbm_bytes=192 * GB,
+            # 7 Infinity Fabric x16 links at 64 GB/s each way: 448 GB/s one direction (896 GB/s aggregate)
+            intra_node_bytes_per_s=448 * GB,
+            inter_node_bytes_per_s=None,
+            host_link_bytes_per_s=_PCIE_GEN5_X16,
+            tdp_w=750,
+            source="https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/white-papers/"
+            'amd-cdna-3-white-paper.pdf ("1307.4 TFLOPS peak theoretical Bfloat16" dense, 2,614.9 with '
+            'sparsity; "192 GB HBM3", "up to 5.3 TB/sec"; "7 x16 AMD Infinity Fabric links", "P2P ring '
+            'peak aggregate I/O bandwidth 896 GB/s", 16-lane links at 32 Gbps: 64 GB/s each way; PCIe Gen 5 x16 to '
+            'host; "MAX POWER 750W"); inter-node: system-dependent -> n/a',
+        ),
     )
 }
 
@@ -277,6 +310,8 @@ _ALIASES = {
     "NVIDIA GB200": "GB200",
     "RTX4090": "RTX-4090",
     "NVIDIA GeForce RTX 4090": "RTX-4090",
+    "NVIDIA A40": "A40",
+    "AMD Instinct MI300X": "MI300X",
 }
 
 
