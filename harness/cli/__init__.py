@@ -17,7 +17,18 @@ from __future__ import annotations
 
 import click
 
-from rlbench.harness.cli.commands import calibrate, compare, ls, nightly, predict, report, run, sweep, validate
+from rlbench.harness.cli.commands import (
+    calibrate,
+    compare,
+    ls,
+    nightly,
+    predict,
+    report,
+    run,
+    sweep,
+    trace,
+    validate,
+)
 from rlbench.harness.cli.user_errors import OneLineErrors
 
 
@@ -37,6 +48,7 @@ COMMANDS = (
     report.report,
     nightly.nightly,
     sweep.sweep,
+    trace.trace,
 )
 for command in COMMANDS:
     main.add_command(command)

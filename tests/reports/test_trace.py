@@ -1,0 +1,104 @@
+"""`rlbench trace`: a recorded run as a Chrome trace-event JSON, checked against the format's rules: every
+event's phase and fields, spans inside their steps, placed stages said to be placed, counters numeric."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlbench.reports.load import load_run
+from rlbench.reports.trace import NCCL_PID, STEPS_PID, build_trace
+from tests.conftest import run_cli
+
+RECORD = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
+PHASES = {"X", "C", "i", "M"}
+
+
+def check_trace_events(trace: dict) -> None:
+    """The trace-event format's rules (Google's "Trace Event Format" document) as far as Perfetto enforces them."""
+    json.dumps(trace, allow_nan=False)  # NaN or inf is not JSON: the viewers refuse the whole file
+    assert isinstance(trace["traceEvents"], list) and trace["displayTimeUnit"] in ("ms", "ns")
+    for event in trace["traceEvents"]:
+        assert event["ph"] in PHASES, event
+        assert isinstance(event["name"], str) and isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        if event["ph"] == "M":
+            assert event["name"] in ("process_name", "process_sort_index", "thread_name") and "args" in event
+            continue
+        assert isinstance(event["ts"], (int, float)) and event["ts"] >= 0, event
+        if event["ph"] == "X":
+            assert isinstance(event["dur"], (int, float)) and event["dur"] >= 0
+        if event["ph"] == "C":
+            assert event["args"] and all(isinstance(v, (int, float)) for v in event["args"].values())
+        if event["ph"] == "i":
+            assert event["s"] in ("t", "p", "g")
+
+
+def test_a_recorded_trl_run_becomes_a_valid_trace_with_steps_stages_and_counters():
+    trace = build_trace(load_run(RECORD))
+    check_trace_events(trace)
+    events = trace["traceEvents"]
+    steps = [e for e in events if e["ph"] == "X" and e.get("cat") == "step"]
+    stages = [e for e in events if e["ph"] == "X" and e.get("cat") == "stage"]
+    assert [e["args"]["step"] for e in steps] == [1, 2, 3] and steps[0]["name"] == "step 1 (warm-up)"
+    assert {e["name"] for e in stages} >= {"gen", "update_actor"}
+    for stage in stages:  # inside its step, and said to be placed
+        step = next(s for s in steps if s["args"]["step"] == stage["args"]["step"])
+        assert step["ts"] <= stage["ts"] and stage["ts"] + stage["dur"] <= step["ts"] + step["dur"] + 1
+        assert stage["args"]["placed"] is True and stage["pid"] == STEPS_PID
+    counters = {e["name"] for e in events if e["ph"] == "C"}
+    assert {"host CPU (% of all cores)", "framework CPU (% of one core)", "memory (GB)"} <= counters
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "trl steps" in names and sum(n.startswith("node ") for n in names) == 1  # a one-node run
+    assert trace["otherData"]["framework"] == "trl"
+
+
+def test_collectives_become_instant_events_per_process():
+    run = load_run(RECORD)
+    start = float(run.steps["step_start_unix_s"].dropna().iloc[0])
+    comm = pd.DataFrame(
+        {
+            "time_unix_s": [start + 0.1, start + 0.2, start + 0.3],
+            "host": ["a", "a", "b"],
+            "pid": [11, 11, 12],
+            "op": ["AllReduce", "AllGather", "AllReduce"],
+            "rank": [0, 0, 1],
+            "nranks": [2, 2, 2],
+            "bytes": [4096.0, 8192.0, float("nan")],
+            "total_bytes": [8192.0, 16384.0, 8192.0],
+        }
+    )
+    trace = build_trace(dataclasses.replace(run, comm=comm))
+    check_trace_events(trace)
+    calls = [e for e in trace["traceEvents"] if e["ph"] == "i"]
+    assert [c["name"] for c in calls] == ["AllReduce", "AllGather", "AllReduce"] and {c["pid"] for c in calls} == {
+        NCCL_PID
+    }
+    assert len({c["tid"] for c in calls}) == 2 and "bytes" not in calls[2]["args"]  # NaN left out, not written
+
+
+def test_the_command_writes_a_trace_and_never_into_the_record(tmp_path):
+    out = tmp_path / "run.trace.json"
+    result = run_cli("trace", str(RECORD), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "spans" in result.stdout and str(out) in result.stdout
+    check_trace_events(json.loads(out.read_text()))
+    assert run_cli("trace", str(RECORD), "--out", str(out)).returncode == 0  # a trace may be replaced
+    inside = run_cli("trace", str(RECORD), "--out", str(RECORD / "x.trace.json"))
+    assert inside.returncode == 2 and "inside the run record" in inside.stderr
+    precious = tmp_path / "notes.txt"
+    precious.write_text("keep me")
+    refused = run_cli("trace", str(RECORD), "--out", str(precious))
+    assert refused.returncode == 2 and precious.read_text() == "keep me"
+    missing = run_cli("trace", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "not a run record folder" in missing.stderr
+
+
+@pytest.mark.parametrize("field", ["steps", "telemetry"])
+def test_a_record_missing_a_table_still_gives_a_valid_trace(field):
+    trace = build_trace(dataclasses.replace(load_run(RECORD), **{field: None}))
+    check_trace_events(trace)
+    assert trace["traceEvents"]
