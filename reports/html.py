@@ -30,6 +30,7 @@ from rlbench.reports.load import load_runs
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
 from rlbench.reports.scatter import vs_model_scatter
+from rlbench.reports.step_anatomy import anatomy_rows
 from rlbench.reports.sweep_views import find_sweeps, grid_rows, sweep_view
 from rlbench.reports.timeline import timeline_view
 
@@ -95,6 +96,7 @@ def render_report(
         "lanes": tables.lane_rows(runs),
         "equal_work": tables.equal_work_rows(runs),
         "hygiene": hygiene_rows(runs),
+        "anatomy": anatomy_rows(runs),
         "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs),
         "history": None,

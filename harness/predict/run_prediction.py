@@ -120,6 +120,20 @@ def predict_run(
         "floor": floor.to_dict() if floor else {"reason": why_not},
         **result.to_dict(),
         "mfu_peak_flops_per_device": _mfu_peak(environment, result.peak_flops),
+        **_sync_bound(environment, hardware),
+    }
+
+
+def _sync_bound(environment: dict[str, Any], hardware: Hardware) -> dict[str, Any]:
+    """The link a weight sync crosses, per rollout GPU and direction: a GPU row's intra-node link (NVLink, or
+    PCIe where none); on a CPU the memory bandwidth this machine's probe measured (a sync there is a copy)."""
+    if environment.get("gpus"):
+        link, what = hardware.intra_node_bytes_per_s, f"{hardware.name} intra-node link, one direction"
+    else:
+        link, what = hardware.hbm_bytes_per_s, "this machine's measured memory bandwidth (a CPU sync is a copy)"
+    return {
+        "weight_sync_bound_gb_per_s": None if link is None else link / 1e9,
+        "weight_sync_bound": what if link is not None else f"{hardware.name} states no intra-node link",
     }
 
 

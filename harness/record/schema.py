@@ -135,6 +135,13 @@ STEP_METRICS: dict[str, Metric] = {
         _m("response_length_mean", "tokens", "neutral", "mean response length"),
         _m("response_length_max", "tokens", "neutral", "longest response of the step (NaN where not logged)"),
         _m(
+            "weight_sync_gb_per_s",
+            "GB/s",
+            "higher",
+            "engine weight shard / time_weight_sync_s, per rollout GPU (prediction.json weight_sync_bound_gb_per_s: "
+            "the link it crosses)",
+        ),
+        _m(
             "response_clipped_fraction",
             "1",
             "neutral",

@@ -109,3 +109,15 @@ def model_flops_utilisation(steps: pd.DataFrame, prediction: dict[str, Any]) -> 
         return pd.Series(np.nan, index=steps.index, dtype=float)
     flops = canonical["model_flops"] * steps["total_tokens"] / canonical["tokens_per_step"]
     return flops / (prediction["gpus"] * peak * step_seconds(steps))
+
+
+def weight_sync_rate(steps: pd.DataFrame, prediction: dict[str, Any]) -> pd.Series:
+    """GB/s per rollout GPU of each step's weight sync: the engine's weight shard (the model's parameters at
+    the engine's dtype over rollout_tp, `memory_breakdown_gb.rollout_weights` of the run's prediction) over
+    the measured sync time. Set beside `weight_sync_bound_gb_per_s`, the link it crosses: NaN where the step
+    has no sync time or the run no prediction."""
+    weights_gb = ((prediction or {}).get("memory_breakdown_gb") or {}).get("rollout_weights")
+    if steps.empty or "time_weight_sync_s" not in steps or not weights_gb:
+        return pd.Series(np.nan, index=steps.index, dtype=float)
+    seconds = steps["time_weight_sync_s"].where(steps["time_weight_sync_s"] > 0)
+    return weights_gb / seconds

@@ -44,7 +44,12 @@ from rlbench.harness.record.store import (
     write_steps,
 )
 from rlbench.harness.run import profiling
-from rlbench.harness.run.derive import canonical_work, derive_step_metrics, model_flops_utilisation
+from rlbench.harness.run.derive import (
+    canonical_work,
+    derive_step_metrics,
+    model_flops_utilisation,
+    weight_sync_rate,
+)
 from rlbench.harness.run.failure_cause import LOG_FILE, classify, log_tail, oom_kill_count
 from rlbench.harness.run.framework_process import Outcome, launch
 from rlbench.harness.run.step_stamps import apply_stamps, note_seen
@@ -426,6 +431,7 @@ def _finish(
     if not steps.empty:
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework
+        steps["weight_sync_gb_per_s"] = weight_sync_rate(steps, prediction)
     record.update(
         time_to_first_step_s=_time_to_first_step(record, steps),
         returncode=outcome.returncode,

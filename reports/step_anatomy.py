@@ -1,0 +1,87 @@
+"""Where a step went, beyond stage times: the generation's long tail and the weight sync against its link.
+
+Per run, from its steps (post-warm-up, median ± std with n):
+* tail: the mean and the longest response, their ratio (the longest / the mean: a synchronous step decodes
+  until its longest response ends, so a ratio well above 1 means most of the batch waits on a few samples),
+  and the share stopped at the cap, as the framework logged them (verl and TRL log the longest; OpenRLHF
+  only the clipped share);
+* weight sync: GB/s per rollout GPU (the engine's weight shard over the measured sync time) beside the
+  bound of the link it crosses (prediction.json: a GPU row's intra-node link; on a CPU, the machine's
+  measured memory bandwidth) and the share of that bound reached.
+
+    from rlbench.reports.step_anatomy import anatomy_rows
+    headers, rows = anatomy_rows(runs)
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlbench.reports.load import RunView
+
+HEADERS = [
+    "run",
+    "response length mean (tokens)",
+    "longest response (tokens)",
+    "longest / mean",
+    "clipped at the cap (share)",
+    "weight sync (GB/s per rollout GPU) ↑",
+    "link bound (GB/s)",
+    "share of the bound",
+]
+
+
+def _stats(run: RunView, column: str) -> tuple[float, float, int] | None:
+    steps = run.steady_steps
+    if steps is None or column not in steps:
+        return None
+    values = [float(v) for v in steps[column] if v is not None and math.isfinite(float(v))]
+    if not values:
+        return None
+    values.sort()
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return median, std, len(values)
+
+
+def _cell(stats: tuple[float, float, int] | None, digits: int = 3) -> str:
+    if stats is None:
+        return "–"
+    median, std, n = stats
+    return f"{median:.{digits}g} ± {std:.2g} (n={n})"
+
+
+def _ratio(run: RunView) -> tuple[float, float, int] | None:
+    steps = run.steady_steps
+    if steps is None or not {"response_length_max", "response_length_mean"} <= set(steps):
+        return None
+    ratio = (steps["response_length_max"] / steps["response_length_mean"]).dropna()
+    if ratio.empty:
+        return None
+    values = sorted(float(v) for v in ratio)
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    return median, float(ratio.std()) if len(values) > 1 else 0.0, len(values)
+
+
+def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """The report's table: one row per run with any of these figures."""
+    rows = []
+    for run in runs:
+        sync = _stats(run, "weight_sync_gb_per_s")
+        bound = (run.prediction or {}).get("weight_sync_bound_gb_per_s")
+        share = f"{sync[0] / bound:.1%}" if sync and bound else "–"
+        cells = [
+            _cell(_stats(run, "response_length_mean")),
+            _cell(_stats(run, "response_length_max")),
+            _cell(_ratio(run)),
+            _cell(_stats(run, "response_clipped_fraction"), 2),
+            _cell(sync),
+            f"{bound:.3g}" if bound else "–",
+            share,
+        ]
+        if any(cell != "–" for cell in cells):
+            rows.append([run.label, *cells])
+    return HEADERS, rows
