@@ -83,8 +83,20 @@ class Adapter(ABC):
         `predict` asks this too, so a plan is refused for the same reasons as a run. Subclasses extend."""
         return None  # the base class's own knob check (supported_knobs) is in `check`
 
+    def profile_launch(self, spec: RunSpec, run_dir: Path) -> dict[str, Any] | None:
+        """What the framework's launch needs to run `spec.profile` (None without one). An adapter that maps a
+        profiler overrides this; the base refuses, before launch, in one line."""
+        if spec.profile is None:
+            return None
+        raise RLBenchError(
+            f"--profile {spec.profile.tool}: rlbench does not yet switch on {self.name}'s profiler; "
+            "run without --profile (TRL maps --profile torch)"
+        )
+
     def check(self, spec: RunSpec) -> None:
         """Refuse, before launch, what this framework cannot do. Subclasses extend."""
+        if spec.profile is not None:
+            self.profile_launch(spec, Path(spec.out))  # a profiler it cannot run is refused before launch
         if self.version() is None:
             raise RLBenchError(
                 f"framework '{self.name}' is not installed; install it with pip install 'rlbench[{self.name}]'"

@@ -24,6 +24,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import gpus, package_version
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.profile import PROFILE_DIR
 from rlbench.harness.spec.runspec import RunSpec
 
 NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
@@ -210,8 +211,20 @@ class TRLAdapter(Adapter):
             out["resolved_missing"] = unread
         return out
 
+    def profile_launch(self, spec: RunSpec, run_dir: Path) -> dict[str, Any] | None:
+        """--profile torch: torch.profiler around the chosen RL steps, in the launcher (TRL has no profiler
+        switch of its own); its Chrome trace lands in the record's profile/ folder."""
+        if spec.profile is None:
+            return None
+        if spec.profile.tool != "torch":
+            raise RLBenchError(
+                f"--profile {spec.profile.tool}: the TRL adapter maps --profile torch only; run with --profile torch"
+            )
+        return {**spec.profile.to_dict(), "dir": str(run_dir / PROFILE_DIR)}
+
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         launch = {
+            "profile": self.profile_launch(spec, run_dir),
             "model": inputs.model,
             "dataset": spec.workload.data.dataset,
             "chat": spec.workload.prompt.chat,

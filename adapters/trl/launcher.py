@@ -158,18 +158,59 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
     return RLBenchMetrics()
 
 
+def profiler_callback(profile: dict[str, Any], updates_per_step: int):
+    """torch.profiler from the start of RL step first_step to the log of last_step, its Chrome trace exported
+    after that step's metrics line, so the export's time falls between steps, not in a profiled one."""
+    import os
+
+    import torch
+    from transformers import TrainerCallback
+
+    first, last = profile["steps"]
+
+    class RLBenchProfiler(TrainerCallback):
+        def __init__(self) -> None:
+            self.profiler = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step % updates_per_step or self.profiler is not None:
+                return
+            if state.global_step // updates_per_step + 1 == first:
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if torch.cuda.is_available():
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                self.profiler = torch.profiler.profile(activities=activities)
+                self.profiler.__enter__()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.profiler is None or state.global_step % updates_per_step or "train_runtime" in (logs or {}):
+                return
+            if state.global_step // updates_per_step >= last:
+                self.profiler.__exit__(None, None, None)
+                out = Path(profile["dir"])
+                out.mkdir(parents=True, exist_ok=True)
+                rank = int(os.environ.get("RANK", "0"))
+                self.profiler.export_chrome_trace(str(out / f"torch-steps-{first}-{last}-rank{rank}.json"))
+                self.profiler = None
+
+    return RLBenchProfiler()
+
+
 def main(launch_file: str) -> None:
     launch = json.loads(Path(launch_file).read_text())
     from trl import GRPOConfig
 
     config = GRPOConfig(**launch["grpo_config"])
     callback = metrics_callback(Path(launch["metrics_file"]), launch["updates_per_step"])
+    callbacks = [callback]  # the metrics line first: a profiled step's export comes after it is logged
+    if launch.get("profile"):
+        callbacks.append(profiler_callback(launch["profile"], launch["updates_per_step"]))
     trainer = instrumented_trainer_class()(
         model=launch["model"],
         reward_funcs=[make_reward_func(launch["dataset"])],
         args=config,
         train_dataset=build_dataset(Path(launch["prompts_file"]), launch["chat"]),
-        callbacks=[callback],
+        callbacks=callbacks,
     )
     callback.trainer = trainer
     if trainer.accelerator.is_main_process and launch.get("resolved_file"):  # absent from older launch files

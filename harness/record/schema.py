@@ -340,6 +340,9 @@ class RunRecord(_RunStart, total=False):
     overhead: dict[str, float | None]  # rlbench's own time outside the framework: {setup_s, record_s, ...}
     telemetry: dict[str, Any]  # sampler notes (rate, ticks, NVML availability) of telemetry.parquet, or {error}
     comm: dict[str, Any] | None  # NCCL collectives parsed into comm.parquet (RLBENCH_NCCL_LOG=1), or null
+    # `--profile`: {tool, steps [first, last], files under profile/, overhead {profiled_median_s, other_median_s,
+    # ratio, n_profiled, n_other}}; absent without one
+    profile: dict[str, Any]
     costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
     vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)
     # what else the run left

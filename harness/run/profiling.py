@@ -177,3 +177,32 @@ def costs(summary: dict[str, Any], steps: pd.DataFrame, gpus: int, hardware_usd:
             gpus * step_s / 3600, price, energy_j, kwh_usd if energy_j else 0.0, tokens
         )
     return out
+
+
+def profile_record(run_dir: Path, request: Any, steps: pd.DataFrame, warmup_steps: int) -> dict[str, Any]:
+    """run.json `profile`: the request, the trace files it left under profile/, and its overhead: the median
+    framework step time of the profiled steps over that of the other post-warm-up steps (the step after the
+    window also pays the trace's export, so it is left out of both)."""
+    from rlbench.harness.spec.profile import PROFILE_DIR
+
+    folder = run_dir / PROFILE_DIR
+    files = sorted(str(p.relative_to(run_dir)) for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    out: dict[str, Any] = {**request.to_dict(), "files": files}
+    if not files:
+        out["note"] = "the profiler wrote no trace (did the run reach the profiled steps?)"
+    if steps.empty or "step_time_s" not in steps:
+        return out
+    kept = steps[steps["step"] > warmup_steps]
+    inside = kept[kept["step"].between(request.first_step, request.last_step)]["step_time_s"].dropna()
+    outside = kept[~kept["step"].between(request.first_step, request.last_step + 1)]["step_time_s"].dropna()
+    if len(inside) and len(outside):
+        out["overhead"] = {
+            "profiled_median_s": float(inside.median()),
+            "other_median_s": float(outside.median()),
+            "ratio": float(inside.median() / outside.median()),
+            "n_profiled": int(len(inside)),
+            "n_other": int(len(outside)),
+        }
+    else:
+        out["overhead"] = {"note": "no post-warm-up step outside the window to compare with"}
+    return out

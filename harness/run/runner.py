@@ -440,6 +440,8 @@ def _finish(
         steps_recorded=len(steps),
         summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {},
     )
+    if spec.profile is not None:
+        record["profile"] = profiling.profile_record(run_dir, spec.profile, steps, spec.workload.warmup_steps)
     if notes:
         record["notes"] = notes
     if not steps.empty:

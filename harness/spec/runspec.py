@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rlbench.harness.settings import check_environment, run_timeout_s
 from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.profile import ProfileRequest, parse_profile
 from rlbench.workloads.spec import Workload
 
 
@@ -21,6 +22,8 @@ class RunSpec:
     # A running Ray cluster the framework's driver joins (host:port of its GCS, as RAY_ADDRESS); None: the
     # framework starts its own Ray on this host, as it does by default.
     ray_address: str | None = None
+    # A profiler over a window of steps (`--profile`), or None.
+    profile: ProfileRequest | None = None
 
 
 def build_run_spec(
@@ -32,6 +35,8 @@ def build_run_spec(
     seed: int,
     out: Path,
     ray_address: str | None = None,
+    profile: str | None = None,
+    profile_steps: str | None = None,
 ) -> RunSpec:
     """The spec of `rlbench run` (and of each nightly benchmark): workload by name or path, --steps applied."""
     from rlbench.harness.spec.parallel import parse_parallel
@@ -39,14 +44,16 @@ def build_run_spec(
 
     loaded = load_workload(workload)
     check_environment()  # a bad RLBENCH_* setting is refused before anything is built or launched
+    loaded = loaded.with_steps(steps) if steps else loaded
     return RunSpec(
         framework=framework,
-        workload=loaded.with_steps(steps) if steps else loaded,
+        workload=loaded,
         parallel=parse_parallel(parallel),
         seed=seed,
         out=out,
         timeout_s=run_timeout_s(),
         ray_address=check_ray_address(ray_address),
+        profile=parse_profile(profile, profile_steps, steps=loaded.steps, warmup=loaded.warmup_steps),
     )
 
 

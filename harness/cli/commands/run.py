@@ -33,6 +33,17 @@ from rlbench.harness.cli.user_errors import user_errors
 @out_folder("results", help="Folder that receives one record folder per run.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for data order, model init and sampling.")
 @click.option("--dry-run", is_flag=True, help="Print the exact framework command and config; run nothing.")
+@click.option(
+    "--profile",
+    metavar="torch|nsys",
+    help="Switch on a profiler for --profile-steps through the framework's own mechanism where rlbench maps one "
+    "(TRL: torch.profiler around the steps); its traces land in the record's profile/ folder.",
+)
+@click.option(
+    "--profile-steps",
+    metavar="A-B",
+    help="The steps to profile, e.g. 3-4 (default: the first step after warm-up).",
+)
 @user_errors
 def run(
     framework: str,
@@ -43,6 +54,8 @@ def run(
     out: Path,
     seed: int,
     dry_run: bool,
+    profile: str | None,
+    profile_steps: str | None,
 ) -> None:
     """Run one benchmark and write its record under --out."""
     from rlbench.adapters.registry import get_adapter
@@ -53,7 +66,17 @@ def run(
 
     with stop_signals():  # SIGTERM/SIGHUP too, from here to the end of the record (the runner shares them)
         get_adapter(framework)  # an unknown framework is reported before the workload is read
-        spec = build_run_spec(framework, workload, parallel, steps=steps, seed=seed, out=out, ray_address=ray_address)
+        spec = build_run_spec(
+            framework,
+            workload,
+            parallel,
+            steps=steps,
+            seed=seed,
+            out=out,
+            ray_address=ray_address,
+            profile=profile,
+            profile_steps=profile_steps,
+        )
         if dry_run:
             click.echo(plan_only(spec, echo=lambda line: click.echo(line, err=True)))
             return
