@@ -26,6 +26,7 @@ from rlbench.reports.across import across_frameworks
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
+from rlbench.reports.idle_ledger import idle_rows
 from rlbench.reports.load import load_runs
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
@@ -97,6 +98,7 @@ def render_report(
         "equal_work": tables.equal_work_rows(runs),
         "hygiene": hygiene_rows(runs),
         "anatomy": anatomy_rows(runs),
+        "idle": idle_rows(runs),
         "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs),
         "history": None,

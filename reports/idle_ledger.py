@@ -1,0 +1,86 @@
+"""Idle-time ledger: per step, how much of the step each role spent in its timed stages and how much waiting.
+
+One definition for every placement and asynchrony, from the step's wall time (`wall_step_time_s`, else the
+framework's timer) and the stages the framework timed:
+* colocated (sync or not): one role, the GPUs every stage shares; busy = the sum of the timed stages.
+* disaggregated: the rollout pool, busy = generation; the trainer, busy = every other timed stage
+  (log-probs, updates, the weight sync both sides take part in is counted on the trainer's side).
+waiting = step - busy, never below zero (where stages add up to more than the step, from overlap or a
+poll-late boundary, the role counts as never idle). Beside it the model's bubble for the same step
+(run.json `vs_model.bubble`: 1 - the model's work / (devices x measured step)).
+
+    from rlbench.reports.idle_ledger import idle_rows
+    headers, rows = idle_rows(runs)
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rlbench.harness.record.schema import STAGES
+from rlbench.reports.load import RunView
+
+HEADERS = ["run", "role", "busy (s)", "waiting (s)", "waiting share of the step ↓", "model's bubble"]
+
+
+def _spread(values: pd.Series, digits: int = 3, percent: bool = False) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "–"
+    median, std = float(values.median()), float(values.std()) if len(values) > 1 else 0.0
+    if percent:
+        return f"{median:.1%} ± {std:.1%} (n={len(values)})"
+    return f"{median:.{digits}g} ± {std:.2g} (n={len(values)})"
+
+
+def ledger(run: RunView) -> dict[str, pd.DataFrame]:
+    """{role: DataFrame(step, busy_s, waiting_s, waiting_share)} over the run's post-warm-up steps."""
+    steps = run.steady_steps
+    if steps is None or steps.empty:
+        return {}
+    seconds = (
+        steps["wall_step_time_s"]
+        if "wall_step_time_s" in steps and steps["wall_step_time_s"].notna().any()
+        else steps.get("step_time_s")
+    )
+    if seconds is None:
+        return {}
+    timed = {stage: steps[f"time_{stage}_s"].fillna(0.0) for stage in STAGES if f"time_{stage}_s" in steps}
+    if not timed:
+        return {}
+    placement = (run.record.get("parallel") or {}).get("placement", "colocated")
+    if placement == "disaggregated":
+        roles = {
+            "rollout pool": timed.get("gen", pd.Series(0.0, index=steps.index)),
+            "trainer": sum((v for k, v in timed.items() if k != "gen"), pd.Series(0.0, index=steps.index)),
+        }
+    else:
+        roles = {"all GPUs (colocated)": sum(timed.values(), pd.Series(0.0, index=steps.index))}
+    out = {}
+    for role, busy in roles.items():
+        waiting = (seconds - busy).clip(lower=0.0)
+        share = (waiting / seconds).where(seconds > 0)
+        out[role] = pd.DataFrame({"step": steps["step"], "busy_s": busy, "waiting_s": waiting, "waiting_share": share})
+    return out
+
+
+def idle_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """The report's table: one row per run and role."""
+    rows = []
+    for run in runs:
+        bubble = (run.record.get("vs_model") or {}).get("bubble")
+        bubble_cell = f"{bubble:.1%}" if isinstance(bubble, (int, float)) and math.isfinite(bubble) else "–"
+        for role, frame in ledger(run).items():
+            rows.append(
+                [
+                    run.label,
+                    role,
+                    _spread(frame["busy_s"]),
+                    _spread(frame["waiting_s"]),
+                    _spread(frame["waiting_share"], percent=True),
+                    bubble_cell,
+                ]
+            )
+    return HEADERS, rows

@@ -1,0 +1,58 @@
+"""The idle-time ledger: busy and waiting per role and step, one definition for colocated and disaggregated."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rlbench.reports.idle_ledger import HEADERS, idle_rows, ledger
+from rlbench.reports.load import load_run
+
+RECORD = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
+
+
+def _run(placement: str, steps: pd.DataFrame):
+    run = load_run(RECORD)
+    record = {**run.record, "parallel": {**run.record["parallel"], "placement": placement}}
+    return dataclasses.replace(run, record=record, steps=steps)
+
+
+STEPS = pd.DataFrame(
+    {
+        "step": [1, 2, 3],
+        "wall_step_time_s": [9.0, 10.0, 12.0],
+        "time_gen_s": [5.0, 6.0, 6.0],
+        "time_update_actor_s": [2.0, 3.0, 3.0],
+        "time_weight_sync_s": [0.5, 0.5, float("nan")],
+    }
+)
+
+
+def test_colocated_has_one_role_busy_in_every_timed_stage():
+    frame = ledger(_run("colocated", STEPS))["all GPUs (colocated)"]
+    assert list(frame["step"]) == [2, 3]  # warm-up left out
+    assert list(frame["busy_s"]) == [9.5, 9.0] and list(frame["waiting_s"]) == [0.5, 3.0]
+    assert list(frame["waiting_share"]) == pytest.approx([0.05, 0.25])
+
+
+def test_disaggregated_splits_the_rollout_pool_from_the_trainer():
+    roles = ledger(_run("disaggregated", STEPS))
+    assert set(roles) == {"rollout pool", "trainer"}
+    assert list(roles["rollout pool"]["waiting_s"]) == [4.0, 6.0]
+    assert list(roles["trainer"]["busy_s"]) == [3.5, 3.0]
+
+
+def test_overlapping_stages_never_give_negative_waiting():
+    steps = STEPS.assign(time_gen_s=[5.0, 20.0, 20.0])
+    frame = ledger(_run("colocated", steps))["all GPUs (colocated)"]
+    assert (frame["waiting_s"] == 0).all()
+
+
+def test_the_table_has_n_and_spread_and_the_models_bubble():
+    headers, rows = idle_rows([load_run(RECORD)])
+    assert headers == HEADERS and len(rows) == 1
+    row = dict(zip(headers, rows[0]))
+    assert row["role"] == "all GPUs (colocated)" and "(n=2)" in row["busy (s)"] and row["model's bubble"].endswith("%")
