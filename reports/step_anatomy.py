@@ -4,7 +4,10 @@ Per run, from its steps (post-warm-up, median ± std with n):
 * tail: the mean and the longest response, their ratio (the longest / the mean: a synchronous step decodes
   until its longest response ends, so a ratio well above 1 means most of the batch waits on a few samples),
   and the share stopped at the cap, as the framework logged them (verl and TRL log the longest; OpenRLHF
-  only the clipped share);
+  only the clipped share); and an estimate of the seconds the step decoded only its tail, after its median
+  response had ended: (longest - median) decode steps x the model's time per decode step of this run
+  (prediction.json: the decode stage over its steps), the median from the log-normal fitted to the step's
+  mean and longest (rlbench.harness.perfmodel.lengths);
 * weight sync: GB/s per rollout GPU (the engine's weight shard over the measured sync time) beside the
   bound of the link it crosses (prediction.json: a GPU row's intra-node link; on a CPU, the machine's
   measured memory bandwidth) and the share of that bound reached.
@@ -25,6 +28,7 @@ HEADERS = [
     "longest response (tokens)",
     "longest / mean",
     "clipped at the cap (share)",
+    "decoding the tail, estimated (s)",
     "weight sync (GB/s per rollout GPU) ↑",
     "link bound (GB/s)",
     "share of the bound",
@@ -66,6 +70,45 @@ def _ratio(run: RunView) -> tuple[float, float, int] | None:
     return median, float(ratio.std()) if len(values) > 1 else 0.0, len(values)
 
 
+def _decode_step_s(run: RunView) -> float | None:
+    """The model's seconds per decode step for this run: its decode stage (the estimate where there is one)
+    over that stage's steps (the estimate's decode_steps, else the prediction's response length)."""
+    prediction = run.prediction or {}
+    stage = next((s for s in prediction.get("stages") or [] if s.get("name") == "generation_decode"), None)
+    if not stage:
+        return None
+    seconds = stage.get("estimate_s") or stage.get("time_s")
+    terms = prediction.get("estimate_terms") or {}
+    steps = terms.get("decode_steps") or (prediction.get("inputs") or {}).get("response_len")
+    return seconds / steps if seconds and steps else None
+
+
+def _tail_seconds(run: RunView) -> tuple[float, float, int] | None:
+    from rlbench.harness.predict.response_lengths import fit_to_longest
+
+    steps, per_step = run.steady_steps, _decode_step_s(run)
+    cap = (run.record.get("workload") or {}).get("max_response_length")
+    needed = {"response_length_mean", "response_length_max", "num_responses"}
+    if steps is None or per_step is None or not cap or not needed <= set(steps):
+        return None
+    tails = []
+    for _, row in steps.iterrows():
+        mean, longest, n = (float(row[c]) for c in ("response_length_mean", "response_length_max", "num_responses"))
+        if not all(math.isfinite(v) for v in (mean, longest, n)):
+            continue
+        lengths = fit_to_longest(mean, longest, n, int(cap))
+        median = min(math.exp(lengths.mu), cap) if lengths is not None else longest
+        tails.append(max(0.0, longest - median) * per_step)
+    if not tails:
+        return None
+    tails.sort()
+    middle = len(tails) // 2
+    median = tails[middle] if len(tails) % 2 else (tails[middle - 1] + tails[middle]) / 2
+    mean = sum(tails) / len(tails)
+    std = math.sqrt(sum((t - mean) ** 2 for t in tails) / (len(tails) - 1)) if len(tails) > 1 else 0.0
+    return median, std, len(tails)
+
+
 def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     """The report's table: one row per run with any of these figures."""
     rows = []
@@ -78,6 +121,7 @@ def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
             _cell(_stats(run, "response_length_max")),
             _cell(_ratio(run)),
             _cell(_stats(run, "response_clipped_fraction"), 2),
+            _cell(_tail_seconds(run)),
             _cell(sync),
             f"{bound:.3g}" if bound else "–",
             share,

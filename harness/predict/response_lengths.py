@@ -80,6 +80,15 @@ def lengths_from_record(steps: Any, warmup_steps: int, cap: int, run: str) -> tu
     )
 
 
+def fit_to_longest(mean: float, longest: float, responses: float, cap: int) -> ResponseLengths | None:
+    """The distribution whose expected longest of `responses` is the logged `longest`; None without a tail."""
+    if not (math.isfinite(mean) and math.isfinite(longest) and math.isfinite(responses)) or mean <= 0:
+        return None
+    if longest <= mean * (1 + 1e-3) or mean >= cap * (1 - 1e-6):
+        return None
+    return _fit(mean, cap, "a step's logged mean and longest", lambda d: d.expected_longest(responses) - longest)
+
+
 def _finite(frame: Any, column: str) -> list[float]:
     if column not in frame:
         return []

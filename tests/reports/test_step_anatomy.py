@@ -26,8 +26,8 @@ def test_weight_sync_rate_is_the_engine_shard_over_the_sync_time():
 def test_the_table_gives_tail_and_sync_with_n_and_spread_and_dashes_where_not_logged():
     run = load_run(RECORD)
     steps = run.steps.copy()
-    steps["response_length_max"] = [40.0, 48.0, 64.0]
-    steps["response_length_mean"] = [20.0, 24.0, 32.0]
+    steps["response_length_max"] = [24.0, 32.0, 32.0]
+    steps["response_length_mean"] = [12.0, 16.0, 16.0]
     steps["weight_sync_gb_per_s"] = [1.0, 2.0, 4.0]
     prediction = {**(run.prediction or {}), "weight_sync_bound_gb_per_s": 10.0}
     headers, rows = anatomy_rows([dataclasses.replace(run, steps=steps, prediction=prediction)])
@@ -36,6 +36,17 @@ def test_the_table_gives_tail_and_sync_with_n_and_spread_and_dashes_where_not_lo
     assert row["longest / mean"] == "2 ± 0 (n=2)"  # post-warm-up steps 2 and 3
     assert row["weight sync (GB/s per rollout GPU) ↑"].startswith("3 ± ") and row["share of the bound"] == "30.0%"
     assert row["clipped at the cap (share)"] == "–"  # not logged in this record
+    # the median of a fitted log-normal is below the mean: the tail is decoded for more than longest - mean steps
+    per_step = next(s for s in prediction["stages"] if s["name"] == "generation_decode")
+    assert row["decoding the tail, estimated (s)"] != "–" and per_step
+
+
+def test_equal_lengths_have_no_tail_to_decode():
+    run = load_run(RECORD)
+    steps = run.steps.copy()
+    steps["response_length_max"] = steps["response_length_mean"]
+    headers, rows = anatomy_rows([dataclasses.replace(run, steps=steps)])
+    assert dict(zip(headers, rows[0]))["decoding the tail, estimated (s)"].startswith("0 ± 0")
 
 
 def test_a_run_with_none_of_these_figures_has_no_row():
