@@ -142,6 +142,11 @@ class Adapter(ABC):
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
         """The exact launch of the framework's own trainer for this spec."""
 
+    def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
+        """Stage spans with their real start and end (columns SPAN_COLUMNS), where the framework's log has
+        them; None where it logs durations only (the report then places stages end to end)."""
+        return None
+
     @abstractmethod
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         """The framework's per-step metrics as rows in rlbench's vocabulary (may be partial)."""

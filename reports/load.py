@@ -22,7 +22,7 @@ import pandas as pd
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import DamagedRecord, first_line, read_record, read_table
-from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE
+from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE, SPAN_COLUMNS, SPANS_FILE
 from rlbench.harness.run.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.harness.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
@@ -39,6 +39,7 @@ class RunView:
     comm: pd.DataFrame | None
     prediction: dict[str, Any] | None
     label: str  # unique within one report: see `load_runs`
+    spans: pd.DataFrame | None = None  # stage calls with real starts (spans.parquet), where the framework logs them
 
     @property
     def steady_steps(self) -> pd.DataFrame | None:
@@ -97,6 +98,7 @@ def load_run(path: Path) -> RunView:
         comm=read_table(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
         prediction=_read_prediction(path),
         label=base_label(record),
+        spans=read_table(path, SPANS_FILE, SPAN_COLUMNS, ("step", "start_unix_s", "end_unix_s")),
     )
 
 

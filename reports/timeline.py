@@ -8,9 +8,10 @@ CPU cores used by the framework's process tree and by the whole host (the gap is
 what other processes took) with the tree's resident memory. A multi-node run (Ray
 cluster) draws one line per node.
 
-Frameworks log how long each stage took, not when it began, so a step's stages are
+Most frameworks log how long each stage took, not when it began, so a step's stages are
 laid end to end from the step's start in pipeline order (`rlbench.harness.record.schema.STAGES`,
-the order a colocated step runs them); the caption says so. Where a step's stages add
+the order a colocated step runs them); the caption says so. Where a record has spans.parquet
+(the stage calls its framework stamped: TRL's launcher), they are drawn where they ran. Where a step's stages add
 up to less than the step, the gap at its end is the untimed rest (optimizer step,
 logging).
 
@@ -49,11 +50,27 @@ def stage_bars(run: RunView) -> pd.DataFrame | None:
     if steps.empty:
         return None
     warmup = run.record["workload"].get("warmup_steps", 0)
+    spans = run.spans if run.spans is not None and not run.spans.empty else None
     rows = []
     for _, step in steps.sort_values("step").iterrows():
         start, end = float(step["step_start_unix_s"]), float(step["step_end_unix_s"])
         common = {"step": int(step["step"]), "warmup": int(step["step"]) <= warmup, "step_s": end - start}
         rows.append({**common, "stage": "step", "start_s": start, "end_s": end, "seconds": end - start})
+        if spans is not None:  # the framework stamped each stage call: drawn where it ran, not placed
+            for _, span in spans[spans["step"] == common["step"]].sort_values("start_unix_s").iterrows():
+                s0, s1 = float(span["start_unix_s"]), float(span["end_unix_s"])
+                rows.append(
+                    {
+                        **common,
+                        "stage": str(span["stage"]),
+                        "start_s": s0,
+                        "end_s": s1,
+                        "seconds": s1 - s0,
+                        "clipped": False,
+                        "placed": False,
+                    }
+                )
+            continue
         cursor = start
         for stage in STAGES:
             seconds = step.get(f"time_{stage}_s")
@@ -65,7 +82,15 @@ def stage_bars(run: RunView) -> pd.DataFrame | None:
             stop = min(cursor + seconds, end)
             clipped = stop < cursor + seconds
             rows.append(
-                {**common, "stage": stage, "start_s": cursor, "end_s": stop, "seconds": seconds, "clipped": clipped}
+                {
+                    **common,
+                    "stage": stage,
+                    "start_s": cursor,
+                    "end_s": stop,
+                    "seconds": seconds,
+                    "clipped": clipped,
+                    "placed": True,
+                }
             )
             cursor = stop
     return pd.DataFrame(rows)
@@ -328,10 +353,12 @@ def timeline_view(runs: list[RunView]) -> View:
             notes.append(note)
     caption = (
         "Each run's steps on one time axis: bars are the stages the framework timed (paler: warm-up steps), "
-        "dotted lines the step boundaries, step numbers on top. Frameworks log each stage's duration, not its "
-        "start, so stages are laid end to end from the step's start in pipeline order; the gap to the step's "
-        "end is untimed work. Below: rlbench's own samples over the same seconds (CPU runs: cores used by the "
-        "framework's processes and by the whole host, whose gap is other processes; GPU runs: utilisation "
+        "dotted lines the step boundaries, step numbers on top. Most frameworks log each stage's duration, not "
+        "its start, so their stages are laid end to end from the step's start in pipeline order (a framework "
+        "that stamps each stage call, TRL through rlbench's launcher, is drawn where its stages ran); the gap "
+        "to the step's end is untimed work. Below: rlbench's own samples over the same seconds (CPU runs: "
+        "cores used by the framework's processes and by the whole host, whose gap is other processes; GPU runs: "
+        "utilisation "
         "and board power). Hover a bar, a line or a step's span for its values."
     )
     if any(_multi_node(run) for run, _ in drawable):

@@ -3,9 +3,10 @@
 Tracks, each a process of the trace:
 * "steps": one span per step, from the record's step boundaries (the framework's own stamps where it
   wrote them, the runner's poll otherwise: run.json says which), and under it one span per stage the
-  framework timed. Frameworks log how long a stage took, not when it began, so stages are placed end to
-  end from the step's start in pipeline order, exactly as the report's timeline places them
-  (`rlbench.reports.timeline.stage_bars`); each such span says `placed: true` and why in its arguments.
+  framework timed, exactly as the report's timeline draws them (`rlbench.reports.timeline.stage_bars`):
+  where the record has spans.parquet (TRL's launcher stamps each stage call) at their real start and
+  end; elsewhere frameworks log how long a stage took, not when it began, so stages are placed end to
+  end from the step's start in pipeline order and each such span says `placed: true` and why.
 * one track per node (a one-node run has one), with counters from rlbench's telemetry: the host's CPU,
   the framework's process tree's CPU, its resident and proportional memory and the host's used memory;
   with GPUs, one counter group per device (utilisation, board power, memory).
@@ -79,7 +80,9 @@ def _step_events(run: RunView, us: Any) -> list[dict[str, Any]]:
         return []
     boundaries = (run.record.get("telemetry") or {}).get("step_windows") or "the record's step boundaries"
     events = _meta(STEPS_PID, f"{run.record['framework']['name']} steps", 0, 1, "step")
-    events.append({"ph": "M", "name": "thread_name", "pid": STEPS_PID, "tid": 2, "args": {"name": "stages (placed)"}})
+    measured = "placed" in bars and not bars["placed"].fillna(True).astype(bool).all()
+    stages = "stages (stamped by the framework)" if measured else "stages (placed)"
+    events.append({"ph": "M", "name": "thread_name", "pid": STEPS_PID, "tid": 2, "args": {"name": stages}})
     for _, bar in bars.iterrows():
         start, end = float(bar["start_s"]), float(bar["end_s"])
         common = {"ts": us(start), "dur": max(0.0, (end - start) * 1e6), "pid": STEPS_PID, "ph": "X"}
@@ -94,7 +97,10 @@ def _step_events(run: RunView, us: Any) -> list[dict[str, Any]]:
                 }
             )
         else:
-            args = {"step": int(bar["step"]), "seconds": float(bar["seconds"]), "placed": True, "why": PLACED}
+            placed = bool(bar.get("placed", True))
+            args = {"step": int(bar["step"]), "seconds": float(bar["seconds"]), "placed": placed}
+            if placed:
+                args["why"] = PLACED
             if bool(bar.get("clipped", False)):
                 args["clipped"] = "cut at the step's end: the stages add up to more than its window"
             events.append({**common, "tid": 2, "name": str(bar["stage"]), "cat": "stage", "args": args})

@@ -21,6 +21,7 @@ from rlbench.adapters.trl.config import CONTRACT_KEYS, LAUNCH_FILE, RESOLVED_FIL
 from rlbench.adapters.trl.machine import vllm_problem
 from rlbench.adapters.trl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import SPAN_COLUMNS
 from rlbench.harness.spec.environment import gpus, package_version
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
@@ -262,6 +263,29 @@ class TRLAdapter(Adapter):
             "dtype_bytes": 4 if fp32 else 2,
             "kv_cache": "paged" if config["use_vllm"] else "concat",
         }
+
+    def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
+        """The launcher's [stage, start, end] of each timed stage call, per step."""
+        rows = []
+        for line in self._lines(run_dir):
+            for span in line.get("spans") or []:
+                if isinstance(span, list) and len(span) == 3:
+                    rows.append(
+                        {"step": line["step"], "stage": span[0], "start_unix_s": span[1], "end_unix_s": span[2]}
+                    )
+        return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)) if rows else None
+
+    def _lines(self, run_dir: Path) -> list[dict[str, Any]]:
+        path = self.metrics_file(run_dir)
+        lines = []
+        for text in path.read_text().splitlines() if path.exists() else []:
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:
+                continue  # the line being written when the launcher was killed
+            if isinstance(line, dict) and "step" in line:
+                lines.append(line)
+        return lines
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)

@@ -72,13 +72,16 @@ def instrumented_trainer_class():
             super().__init__(*args, **kwargs)
             self.rlbench_stages: dict[str, float] = defaultdict(float)
             self.rlbench_tokens: dict[str, int] = defaultdict(int)
+            self.rlbench_spans: list[list[Any]] = []  # [stage, start unix s, end unix s]: when, not only how long
 
         def _timed(self, stage: str, fn, *args: Any, **kwargs: Any):
-            start = time.perf_counter()
+            start, start_unix = time.perf_counter(), time.time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.rlbench_stages[stage] += time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                self.rlbench_stages[stage] += seconds
+                self.rlbench_spans.append([stage, start_unix, start_unix + seconds])
 
         def _generate(self, prompts):
             return self._timed("gen", super()._generate, prompts)
@@ -93,9 +96,10 @@ def instrumented_trainer_class():
             return self._timed(stage, super()._get_per_token_logps_and_entropies, model, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
-            start = time.perf_counter()
+            start, start_unix = time.perf_counter(), time.time()
             output = super()._generate_and_score_completions(inputs)
             self.rlbench_stages["make_experience"] += time.perf_counter() - start
+            self.rlbench_experience_end = start_unix + time.perf_counter() - start
             # The masks are TRL's own: the tokens it generated and trains on (EOS included).
             self.rlbench_tokens["prompt"] += int(output["prompt_mask"].sum().item())
             # TRL left-pads a batch to its longest prompt, and generate and the loss compute on every position.
@@ -147,6 +151,15 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
                     else None,
                 },
                 "trl": logs,
+                # the update: from the end of the step's experience to its log (backward, optimizer, logging)
+                "spans": self.trainer.rlbench_spans
+                + [
+                    [
+                        "update_actor",
+                        getattr(self.trainer, "rlbench_experience_end", self.step_start_unix),
+                        self.step_start_unix + step_time,
+                    ]
+                ],
             }
             # rlbench's own cost inside the framework process: this flush (the timers are ~us).
             line["rlbench_flush_s"] = time.perf_counter() - flush_start
@@ -154,6 +167,7 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
                 handle.write(json.dumps(line) + "\n")
             self.trainer.rlbench_stages.clear()
             self.trainer.rlbench_tokens.clear()
+            self.trainer.rlbench_spans = []
 
     return RLBenchMetrics()
 

@@ -248,6 +248,9 @@ ERROR_KINDS: dict[str, str] = {
 
 # The record's files, in one run folder (record.store writes them, record.read reads them).
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
+# spans.parquet: stage calls with their real start and end, where the framework's log has them (Adapter.read_spans)
+SPANS_FILE = "spans.parquet"
+SPAN_COLUMNS = ("step", "stage", "start_unix_s", "end_unix_s")
 
 
 # run.json, field by field: the runner builds a RunRecord, record.store writes it (adding schema_version),

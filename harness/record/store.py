@@ -29,6 +29,8 @@ from rlbench.harness.record.schema import (
     RUN_FIELDS,
     RUN_FILE,
     SCHEMA_VERSION,
+    SPAN_COLUMNS,
+    SPANS_FILE,
     STEP_METRICS,
     STEPS_FILE,
     RunRecord,
@@ -124,6 +126,14 @@ def write_steps(run_dir: Path, steps: pd.DataFrame) -> None:
     table = steps.reindex(columns=list(STEP_METRICS)).astype("float64")
     table["step"] = table["step"].astype("int64")
     with replacing(run_dir / STEPS_FILE) as tmp:
+        table.to_parquet(tmp, index=False)
+
+
+def write_spans(run_dir: Path, spans: pd.DataFrame) -> None:
+    """spans.parquet: one row per timed stage call (SPAN_COLUMNS)."""
+    table = spans.reindex(columns=list(SPAN_COLUMNS))
+    table = table.astype({"step": "int64", "stage": "string", "start_unix_s": "float64", "end_unix_s": "float64"})
+    with replacing(run_dir / SPANS_FILE) as tmp:
         table.to_parquet(tmp, index=False)
 
 

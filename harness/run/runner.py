@@ -30,7 +30,14 @@ from rlbench.harness.cluster.worker_env import cluster_env
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.predict.run_prediction import measured_vs_predicted, predict_run
 from rlbench.harness.record.plausibility import data_errors
-from rlbench.harness.record.schema import PREDICTION_FILE, STEPS_FILE, FrameworkIdentity, RunRecord, Status
+from rlbench.harness.record.schema import (
+    PREDICTION_FILE,
+    SPANS_FILE,
+    STEPS_FILE,
+    FrameworkIdentity,
+    RunRecord,
+    Status,
+)
 from rlbench.harness.record.store import (
     HEARTBEAT_S,
     heartbeat,
@@ -41,6 +48,7 @@ from rlbench.harness.record.store import (
     write_json,
     write_run_json,
     write_run_json_in_place,
+    write_spans,
     write_steps,
 )
 from rlbench.harness.run import profiling
@@ -446,6 +454,13 @@ def _finish(
         record["notes"] = notes
     if not steps.empty:
         _write_or_note(write_errors, STEPS_FILE, lambda: write_steps(run_dir, steps))
+        try:
+            spans = adapter.read_spans(run_dir)
+        except (OSError, ValueError, KeyError) as exc:  # a damaged log must not cost the record
+            spans = None  # the stages are then placed end to end, as for a framework that logs durations only
+            record.setdefault("notes", []).append(f"could not read the framework's stage spans: {exc}")
+        if spans is not None and not spans.empty:
+            _write_or_note(write_errors, SPANS_FILE, lambda: write_spans(run_dir, spans))
         _write_or_note(write_errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
         record["vs_model"] = measured_vs_predicted(record["summary"], prediction)
         if impossible := data_errors(record, steps):  # a figure no machine could produce: named, never compared

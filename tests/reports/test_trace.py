@@ -102,3 +102,21 @@ def test_a_record_missing_a_table_still_gives_a_valid_trace(field):
     trace = build_trace(dataclasses.replace(load_run(RECORD), **{field: None}))
     check_trace_events(trace)
     assert trace["traceEvents"]
+
+
+def test_stamped_stage_calls_are_drawn_where_they_ran_not_placed():
+    run = load_run(RECORD)
+    first = run.steps.dropna(subset=["step_start_unix_s"]).iloc[0]
+    start = float(first["step_start_unix_s"])
+    spans = pd.DataFrame(
+        {
+            "step": [int(first["step"])] * 2,
+            "stage": ["gen", "gen"],  # two generation calls of one step, with a gap between them
+            "start_unix_s": [start + 0.01, start + 0.05],
+            "end_unix_s": [start + 0.02, start + 0.06],
+        }
+    )
+    trace = build_trace(dataclasses.replace(run, spans=spans))
+    check_trace_events(trace)
+    stages = [e for e in trace["traceEvents"] if e.get("cat") == "stage"]
+    assert [round(e["ts"] - stages[0]["ts"]) for e in stages] == [0, 40000] and not stages[0]["args"]["placed"]

@@ -56,6 +56,15 @@ def test_trl_writes_a_torch_trace_of_the_chosen_steps_and_its_overhead(tmp_path,
     trace = json.loads((run_dir / profile["files"][0]).read_text())
     names = {event.get("name", "") for event in trace["traceEvents"]}
     assert any(name.startswith("aten::") for name in names)  # the CPU activities of the profiled step
+    # the same run's stages, stamped by the launcher: spans.parquet, drawn where they ran in the trace
+    from rlbench.reports.load import load_run
+    from rlbench.reports.trace import build_trace
+
+    run = load_run(run_dir)
+    assert run.spans is not None and set(run.spans["step"]) == {1, 2, 3, 4}
+    assert {"gen", "update_actor"} <= set(run.spans["stage"])
+    stages = [e for e in build_trace(run)["traceEvents"] if e.get("cat") == "stage"]
+    assert stages and not any(e["args"]["placed"] for e in stages)
     overhead = profile["overhead"]
     assert overhead["n_profiled"] == 1 and overhead["n_other"] == 1  # step 4 (step 3 pays the export)
     assert overhead["ratio"] == pytest.approx(overhead["profiled_median_s"] / overhead["other_median_s"])
