@@ -66,7 +66,8 @@ MAX_PREDICT_GPUS = 100_000
     "--from-record",
     metavar="RUN",
     help="Scale a measured run to --gpus and --parallel: its lengths and each stage's measured ratio to the "
-    "model carried over, the change of layout modelled (model, workload and hardware are the run's).",
+    "model carried over, the change of layout modelled (model and workload are the run's; with --hardware "
+    "another device, only the lengths carry over).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @user_errors
