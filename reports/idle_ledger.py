@@ -2,7 +2,8 @@
 
 One definition for every placement and asynchrony, from the step's wall time (`wall_step_time_s`, else the
 framework's timer) and the stages the framework timed:
-* colocated (sync or not): one role, the GPUs every stage shares; busy = the sum of the timed stages.
+* colocated (sync or not): one role, the devices (GPUs, or a lane's CPU) every stage shares; busy = the
+  sum of the timed stages. A framework that times its update as the rest of the step (TRL) has no waiting.
 * disaggregated: the rollout pool, busy = generation; the trainer, busy = every other timed stage
   (log-probs, updates, the weight sync both sides take part in is counted on the trainer's side).
 waiting = step - busy, never below zero (where stages add up to more than the step, from overlap or a
@@ -57,7 +58,7 @@ def ledger(run: RunView) -> dict[str, pd.DataFrame]:
             "trainer": sum((v for k, v in timed.items() if k != "gen"), pd.Series(0.0, index=steps.index)),
         }
     else:
-        roles = {"all GPUs (colocated)": sum(timed.values(), pd.Series(0.0, index=steps.index))}
+        roles = {"all devices (colocated)": sum(timed.values(), pd.Series(0.0, index=steps.index))}
     out = {}
     for role, busy in roles.items():
         waiting = (seconds - busy).clip(lower=0.0)

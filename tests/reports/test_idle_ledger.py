@@ -32,7 +32,7 @@ STEPS = pd.DataFrame(
 
 
 def test_colocated_has_one_role_busy_in_every_timed_stage():
-    frame = ledger(_run("colocated", STEPS))["all GPUs (colocated)"]
+    frame = ledger(_run("colocated", STEPS))["all devices (colocated)"]
     assert list(frame["step"]) == [2, 3]  # warm-up left out
     assert list(frame["busy_s"]) == [9.5, 9.0] and list(frame["waiting_s"]) == [0.5, 3.0]
     assert list(frame["waiting_share"]) == pytest.approx([0.05, 0.25])
@@ -47,7 +47,7 @@ def test_disaggregated_splits_the_rollout_pool_from_the_trainer():
 
 def test_overlapping_stages_never_give_negative_waiting():
     steps = STEPS.assign(time_gen_s=[5.0, 20.0, 20.0])
-    frame = ledger(_run("colocated", steps))["all GPUs (colocated)"]
+    frame = ledger(_run("colocated", steps))["all devices (colocated)"]
     assert (frame["waiting_s"] == 0).all()
 
 
@@ -55,4 +55,6 @@ def test_the_table_has_n_and_spread_and_the_models_bubble():
     headers, rows = idle_rows([load_run(RECORD)])
     assert headers == HEADERS and len(rows) == 1
     row = dict(zip(headers, rows[0]))
-    assert row["role"] == "all GPUs (colocated)" and "(n=2)" in row["busy (s)"] and row["model's bubble"].endswith("%")
+    assert (
+        row["role"] == "all devices (colocated)" and "(n=2)" in row["busy (s)"] and row["model's bubble"].endswith("%")
+    )
