@@ -22,18 +22,19 @@ import pandas as pd
 
 from rlbench.harness.record.schema import STAGES
 from rlbench.reports.load import RunView
+from rlbench.reports.tables import median_spread
 
 HEADERS = ["run", "role", "busy (s)", "waiting (s)", "waiting share of the step ↓", "model's bubble"]
 
 
 def _spread(values: pd.Series, digits: int = 3, percent: bool = False) -> str:
-    values = values.dropna()
-    if values.empty:
+    stats = median_spread(values)
+    if stats is None:
         return "–"
-    median, std = float(values.median()), float(values.std()) if len(values) > 1 else 0.0
+    median, std, n = stats
     if percent:
-        return f"{median:.1%} ± {std:.1%} (n={len(values)})"
-    return f"{median:.{digits}g} ± {std:.2g} (n={len(values)})"
+        return f"{median:.1%} ± {std:.1%} (n={n})"
+    return f"{median:.{digits}g} ± {std:.2g} (n={n})"
 
 
 def ledger(run: RunView) -> dict[str, pd.DataFrame]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from rlbench.reports.load import RunView
+from rlbench.reports.tables import median_spread
 
 HEADERS = [
     "run",
@@ -39,15 +40,7 @@ def _stats(run: RunView, column: str) -> tuple[float, float, int] | None:
     steps = run.steady_steps
     if steps is None or column not in steps:
         return None
-    values = [float(v) for v in steps[column] if v is not None and math.isfinite(float(v))]
-    if not values:
-        return None
-    values.sort()
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
-    return median, std, len(values)
+    return median_spread(steps[column])
 
 
 def _cell(stats: tuple[float, float, int] | None, digits: int = 3) -> str:
@@ -61,13 +54,7 @@ def _ratio(run: RunView) -> tuple[float, float, int] | None:
     steps = run.steady_steps
     if steps is None or not {"response_length_max", "response_length_mean"} <= set(steps):
         return None
-    ratio = (steps["response_length_max"] / steps["response_length_mean"]).dropna()
-    if ratio.empty:
-        return None
-    values = sorted(float(v) for v in ratio)
-    middle = len(values) // 2
-    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-    return median, float(ratio.std()) if len(values) > 1 else 0.0, len(values)
+    return median_spread(steps["response_length_max"] / steps["response_length_mean"])
 
 
 def _decode_step_s(run: RunView) -> float | None:
@@ -99,14 +86,7 @@ def _tail_seconds(run: RunView) -> tuple[float, float, int] | None:
         lengths = fit_to_longest(mean, longest, n, int(cap))
         median = min(math.exp(lengths.mu), cap) if lengths is not None else longest
         tails.append(max(0.0, longest - median) * per_step)
-    if not tails:
-        return None
-    tails.sort()
-    middle = len(tails) // 2
-    median = tails[middle] if len(tails) % 2 else (tails[middle - 1] + tails[middle]) / 2
-    mean = sum(tails) / len(tails)
-    std = math.sqrt(sum((t - mean) ** 2 for t in tails) / (len(tails) - 1)) if len(tails) > 1 else 0.0
-    return median, std, len(tails)
+    return median_spread(tails)
 
 
 def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:

@@ -9,8 +9,11 @@ steps; `n` is how many steps that is. Values come from the record's own summary
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
 
 from rlbench.harness.record.read import DamagedRecord
 from rlbench.harness.record.schema import ARROWS, STAGES, STEP_METRICS, headline
@@ -38,6 +41,14 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.{digits}g}"
+
+
+def median_spread(values: Iterable[Any]) -> tuple[float, float, int] | None:
+    """(median, sample std, n) of the finite values; None without any (std 0 for one value)."""
+    kept = pd.Series([float(v) for v in values if v is not None and math.isfinite(float(v))], dtype=float)
+    if kept.empty:
+        return None
+    return float(kept.median()), float(kept.std()) if len(kept) > 1 else 0.0, len(kept)
 
 
 def _spread(summary: dict[str, Any], name: str, scale: float = 1.0) -> str:

@@ -276,23 +276,17 @@ class TRLAdapter(Adapter):
         return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)) if rows else None
 
     def _lines(self, run_dir: Path) -> list[dict[str, Any]]:
+        """The launcher's step lines (read_steps and read_spans both read them)."""
         path = self.metrics_file(run_dir)
         lines = []
         for text in path.read_text().splitlines() if path.exists() else []:
             try:
                 line = json.loads(text)
             except json.JSONDecodeError:
-                continue  # the line being written when the launcher was killed
+                continue  # the line being written when the launcher was killed: the steps before it count
             if isinstance(line, dict) and "step" in line:
                 lines.append(line)
         return lines
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
-        path = self.metrics_file(run_dir)
-        lines = []
-        for text in path.read_text().splitlines() if path.exists() else []:
-            try:
-                lines.append(json.loads(text))
-            except json.JSONDecodeError:
-                continue  # the line being written when the launcher was killed: the steps before it count
-        return pd.DataFrame([normalize(line) for line in lines if isinstance(line, dict) and "step" in line])
+        return pd.DataFrame([normalize(line) for line in self._lines(run_dir)])

@@ -26,9 +26,9 @@ from rlbench.harness.perfmodel.predict import combine_stages
 from rlbench.harness.predict.job_shape import parallel_shape, workload_shape
 from rlbench.harness.predict.response_lengths import lengths_from_record, with_lengths
 from rlbench.harness.predict.run_prediction import STAGE_MAP
+from rlbench.harness.record.schema import PREDICTION_FILE
 from rlbench.harness.spec.parallel import Parallelism, knob_pairs, parse_parallel
 
-PREDICTION_FILE = "prediction.json"
 # Shape fields a run's prediction.json records beyond the workload (its framework's launch shape).
 _LAUNCH_FIELDS = (
     "micro_batch_size",
@@ -96,9 +96,10 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     if lengths is None and workload.fixed_length:
         mean = None  # every response at the cap, as the run generated them
     shape = with_lengths(shape, lengths, mean)
+    source_layout, target_layout = _layout(source_parallel, source_gpus), _layout(target_parallel, target_gpus)
     try:
-        at_source = predict(arch, shape, _layout(source_parallel, source_gpus), measured_on)
-        at_target = predict(arch, shape, _layout(target_parallel, target_gpus), target)
+        at_source = predict(arch, shape, source_layout, measured_on)
+        at_target = predict(arch, shape, target_layout, target)
     except ValueError as exc:
         raise RLBenchError(f"--from-record {run}: {exc}") from None
     summary = record["summary"]
@@ -119,7 +120,6 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     step = summary.get("wall_step_time_s") or summary.get("step_time_s") or {}
     outside = max(0.0, step.get("median", 0.0) - accounted) if same_hardware else 0.0
     carried = (ratios, as_measured, outside) if same_hardware else ({}, {}, 0.0)
-    target_layout = _layout(target_parallel, target_gpus)
     scaled, predicted = _scaled(at_target, target_layout, *carried)
     rows = []
     for column, names in STAGE_MAP.items():
@@ -144,7 +144,7 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
         )
     at_run = None
     if same_hardware and step.get("median"):
-        _, again = _scaled(at_source, _layout(source_parallel, source_gpus), *carried)
+        _, again = _scaled(at_source, source_layout, *carried)
         at_run = {
             "predicted_s": again,
             "measured_median_s": step["median"],

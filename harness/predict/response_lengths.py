@@ -108,7 +108,8 @@ def _fit(mean: float, cap: int, source: str, miss: Any) -> ResponseLengths:
         return at(high)
     if miss(at(low)) >= 0:
         return at(low)
-    for _ in range(40):  # bounded: 40 halvings narrow the bracket below a token
+    # bounded: halvings until the bracket is below a hundredth of a token (each costs an expected-longest integral)
+    for _ in range(max(1, math.ceil(math.log2((high - low) / 0.01)))):
         middle = (low + high) / 2
         low, high = (middle, high) if miss(at(middle)) < 0 else (low, middle)
     return at((low + high) / 2)

@@ -21,9 +21,6 @@ class ProfileRequest:
     first_step: int  # RL steps, 1-based, inclusive
     last_step: int
 
-    def covers(self, step: int) -> bool:
-        return self.first_step <= step <= self.last_step
-
     def to_dict(self) -> dict[str, object]:
         return {"tool": self.tool, "steps": [self.first_step, self.last_step]}
 
