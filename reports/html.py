@@ -28,6 +28,7 @@ from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
 from rlbench.reports.idle_ledger import idle_rows
 from rlbench.reports.load import load_runs
+from rlbench.reports.quality import quality_rows, quality_view
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
 from rlbench.reports.scatter import vs_model_scatter
@@ -99,6 +100,7 @@ def render_report(
         "hygiene": hygiene_rows(runs),
         "anatomy": anatomy_rows(runs),
         "idle": idle_rows(runs),
+        "quality": quality_rows(runs),
         "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs),
         "history": None,
@@ -123,6 +125,7 @@ def render_report(
         context["nodes"] = tables.node_tables(runs)  # failed runs too: an idle node may be why one hung
         context["views"] = {
             "curves": curves_view(succeeded),
+            "quality": quality_view(runs),
             "timeline": timeline_view(succeeded),
             "scatter": vs_model_scatter(succeeded),
             "roofline": roofline_view(succeeded),

@@ -18,10 +18,25 @@ from typing import Any
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.yaml_input import read_yaml
-from rlbench.workloads.spec import AlgorithmSpec, DataSpec, ModelSpec, PromptSpec, SamplingSpec, TinyModelSpec, Workload
+from rlbench.workloads.spec import (
+    AlgorithmSpec,
+    DataSpec,
+    ModelSpec,
+    PromptSpec,
+    SamplingSpec,
+    TargetSpec,
+    TinyModelSpec,
+    Workload,
+)
 
 WORKLOAD_DIR = Path(__file__).resolve().parent
-_SECTIONS = {"data": DataSpec, "prompt": PromptSpec, "algorithm": AlgorithmSpec, "sampling": SamplingSpec}
+_SECTIONS = {
+    "data": DataSpec,
+    "prompt": PromptSpec,
+    "algorithm": AlgorithmSpec,
+    "sampling": SamplingSpec,
+    "target": TargetSpec,
+}
 
 
 def available_workloads() -> list[str]:
@@ -101,7 +116,7 @@ def workload_from_mapping(values: dict[str, Any]) -> Workload:
     """Build a `Workload` from an already-read mapping (raises ValueError naming the field)."""
     values = dict(values)
     for key, cls in _SECTIONS.items():
-        if key in values:
+        if values.get(key) is not None:  # `target: null` (or none) is a workload without a target
             values[key] = _build(cls, values[key], key)
     if "model" in values:
         model = dict(values["model"]) if isinstance(values["model"], dict) else values["model"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.workloads.answers import boxed, numeric
+from rlbench.workloads.answers import boxed, digit, numeric
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +93,14 @@ def _gsm8k_problem(row: Row) -> Parsed:
     return Parsed(key=f"{row.split}/{row.index}", question=row.text("question"), ground_truth=truth)
 
 
+def _echo_problem(row: Row) -> Parsed:
+    """GSM8K's question followed by a digit to repeat: the digits cycle 0-9 with the row's position, so no
+    constant reply scores above 1 in 10 and a model must read its prompt to learn the task."""
+    problem = _gsm8k_problem(row)
+    echo = str(row.index % 10)
+    return Parsed(key=problem.key, question=f"{problem.question}\nRepeat this digit: {echo}", ground_truth=echo)
+
+
 def _math_problem(row: Row) -> Parsed:
     uid = row.values.get("unique_id")
     # unique_id (e.g. "test/precalculus/807.json") is MATH's own id; position is a fallback.
@@ -116,6 +124,19 @@ DATASETS: dict[str, Dataset] = {
             parse=_gsm8k_problem,
             extract=numeric.extract,
             matches=numeric.matches,
+        ),
+        # The learnable echo task on GSM8K's files (the tiny models cannot learn GSM8K itself): each question
+        # ends with a digit the reply must repeat, judged on the reply's first digit.
+        Dataset(
+            name="gsm8k-echo",
+            local_dir="gsm8k",
+            splits=("train", "test"),
+            hub_path="openai/gsm8k",
+            hub_config="main",
+            hub_revision="cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+            parse=_echo_problem,
+            extract=digit.extract,
+            matches=digit.matches,
         ),
         # MATH-500 (the PRM800K test subset of Hendrycks' MATH) is only ever published as a test split.
         Dataset(

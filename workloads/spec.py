@@ -212,6 +212,35 @@ class SamplingSpec:
         _require(self.top_p > 0, "sampling.top_p", "must be > 0")
 
 
+# What a quality target may watch. `reward_mean` is the step's mean training reward, logged alike by every
+# framework and scored by rlbench's own reward; accuracy on held-out problems needs an evaluation pass that
+# rlbench does not yet run through each framework's validation hook.
+TARGET_METRICS = ("reward_mean",)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TargetSpec:
+    """A quality target (MLPerf's time-to-train): the run has reached it at the first step where the mean of
+    `metric` over the last `window` steps is at least `value`; `stop` ends the run there (else it runs on to
+    `steps`, which is the budget: a run that ends first has not reached it)."""
+
+    metric: str = "reward_mean"
+    value: float
+    window: int = 3
+    stop: bool = True
+
+    def __post_init__(self) -> None:
+        _require(
+            self.metric in TARGET_METRICS,
+            "target.metric",
+            f"must be one of {', '.join(TARGET_METRICS)} (held-out accuracy is not evaluated yet), got {self.metric!r}",
+        )
+        _number_in(self.value, "target.value", 0.0, 1.0)
+        _require(self.value > 0, "target.value", "must be > 0: every run reaches a target of 0 at its first step")
+        _positive_int(self.window, "target.window")
+        _boolean(self.stop, "target.stop")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workload:
     name: str
@@ -231,6 +260,7 @@ class Workload:
     sampling: SamplingSpec = field(default_factory=SamplingSpec)
     fixed_length: bool = False  # systems mode: every response generated to max length
     gradient_checkpointing: bool = True  # recompute activations in the backward pass (all frameworks alike)
+    target: TargetSpec | None = None  # a quality target: time to reach it is recorded (and may end the run)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.name, str) and bool(self.name), "name", "must be a non-empty string")

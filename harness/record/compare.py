@@ -215,3 +215,43 @@ def format_table(results: list[tuple[str, Comparison]]) -> str:
             f"rerun both with --steps of warm-up + {c.needed_per_side} or more"
         )
     return "\n".join(lines)
+
+
+def target_group(sweep_dir: Path) -> dict[str, Any]:
+    """The one configuration of a sweep folder whose workload has a quality target, with its time to target."""
+    from rlbench.harness.record.spread import cell_label
+    from rlbench.harness.record.sweep_index import load_index
+
+    groups = [g for g in load_index(sweep_dir).get("groups", []) if g.get("target")]
+    if len(groups) != 1:
+        found = ", ".join(cell_label(g) for g in groups) or "none"
+        raise RLBenchError(
+            f"{sweep_dir}: compare needs one configuration with a time to target per sweep, found {len(groups)} "
+            f"({found}); sweep one framework and layout with --repeats 5 --vary-seed on a workload with a target"
+        )
+    return groups[0]
+
+
+def compare_sweep_targets(baseline: Path, candidate: Path) -> tuple[dict[str, Any], str]:
+    """Two sweeps' time to target over their seeds: the rank test's result and one verdict line."""
+    from rlbench.harness.record.olympic import compare_times
+    from rlbench.harness.record.spread import cell_label
+
+    base, cand = target_group(baseline), target_group(candidate)
+    if (base["workload"], base["target"]["value"]) != (cand["workload"], cand["target"]["value"]):
+        raise RLBenchError(
+            f"the sweeps' targets differ ({base['workload']} >= {base['target']['value']:g} against "
+            f"{cand['workload']} >= {cand['target']['value']:g}); compare sweeps of one workload and target"
+        )
+    result = compare_times(base["target"]["seconds_per_run"], cand["target"]["seconds_per_run"])
+    ratio = f"x{result['ratio']:.3g} in median" if result["ratio"] is not None else "no median ratio"
+    n = f"n = {result['n_base']}/{result['n_cand']}, reached {result['reached_base']}/{result['reached_cand']}"
+    p = f"p = {result['p_value']:.2g}" if result.get("p_value") is not None else result.get("why", "")
+    words = {
+        "faster": "reaches the target faster than",
+        "slower": "reaches the target slower than",
+        "not distinguishable": "is not distinguishable in time to target from",
+        "undecidable": "cannot be told apart in time to target from",
+    }[result["verdict"]]
+    line = f"verdict: {cell_label(cand)} {words} {cell_label(base)} ({ratio}, {n}; Mann-Whitney {p})"
+    return result, line

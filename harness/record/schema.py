@@ -346,6 +346,10 @@ class RunRecord(_RunStart, total=False):
     # `--profile`: {tool, steps [first, last], files under profile/, overhead {profiled_median_s, other_median_s,
     # ratio, n_profiled, n_other}}; absent without one
     profile: dict[str, Any]
+    # the workload's quality target (record.time_to_target): {metric, value, window, stop, reached, step, steps_run,
+    # best_moving_mean, seconds (first step's start to the reached step's end), seconds_from_launch, tokens,
+    # gpu_hours, energy_j, stopped_at_target}; absent for a workload without one
+    target: dict[str, Any]
     costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
     vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)
     # what else the run left

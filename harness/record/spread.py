@@ -15,6 +15,7 @@ import json
 import statistics
 from typing import Any
 
+from rlbench.harness.record.olympic import olympic_score
 from rlbench.harness.record.schema import STEP_METRICS, Status, headline
 from rlbench.harness.spec.parallel import knob_label
 
@@ -41,8 +42,13 @@ def config_key(cell: dict[str, Any]) -> str:
     return json.dumps([cell["framework"], cell["workload"], cell["parallel"]], sort_keys=True)
 
 
-def group_spread(cells: list[dict[str, Any]], summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per configuration (first-seen order); `summaries` maps a succeeded cell's id to its record summary."""
+def group_spread(
+    cells: list[dict[str, Any]],
+    summaries: dict[str, dict[str, Any]],
+    targets: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One entry per configuration (first-seen order); `summaries` maps a succeeded cell's id to its record summary,
+    `targets` to its run.json `target` where the workload has a quality target (scored over the repeats)."""
     groups: dict[str, dict[str, Any]] = {}
     for cell in cells:
         group = groups.setdefault(
@@ -69,7 +75,37 @@ def group_spread(cells: list[dict[str, Any]], summaries: dict[str, dict[str, Any
                     "per_run": per_run,
                     **spread(per_run),
                 }
+        reached = [(targets or {}).get(c) for c in group["cells"]]
+        if any(reached):
+            group["target"] = target_spread([t for t in reached if t])
     return list(groups.values())
+
+
+def target_spread(targets: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time to target over a configuration's runs: the olympic score and median of the training seconds (a
+    run that did not reach the target counts as slowest), and the steps each reached run took."""
+    seconds = [t.get("seconds") if t.get("reached") else None for t in targets]
+    return {
+        "metric": targets[0]["metric"],
+        "value": targets[0]["value"],
+        "seconds_per_run": seconds,
+        "steps_per_run": [t.get("step") if t.get("reached") else None for t in targets],
+        **olympic_score(seconds),
+    }
+
+
+def target_text(target: dict[str, Any]) -> str:
+    """One line: the configuration's time to target over its runs, with n, spread and what bounds it."""
+    head = f"time to {target['metric']} >= {target['value']:g}: reached in {target['reached']}/{target['n']} runs"
+    figures = []
+    if target.get("score") is not None:
+        figures.append(f"olympic {target['score']:.4g} s +- {target['std']:.2g} (kept {target['kept']})")
+    if target.get("median") is not None:
+        figures.append(f"median {target['median']:.4g} s")
+    if target.get("min") is not None:
+        figures.append(f"range {target['min']:.4g}-{target['max']:.4g} s")
+    notes = "; ".join(target.get("notes") or [])
+    return head + (": " + ", ".join(figures) if figures else "") + (f" ({notes})" if notes else "")
 
 
 def cell_label(item: dict[str, Any]) -> str:
@@ -110,6 +146,8 @@ def format_summary(index: dict[str, Any]) -> str:
             continue
         metrics = "  ".join(_metric_text(group["metrics"].get(m)) for m in METRICS)
         lines.append(f"  {cell_label(group)}: {group['statuses'].get('succeeded', 0)}/{tried}: {metrics}")
+        if group.get("target"):
+            lines.append(f"    {target_text(group['target'])}")
     lines += [f"  {line}" for line in refusals(index)]
     for cell in index["cells"]:
         if cell["status"] in (Status.FAILED, Status.INTERRUPTED):

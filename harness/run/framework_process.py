@@ -35,6 +35,7 @@ class Outcome:
     kind: str | None  # None on success, else a schema.ERROR_KINDS key
     wall_s: float
     signum: int | None = None  # the stop signal of an interrupted run
+    at_target: bool = False  # rlbench stopped the framework because the workload's quality target was reached
 
 
 def _group_alive(pgid: int, tree: list[psutil.Process]) -> bool:
@@ -100,7 +101,10 @@ def launch(
     on_poll: Callable[[], None],
     stops: StopSignals,
     on_start: Callable[[int], None] = lambda pid: None,
+    reached: Callable[[], bool] = lambda: False,
 ) -> Outcome:
+    """Run the plan to its end; `reached()` is asked after each poll and, when true (a quality target that
+    ends the run was reached), the framework is stopped and the outcome is a success."""
     env = {**os.environ, **plan.env}
     start = time.perf_counter()
     with (run_dir / LOG_FILE).open("wb") as log:
@@ -129,6 +133,10 @@ def launch(
                     stops.hold()
                     return Outcome(process.returncode, "timeout", time.perf_counter() - start)
                 _guarded(on_poll)
+                if reached():
+                    _stop(process, stops.hurry)
+                    stops.hold()
+                    return Outcome(process.returncode, None, time.perf_counter() - start, at_target=True)
                 time.sleep(POLL_S)
             stops.hold()  # still inside the try: a signal up to here counts as an interruption, none after
             if _group_alive(process.pid, []):  # the leader is gone; its workers must not outlive the run

@@ -51,6 +51,7 @@ from rlbench.harness.record.store import (
     write_spans,
     write_steps,
 )
+from rlbench.harness.record.time_to_target import time_to_target
 from rlbench.harness.run import profiling
 from rlbench.harness.run.derive import (
     canonical_work,
@@ -96,6 +97,7 @@ class ProgressPrinter:
         self.adapter, self.run_dir, self.total, self.gpus, self.echo = adapter, run_dir, total_steps, gpu_count, echo
         self.shown = 0
         self.size = -1
+        self.steps = pd.DataFrame()  # the steps seen so far (the framework's own timer)
 
     def __call__(self) -> None:
         path = self.adapter.metrics_file(self.run_dir)
@@ -104,6 +106,7 @@ class ProgressPrinter:
             return
         self.size = size
         steps, _ = derive_step_metrics(self.adapter.read_steps(self.run_dir), self.gpus)  # live: own timer
+        self.steps = steps
         note_seen(self.run_dir, steps["step"].iloc[self.shown :].tolist() if not steps.empty else [])
         for row in steps.iloc[self.shown :].itertuples():
             self.echo(
@@ -236,8 +239,9 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
 
         parent = psutil.Process()
         cpu_before = sum(parent.cpu_times()[:2])
+        printer = ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo)
         progress = _with_heartbeat(
-            ProgressPrinter(adapter, run_dir, spec.workload.steps, environment["gpu_count"], echo),
+            printer,
             run_dir,
             cluster.poll if cluster is not None else None,
         )
@@ -253,6 +257,7 @@ def _execute(spec: RunSpec, echo: Callable[[str], None], stops: StopSignals) -> 
             on_start=lambda pid: sampler.append(
                 _start_sampler(run_dir, pid, echo, cluster is not None, bool(environment["gpu_count"]))
             ),
+            reached=_target_watch(spec, printer, echo),
         )
     except RunStop as stop:
         if not recorded:
@@ -382,6 +387,29 @@ def _start_record(run_dir: Path, record: RunRecord, inputs: Any, plan: LaunchPla
         ) from None
 
 
+def _target_watch(spec: RunSpec, printer: ProgressPrinter, echo: Callable[[str], None]) -> Callable[[], bool]:
+    """Whether the workload's quality target, where it ends the run, holds on the steps seen so far."""
+    target = spec.workload.target
+    if target is None or not target.stop:
+        return lambda: False
+    seen = [-1]
+
+    def reached() -> bool:
+        steps = printer.steps
+        if steps.empty or len(steps) == seen[0]:
+            return False
+        seen[0] = len(steps)
+        found = time_to_target(steps, dataclasses.asdict(target), None, 0)
+        if found["reached"]:
+            echo(
+                f"target reached at step {found['step']} ({target.metric} over {target.window} steps >= "
+                f"{target.value:g}): stopping the run"
+            )
+        return bool(found["reached"])
+
+    return reached
+
+
 def _with_heartbeat(
     progress: Callable[[], None], run_dir: Path, also: Callable[[], None] | None = None
 ) -> Callable[[], None]:
@@ -434,8 +462,14 @@ def _finish(
     except (OSError, ValueError) as exc:
         record["comm"], _ = None, write_errors.append(f"comm.parquet: {exc}")
     record["equal_work"] = adapter.equal_work(spec, run_dir)  # now with what the framework itself resolved
-    if outcome.kind is None and len(steps) < spec.workload.steps:
+    if outcome.kind is None and len(steps) < spec.workload.steps and not outcome.at_target:
         outcome.kind = "framework_error"
+    if spec.workload.target is not None:
+        gpus = spec.parallel.world_size if environment["gpus"] else 0
+        record["target"] = time_to_target(
+            steps, dataclasses.asdict(spec.workload.target), record.get("launched_unix_s"), gpus
+        )
+        record["target"]["stopped_at_target"] = outcome.at_target
     if not steps.empty:
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework

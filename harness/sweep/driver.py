@@ -70,6 +70,7 @@ class SweepRequest:
     seed: int = 0
     repeats: int = 1
     timeout_s: float = 7200.0
+    vary_seed: bool = False  # repeat r runs with seed + r - 1 (time to target over seeds), else all share `seed`
 
     def __post_init__(self) -> None:
         if not self.frameworks or not self.workloads:
@@ -114,6 +115,7 @@ def request_from_options(
     seed: int,
     repeats: int,
     resume: Path | None,
+    vary_seed: bool = False,
 ) -> SweepRequest | None:
     """The sweep `rlbench sweep`'s options ask for; None where they only resume one (--resume)."""
     if not (framework or workload or grid):
@@ -131,6 +133,7 @@ def request_from_options(
         seed=seed,
         repeats=repeats,
         timeout_s=run_timeout_s(),
+        vary_seed=vary_seed,
     )
 
 
@@ -188,9 +191,14 @@ def expand(request: SweepRequest) -> list[dict[str, Any]]:
     return cells
 
 
+def cell_seed(request: SweepRequest, cell: dict[str, Any]) -> int:
+    """The seed of one cell: the sweep's, or with --vary-seed the sweep's plus the repeat's number less one."""
+    return request.seed + (cell["repeat"] - 1 if request.vary_seed else 0)
+
+
 def run_args(request: SweepRequest, cell: dict[str, Any]) -> list[str]:
     """The `rlbench run` arguments (without --out) of one cell."""
-    args = ["--framework", cell["framework"], "--workload", cell["workload"], "--seed", str(request.seed)]
+    args = ["--framework", cell["framework"], "--workload", cell["workload"], "--seed", str(cell_seed(request, cell))]
     args += ["--steps", str(request.steps)] if request.steps else []
     for knob, value in cell["parallel"].items():
         args += ["--parallel", f"{knob}={value}"]
@@ -207,7 +215,7 @@ def build_spec(request: SweepRequest, cell: dict[str, Any], out: Path, workloads
         framework=cell["framework"],
         workload=workloads[cell["workload"]],
         parallel=parse_parallel(knob_pairs(cell["parallel"])),
-        seed=request.seed,
+        seed=cell_seed(request, cell),
         out=out,
         timeout_s=request.timeout_s,
     )
@@ -332,20 +340,26 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 f"sweep interrupted; finished records are kept; continue with: rlbench sweep --resume {sweep_dir}"
             ) from None
         finally:
-            index["groups"] = group_spread(index["cells"], _summaries(sweep_dir, index["cells"]))
+            index["groups"] = group_spread(index["cells"], *_summaries(sweep_dir, index["cells"]))
             save_index(sweep_dir, index)
     return index
 
 
-def _summaries(sweep_dir: Path, cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    summaries = {}
+def _summaries(
+    sweep_dir: Path, cells: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each succeeded cell's record summary, and its time to target where its workload has a target."""
+    summaries, targets = {}, {}
     for cell in cells:
         if cell["status"] == SUCCEEDED and cell["record"]:
             try:
-                summaries[cell["id"]] = read_record(sweep_dir / cell["record"]).get("summary") or {}
+                record = read_record(sweep_dir / cell["record"])
             except RLBenchError:  # a damaged or removed record has no spread to give; the index still names it
                 continue
-    return summaries
+            summaries[cell["id"]] = record.get("summary") or {}
+            if isinstance(record.get("target"), dict):
+                targets[cell["id"]] = record["target"]
+    return summaries, targets
 
 
 def record_dirs(sweep_dir: Path, index: dict[str, Any]) -> list[Path]:

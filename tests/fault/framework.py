@@ -3,7 +3,7 @@
 Run by `FakeAdapter` (below) instead of TRL's trainer, so signal, disk-full and crash
 cases take seconds. It starts one child (a second process in its group, to check
 that rlbench stops the whole tree), writes its and the child's PIDs to
-`fake_pids.txt`, logs FAULT_STEPS steps FAULT_STEP_S apart, then does FAULT_MODE:
+`fake_pids.txt`, logs FAULT_STEPS steps FAULT_STEP_S apart (reward FAULT_REWARD, default 0.25), then does FAULT_MODE:
 
     ok          exit 0
     hang        sleep until stopped (the signal tests)
@@ -52,7 +52,7 @@ def _line(step: int, start: float, end: float) -> str:
             "stages_s": {"gen": (end - start) / 2, "make_experience": (end - start) / 2},
             "tokens": {"prompt": 1600, "prompt_padded": 2000, "response": 512, "responses": 16},
             "memory": {"peak_host_rss_gb": 0.1, "peak_device_memory_gb": None},
-            "trl": {"reward": 0.25, "completions/mean_length": 32.0},
+            "trl": {"reward": float(os.environ.get("FAULT_REWARD", "0.25")), "completions/mean_length": 32.0},
         }
     )
 

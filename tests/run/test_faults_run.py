@@ -38,11 +38,12 @@ def start_run(
     step_s: float = 0.2,
     env: dict[str, str] | None = None,
     total_steps: int = 4,
+    workload: str | None = None,
 ) -> subprocess.Popen:
     """`rlbench run` on the stand-in framework, with SIGINT at its default (as a shell's Ctrl-C, even under nohup)."""
     full_env = {**os.environ, "FAULT_MODE": mode, "FAULT_STEPS": str(steps), "FAULT_STEP_S": str(step_s), **(env or {})}
     return subprocess.Popen(
-        run_argv(out, total_steps),
+        run_argv(out, total_steps, workload or TINY),
         cwd=PROJECT_ROOT,
         env=full_env,
         stdout=subprocess.PIPE,
@@ -52,7 +53,7 @@ def start_run(
     )
 
 
-def run_argv(out: Path, total_steps: int = 4) -> list[str]:
+def run_argv(out: Path, total_steps: int = 4, workload: str = TINY) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -61,7 +62,7 @@ def run_argv(out: Path, total_steps: int = 4) -> list[str]:
         "--framework",
         "fake",
         "--workload",
-        TINY,
+        workload,
         "--steps",
         str(total_steps),
         "--out",

@@ -70,10 +70,14 @@ def _base_mapping():
         (("model", "dtype"), "int4", "model.dtype"),
         (("fixed_length",), "yes", "fixed_length"),
         (("algorithm", "kl_beta"), 0.1, "algorithm.kl_beta: unknown field"),
+        (("target", "value"), 1.5, "target.value"),
+        (("target", "metric"), "eval_accuracy", "target.metric"),
+        (("target", "window"), 0, "target.window"),
+        (("target", "stop"), "no", "target.stop"),
     ],
 )
 def test_bad_values_name_the_field(tmp_path, field_path, value, expected):
-    mapping = _base_mapping()
+    mapping = _base_mapping() | {"target": {"value": 0.5}}  # a valid target, so each case breaks one field
     target = mapping
     for key in field_path[:-1]:
         target = target.setdefault(key, {})
@@ -134,3 +138,20 @@ def test_a_problem_too_long_for_any_tokenization_is_dropped_before_a_tokenizer_s
 
     prompts = select_prompts(workload, [huge, *short], tokenizer)
     assert [p.uid for p in prompts] == [p.uid for p in short] and max(seen) < 1000
+
+
+def test_the_learnable_workload_has_a_target_and_a_task_no_constant_reply_solves():
+    from rlbench.workloads.datasets import load_problems
+    from rlbench.workloads.rewards import score
+
+    w = load_workload("gsm8k-echo-grpo-tiny")
+    assert w.target is not None and w.target.metric == "reward_mean" and 0 < w.target.value <= 1
+    problems = load_problems(w.data.dataset, w.data.split, limit=200)
+    assert all(p.question.endswith(f"Repeat this digit: {p.ground_truth}") for p in problems)
+    best_constant = max(sum(score(w.reward, d, p.ground_truth) for p in problems) / len(problems) for d in "0123456789")
+    assert best_constant <= 0.1 < w.target.value  # reaching the target means reading the prompt
+    assert score(w.reward, f" {problems[3].ground_truth} 5 5", problems[3].ground_truth) == 1.0
+
+
+def test_a_workload_without_a_target_has_none():
+    assert load_workload("gsm8k-grpo-tiny").target is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 
 import click
 
@@ -27,7 +28,8 @@ EXIT_UNDECIDABLE = 3
 def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
     steps let the test decide nothing. Records of two frameworks on one workload, data and layout get a verdict on
-    rlbench's wall step time instead (exit 3 when it cannot be decided)."""
+    rlbench's wall step time instead (exit 3 when it cannot be decided). Two sweep folders of a workload with a
+    quality target are compared on time to target over their seeds (a rank test; exit 3 when n cannot decide)."""
     from rlbench.harness.record.compare import (
         ACROSS_METRIC,
         across_verdict,
@@ -36,7 +38,11 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
         parse_threshold,
     )
     from rlbench.harness.record.read import read_run_json
+    from rlbench.harness.record.sweep_index import INDEX_FILE
 
+    if all((Path(path) / INDEX_FILE).is_file() for path in (baseline, candidate)):
+        _compare_sweeps(Path(baseline), Path(candidate), accept_undecidable)
+        return
     results = compare_records(
         baseline, candidate, parse_threshold(threshold), notice=functools.partial(click.echo, err=True)
     )
@@ -53,4 +59,17 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
         click.echo(f"regressed: {', '.join(regressed)}")
         sys.exit(1)
     if not accept_undecidable and any(c.verdict in ("undecidable", "inconclusive") for _, c in results):
+        sys.exit(EXIT_UNDECIDABLE)
+
+
+def _compare_sweeps(baseline: Path, candidate: Path, accept_undecidable: bool) -> None:
+    """Two sweeps' time to target over their seeds; exit 3 when their n cannot decide."""
+    from rlbench.harness.record.compare import compare_sweep_targets, target_group
+    from rlbench.harness.record.spread import target_text
+
+    found, line = compare_sweep_targets(baseline, candidate)
+    for path in (baseline, candidate):
+        click.echo(f"{path}: {target_text(target_group(path)['target'])}")
+    click.echo(line)
+    if found["verdict"] == "undecidable" and not accept_undecidable:
         sys.exit(EXIT_UNDECIDABLE)

@@ -32,6 +32,11 @@ from rlbench.harness.cli.user_errors import user_errors
     help="Runs of each configuration (reported with their spread).",
 )
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every run (repeats share it).")
+@click.option(
+    "--vary-seed",
+    is_flag=True,
+    help="Repeat r runs with seed + r - 1: time to a workload's target scored over seeds (MLPerf-style).",
+)
 @out_folder("results", help="Folder that receives the sweep folder (index and one record per run).")
 @click.option(
     "--executor",
