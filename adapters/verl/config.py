@@ -245,7 +245,7 @@ def profile_settings(request: ProfileRequest, run_dir: Path, on_lane: bool) -> d
 
     torch: CPU activities always (verl's stage markers are CPU events), CUDA kernels too off the lane; every
     actor rank writes its own gzipped Chrome trace. nsys: verl's worker and controller nsight options as shipped
-    (capture bounded by verl's cudaProfilerApi start/stop around each chosen step)."""
+    (capture bounded by verl's cudaProfilerApi start/stop around each chosen step), reports moved into save_path."""
     if request.tool == "nsys" and (why := nsys_refusal(on_lane)):
         raise RLBenchError(why)
     settings: dict[str, Any] = {
@@ -258,6 +258,8 @@ def profile_settings(request: ProfileRequest, run_dir: Path, on_lane: bool) -> d
     if request.tool == "torch":
         # An empty list means CPU and CUDA in verl's torch profiler; the lane names CPU alone (no CUDA runtime).
         settings[f"{ACTOR_PROFILER}.tool_config.torch.contents"] = ["cpu"] if on_lane else ["cpu", "cuda"]
+    else:  # Ray writes nsys reports under its session's logs/nsight; verl moves them into save_path when asked
+        settings["global_profiler.relocate_results"] = True
     return settings
 
 

@@ -613,4 +613,5 @@ def test_profile_nsys_is_refused_on_the_lane_and_without_nsys(cpu_lane_here, mon
     monkeypatch.setattr(verl_config.shutil, "which", lambda name: "/usr/local/bin/nsys")
     resolved = _verl_checks(_compose(_profiled("nsys"), tiny_model))
     assert resolved["global_profiler"]["tool"] == "nsys"
-    assert resolved["actor_rollout_ref"]["actor"]["profiler"]["enable"]
+    actor = resolved["actor_rollout_ref"]["actor"]["profiler"]
+    assert actor["enable"] and actor["relocate_results"]  # Ray's nsight folder -> the record's profile/
