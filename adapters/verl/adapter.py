@@ -39,10 +39,12 @@ from rlbench.adapters.verl.config import (
     engine_settings,
     hydra_value,
     model_settings,
+    profile_settings,
     read_resolved,
+    timeline_settings,
     verl_root,
 )
-from rlbench.adapters.verl.metrics import normalize
+from rlbench.adapters.verl.metrics import normalize, read_spans
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
@@ -237,6 +239,8 @@ class VerlAdapter(LaneAdapter):
             **engine_settings(spec),
             **model_settings(spec, model),
             **self._run(spec, run_dir),
+            **timeline_settings(run_dir),
+            **(self.profile_launch(spec, run_dir) or {}),
         }
         if self.on_lane():
             settings.update({key: value for key, (value, _) in CPU_LANE.items()})
@@ -245,6 +249,12 @@ class VerlAdapter(LaneAdapter):
                 for key in JOINING_DROPS:
                     settings.pop(key)
         return settings
+
+    def profile_launch(self, spec: RunSpec, run_dir: Path) -> dict[str, Any] | None:
+        """--profile: verl's own profiler (config.py's profile_settings), its traces in the record's profile/."""
+        if spec.profile is None:
+            return None
+        return profile_settings(spec.profile, run_dir, self.on_lane())
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         named = {"step_time": STEP_TIME}
@@ -399,6 +409,12 @@ class VerlAdapter(LaneAdapter):
         """The lane trains without use_remove_padding (CPU_LANE): verl's dataset left-pads every prompt to
         data.max_prompt_length and the training passes compute the padded rows; vLLM pages without the pads."""
         return {"trainer_padded_prompt_len": spec.workload.max_prompt_length}
+
+    def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
+        """Stage calls from Ray's timeline (metrics.py), which verl writes after training; its
+        rollouts are numbered back from the last step verl logged."""
+        steps = self.read_steps(run_dir)
+        return read_spans(run_dir, int(steps["step"].max()) if not steps.empty else None)
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)

@@ -1,17 +1,20 @@
 """The settings rlbench gives verl: the workload's algorithm, batches, engine and model as Hydra overrides, the
-equal-work contract's keys in verl's config, and what the CPU lane changes.
+equal-work contract's keys in verl's config, what the CPU lane changes, and the profiler and Ray timeline
+switches (`--profile`, stage spans).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from rlbench.adapters import cpu_lane
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.equal_work import contract, nested_values
+from rlbench.harness.spec.profile import PROFILE_DIR, ProfileRequest
 from rlbench.harness.spec.runspec import RunSpec
 
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -206,3 +209,60 @@ ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses an
 
 
 HYDRA_DIR = "verl_hydra"  # verl's composed config lands in <run>/verl_hydra/.hydra/config.yaml
+
+
+# --profile torch|nsys on verl 0.9.1's own profiler (verl/trainer/config/ppo_trainer.yaml, profiler/profiler.yaml):
+# `global_profiler` (tool, steps, save_path) says which RL steps and where; each role's `profiler` (enable,
+# all_ranks, tool_config) which workers take part. The trainer calls `start_profile(role="train")` on the
+# actor/rollout/ref worker group at the top of a chosen step and `stop_profile` after its actor update, so the
+# trace holds what the training worker runs (the log-prob forwards and the actor update, each marked by verl's
+# `record_function`: actor_compute_log_prob, actor_update, their mini- and micro-batches); generation runs in
+# vLLM's engine process, whose profiler rlbench leaves off. `stop_profile` writes the trace (gzipped Chrome
+# JSON) inside the profiled step, so that step's time includes the export. torch.profiler needs nothing of the
+# CPU lane's platform: verl's `profiler_start/stop` platform calls (the lane's no-ops) serve its nsys tool only.
+ACTOR_PROFILER = "actor_rollout_ref.actor.profiler"
+# Ray's timeline of every task and actor call, written by verl's main_ppo after training (ray.timeline()).
+TIMELINE_FILE = "ray_timeline.json"
+
+
+def nsys_refusal(on_lane: bool) -> str | None:
+    """Why --profile nsys cannot run here, one line naming the fix; None where it can."""
+    if on_lane:
+        return (
+            "--profile nsys: Nsight Systems traces CUDA, and verl's CPU lane has no GPU; "
+            "use --profile torch on the lane (nsys needs a GPU machine with nsys on PATH)"
+        )
+    if shutil.which("nsys") is None:
+        return (
+            "--profile nsys: verl's nsys profiler launches its workers under `nsys`, which is not on PATH; "
+            "install NVIDIA Nsight Systems (or add it to PATH), or use --profile torch"
+        )
+    return None
+
+
+def profile_settings(request: ProfileRequest, run_dir: Path, on_lane: bool) -> dict[str, Any]:
+    """verl config key -> value switching its profiler on for the request's steps, traces into <run>/profile.
+
+    torch: CPU activities always (verl's stage markers are CPU events), CUDA kernels too off the lane; every
+    actor rank writes its own gzipped Chrome trace. nsys: verl's worker and controller nsight options as shipped
+    (capture bounded by verl's cudaProfilerApi start/stop around each chosen step), reports moved into save_path."""
+    if request.tool == "nsys" and (why := nsys_refusal(on_lane)):
+        raise RLBenchError(why)
+    settings: dict[str, Any] = {
+        "global_profiler.tool": request.tool,
+        "global_profiler.steps": list(range(request.first_step, request.last_step + 1)),
+        "global_profiler.save_path": str(run_dir / PROFILE_DIR),
+        f"{ACTOR_PROFILER}.enable": True,
+        f"{ACTOR_PROFILER}.all_ranks": True,
+    }
+    if request.tool == "torch":
+        # An empty list means CPU and CUDA in verl's torch profiler; the lane names CPU alone (no CUDA runtime).
+        settings[f"{ACTOR_PROFILER}.tool_config.torch.contents"] = ["cpu"] if on_lane else ["cpu", "cuda"]
+    else:  # Ray writes nsys reports under its session's logs/nsight; verl moves them into save_path when asked
+        settings["global_profiler.relocate_results"] = True
+    return settings
+
+
+def timeline_settings(run_dir: Path) -> dict[str, Any]:
+    """verl's switch for Ray's timeline (the source of `read_spans`), written into the record folder."""
+    return {"ray_kwargs.timeline_json_file": str(run_dir / TIMELINE_FILE)}

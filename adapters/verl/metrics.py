@@ -1,11 +1,21 @@
-"""verl's logged metrics in rlbench's step vocabulary: one file-logger line (JSON) becomes one row."""
+"""verl's logged metrics in rlbench's step vocabulary: one file-logger line (JSON) becomes one row; and its
+stage calls with their real start and end, from Ray's timeline of the run (`read_spans`).
+"""
 
 from __future__ import annotations
 
+import bisect
+import json
 import math
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import yaml
+
 from rlbench.adapters.common import whole_count
+from rlbench.adapters.verl.config import HYDRA_DIR, TIMELINE_FILE
+from rlbench.harness.record.schema import SPAN_COLUMNS
 
 GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
 
@@ -60,3 +70,119 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
     return row
+
+
+# Stage spans. verl's trainer drives every stage through Ray: the agent loop's `generate_sequences` and the
+# rollout server's `generate` (one call per response), the reward loop's `compute_score`, and the worker group's calls
+# (`WorkerDict.actor_rollout_compute_log_prob`, `..._update_actor`, `..._update_weights`, ...). Ray records each
+# task with its start and duration, and verl's main_ppo dumps them (`ray.timeline()`) when `ray_kwargs.
+# timeline_json_file` is set (config.timeline_settings). The dump is written once, after training ends: a run
+# that was killed has none, and its stages are placed end to end as before.
+#
+# One span per (step, stage): the earliest start to the latest end of that stage's calls in the step, so a
+# stage run by many ranks or as many requests is one bar. Steps are counted by the trainer's rollout calls (every
+# step starts with `generate_sequences`), the last of them being the last step verl logged; the weight sync that
+# ends a step (verl times it as `update_weights` of that step) falls before the next step's rollout, and the one
+# before step 1 (the first sync) is in no step. What Ray does not see is not here: verl's advantage computation
+# runs in the driver (`adv`). `gen` ends when the last response is generated; verl's own timer also counts the
+# agent loop's hand-back through its transfer queue after that, so a gap follows `gen`. Not for verl's one-step-off
+# trainer, whose rollout of the next step overlaps this one's training (None there: its stages are placed).
+
+# WorkerDict method (role prefix + worker method) -> stage, first matching rule wins: the ref worker's log-prob
+# pass before the actor's, whose name it ends with.
+_WORKER_RULES = (
+    (lambda m: m.startswith("ref_") and "log_prob" in m, "ref"),
+    (lambda m: m.endswith("compute_ref_log_prob"), "ref"),
+    (lambda m: m.endswith("compute_log_prob"), "old_log_prob"),
+    (lambda m: m.endswith("update_actor"), "update_actor"),
+    (lambda m: m.startswith("critic_") and m.endswith(("infer_batch", "compute_values")), "values"),
+    (lambda m: m.startswith("critic_") and m.endswith(("train_mini_batch", "update_critic")), "update_critic"),
+    (lambda m: m.endswith("update_weights"), "weight_sync"),
+    (lambda m: m.endswith("generate_sequences"), "gen"),  # the legacy sync rollout on the workers
+)
+ROLLOUT_CALL = "generate_sequences"  # the agent loop's (or the workers') rollout call: one (per worker) a step
+
+
+def stage_of(task: str) -> str | None:
+    """rlbench's stage of one Ray task name ('Class.method'), or None for calls that are no stage."""
+    cls, _, method = task.rpartition(".")
+    if cls.endswith("WorkerDict"):
+        return next((stage for rule, stage in _WORKER_RULES if rule(method)), None)
+    if method == ROLLOUT_CALL:
+        return "gen"
+    if method == "generate" and cls.endswith("Server"):  # vLLMHttpServer, SGLangHttpServer: one response each
+        return "gen"
+    if method == "compute_score" and cls.endswith("RewardLoopWorker"):
+        return "reward"
+    return None
+
+
+def _calls(events: list[Any]) -> list[tuple[str, str, str, float, float]]:
+    """(task, stage, worker, start s, end s) of the timeline's stage calls; unreadable events are skipped."""
+    calls = []
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X" or not str(event.get("cat", "")).startswith("task::"):
+            continue
+        task = event["cat"][len("task::") :]
+        stage = stage_of(task)
+        try:
+            start, duration = float(event["ts"]) / 1e6, float(event["dur"]) / 1e6  # Ray stamps in microseconds
+        except (KeyError, TypeError, ValueError):
+            continue
+        if stage is not None:
+            calls.append((task, stage, str(event.get("tid", "")), start, start + duration))
+    return calls
+
+
+def _step_starts(calls: list[tuple[str, str, str, float, float]]) -> list[float]:
+    """Each step's start: its rollout call (the k-th call of each worker that makes one is step k's)."""
+    by_worker: dict[str, list[float]] = {}
+    for task, _, worker, start, _ in calls:
+        if task.rpartition(".")[2] == ROLLOUT_CALL:
+            by_worker.setdefault(worker, []).append(start)
+    rounds = max((len(starts) for starts in by_worker.values()), default=0)
+    return [min(sorted(s)[k] for s in by_worker.values() if len(s) > k) for k in range(rounds)]
+
+
+def spans_from_timeline(events: list[Any], last_step: int | None = None) -> pd.DataFrame | None:
+    """Ray timeline events -> one span per (step, stage), columns SPAN_COLUMNS; None without a stage call.
+
+    `last_step` numbers the rounds from the end (the timeline's last rollout is the last step verl logged),
+    so a timeline whose oldest events Ray dropped still gets its steps right; without it they count from 1."""
+    calls = _calls(events)
+    starts = _step_starts(calls)
+    if not starts:
+        return None
+    first = 1 if last_step is None else last_step - len(starts) + 1
+    spans: dict[tuple[int, str], list[float]] = {}
+    for _, stage, _, start, end in calls:
+        index = bisect.bisect_right(starts, start)  # rounds begun by then; 0: before step 1 (the first sync)
+        if index == 0:
+            continue
+        span = spans.setdefault((first + index - 1, stage), [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    rows = [(step, stage, s0, s1) for (step, stage), (s0, s1) in spans.items()]
+    return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)).sort_values(["step", "start_unix_s"], ignore_index=True)
+
+
+def read_spans(run_dir: Path, last_step: int | None = None) -> pd.DataFrame | None:
+    """The run's stage spans from <run>/ray_timeline.json, which verl writes only once training has ended; None
+    where there is none (a run killed before the end), it cannot be parsed (a dump cut short), or the run is
+    verl's one-step-off trainer."""
+    if _one_step_off(run_dir):
+        return None
+    try:
+        events = json.loads((run_dir / TIMELINE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return spans_from_timeline(events, last_step) if isinstance(events, list) else None
+
+
+def _one_step_off(run_dir: Path) -> bool:
+    """Whether verl's composed config (saved by Hydra) is the one-step-off trainer's: a separate rollout pool."""
+    try:
+        config = yaml.safe_load((run_dir / HYDRA_DIR / ".hydra" / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return False
+    hybrid = (config or {}).get("actor_rollout_ref", {}).get("hybrid_engine", True)
+    return hybrid is False

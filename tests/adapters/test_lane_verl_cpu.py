@@ -11,6 +11,7 @@ Runs only where the lane is installed (`nox -s verl_cpu`); skipped elsewhere.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -33,7 +34,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def verl_run(tmp_path_factory, model_cache):
-    return run_lane("verl", tmp_path_factory.mktemp("results"), timeout_s=1200)
+    # The shared run also profiles its second step (verl's torch profiler): one run checks both.
+    return run_lane("verl", tmp_path_factory.mktemp("results"), 1200, "--profile", "torch", "--profile-steps", "2-2")
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -87,6 +89,41 @@ def test_rewards_are_rlbench_scores_of_the_dumped_responses(verl_run):
         rescored = [score("gsm8k", row["output"], row["gts"]) for row in rows]
         assert [row["score"] for row in rows] == rescored
         assert data["critic/score/mean"] == pytest.approx(sum(rescored) / len(rescored))
+
+
+def test_profile_torch_writes_verls_trace_into_the_record(verl_run):
+    """--profile torch is verl's own profiler (global_profiler, the actor's profiler): a Chrome trace of the
+    training worker's step 2 in the record's profile/ folder, with torch's CPU ops and verl's stage markers."""
+    profile = read_record(verl_run)["profile"]
+    assert profile["tool"] == "torch" and profile["steps"] == [2, 2]
+    assert len(profile["files"]) == 1 and profile["files"][0].startswith("profile/actor-rollout_train_step2_")
+    trace = json.loads(gzip.decompress((verl_run / profile["files"][0]).read_bytes()))
+    names = {event.get("name", "") for event in trace["traceEvents"]}
+    assert any(name.startswith("aten::") for name in names)
+    assert {"actor_compute_log_prob", "actor_update"} <= names  # verl's record_function around each stage
+
+
+def test_stage_spans_come_from_rays_timeline(verl_run):
+    """spans.parquet from Ray's timeline (ray_kwargs.timeline_json_file): each stage call where it ran, inside
+    its step, and drawn there by rlbench trace rather than placed."""
+    from rlbench.reports.load import load_run
+    from rlbench.reports.trace import build_trace
+
+    run = load_run(verl_run)
+    spans, steps = run.spans, run.steps.set_index("step")
+    assert spans is not None and set(spans["step"]) == {1, 2}
+    for step, stages in spans.groupby("step")["stage"]:
+        assert {"gen", "old_log_prob", "update_actor", "weight_sync"} <= set(stages), step
+    window = steps.loc[spans["step"]]
+    # A step's line is logged after its calls, so each ends by the step's end stamp; the stamp's start (end -
+    # verl's step time) is late by the metric computation after verl's timer and the poll's lag, at most ~1 s here.
+    assert (spans["end_unix_s"].to_numpy() <= window["step_end_unix_s"].to_numpy()).all()
+    assert (spans["start_unix_s"].to_numpy() >= window["step_start_unix_s"].to_numpy() - 2.0).all()
+    update = spans[spans["stage"] == "update_actor"].set_index("step")
+    ray_s = update["end_unix_s"] - update["start_unix_s"]
+    assert ray_s.to_numpy() == pytest.approx(steps.loc[ray_s.index, "time_update_actor_s"].to_numpy(), rel=0.2)
+    stages = [e for e in build_trace(run)["traceEvents"] if e.get("cat") == "stage"]
+    assert stages and not any(e["args"]["placed"] for e in stages)
 
 
 def test_ls_reports_verl_usable_here():

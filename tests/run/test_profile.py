@@ -74,7 +74,7 @@ def test_trl_writes_a_torch_trace_of_the_chosen_steps_and_its_overhead(tmp_path,
     ("framework", "tool", "message"),
     [
         ("trl", "nsys", "maps --profile torch only"),
-        ("verl", "torch", "does not yet switch on verl's profiler"),
+        ("verl", "nsys", "--profile nsys: "),  # no GPU here: the CPU lane's refusal, or no nsys on PATH
     ],
 )
 def test_an_unmapped_profiler_is_refused_before_launch(tmp_path, framework, tool, message):
