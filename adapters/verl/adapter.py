@@ -239,7 +239,7 @@ class VerlAdapter(LaneAdapter):
             **engine_settings(spec),
             **model_settings(spec, model),
             **self._run(spec, run_dir),
-            **timeline_settings(run_dir),
+            **timeline_settings(spec, run_dir),
             **(self.profile_launch(spec, run_dir) or {}),
         }
         if self.on_lane():

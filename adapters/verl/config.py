@@ -263,6 +263,16 @@ def profile_settings(request: ProfileRequest, run_dir: Path, on_lane: bool) -> d
     return settings
 
 
-def timeline_settings(run_dir: Path) -> dict[str, Any]:
-    """verl's switch for Ray's timeline (the source of `read_spans`), written into the record folder."""
+# Ray's timeline holds an event per rollout server call, one per response (about 5.6 KB per response measured on
+# the CPU lane): kept for runs of up to this many responses in all, or any run with --profile, so a long GPU run
+# does not write (and hold in the driver) hundreds of MB. Without it verl's stages are placed end to end.
+TIMELINE_MAX_RESPONSES = 20_000
+
+
+def timeline_settings(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """verl's switch for Ray's timeline (the source of `read_spans`), written into the record folder, where the
+    run is small enough or profiled (TIMELINE_MAX_RESPONSES)."""
+    responses = spec.workload.steps * spec.workload.responses_per_step
+    if responses > TIMELINE_MAX_RESPONSES and spec.profile is None:
+        return {}
     return {"ray_kwargs.timeline_json_file": str(run_dir / TIMELINE_FILE)}

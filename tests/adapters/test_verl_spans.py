@@ -103,3 +103,26 @@ def test_the_one_step_off_trainer_is_left_to_placed_stages(tmp_path):
 )
 def test_ray_task_names_map_to_rlbench_stages(task, stage):
     assert verl_metrics.stage_of(task) == stage
+
+
+def test_the_timeline_is_kept_for_small_or_profiled_runs_only():
+    from rlbench.adapters.verl.config import TIMELINE_FILE, TIMELINE_MAX_RESPONSES, timeline_settings
+    from rlbench.harness.spec.parallel import Parallelism
+    from rlbench.harness.spec.profile import ProfileRequest
+    from rlbench.harness.spec.runspec import RunSpec
+    from rlbench.workloads.catalog import load_workload
+
+    small = load_workload("gsm8k-grpo-tiny")
+    assert small.steps * small.responses_per_step <= TIMELINE_MAX_RESPONSES
+    spec = RunSpec(framework="verl", workload=small, parallel=Parallelism())
+    assert timeline_settings(spec, Path("/r")) == {"ray_kwargs.timeline_json_file": f"/r/{TIMELINE_FILE}"}
+    big = load_workload("gsm8k-grpo")
+    big = big.with_steps(TIMELINE_MAX_RESPONSES // big.responses_per_step + 1)
+    assert timeline_settings(RunSpec(framework="verl", workload=big, parallel=Parallelism()), Path("/r")) == {}
+    profiled = RunSpec(
+        framework="verl",
+        workload=big,
+        parallel=Parallelism(),
+        profile=ProfileRequest(tool="torch", first_step=2, last_step=2),
+    )
+    assert timeline_settings(profiled, Path("/r"))  # a profiled run asked to see where its time went
