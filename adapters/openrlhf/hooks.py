@@ -52,22 +52,18 @@ def log_span(step: int, stage: str, start: float, end: float) -> None:
             f.write(json.dumps(line) + "\n")
 
 
-def _stamped(stage: str, step_of):
-    """Wrap a method so each call logs [start, end] under `stage`, at the step `step_of(self, args)` names
-    (evaluated before the call, as the call may advance it)."""
+def _stamped(stage: str, method):
+    """`method`, each call logged with its start and end under `stage`, at the controller's step when it began."""
 
-    def wrap(method):
-        @functools.wraps(method)
-        def stamped(self, *args, **kwargs):
-            step, start = step_of(self, args), time.time()
-            try:
-                return method(self, *args, **kwargs)
-            finally:
-                log_span(step, stage, start, time.time())
+    @functools.wraps(method)
+    def stamped(self, *args, **kwargs):
+        step, start = _STATE["step"], time.time()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            log_span(step, stage, start, time.time())
 
-        return stamped
-
-    return wrap
+    return stamped
 
 
 class _Window:
@@ -117,10 +113,6 @@ def _rank_suffix() -> str:
 CONTROLLER, ACTOR = _Window("controller"), _Window("actor")
 
 
-def _current(self, args) -> int:
-    return _STATE["step"]
-
-
 def _trainer(module: ModuleType) -> None:
     """The controller: BasePPOTrainer's train_step (the step), ppo_train and the weight sync. The trainer classes
     are Ray actors, and `ray.remote` copies every inherited method onto the actor class while this module's body
@@ -137,8 +129,8 @@ def _trainer(module: ModuleType) -> None:
         init(self, *args, **kwargs)
         cls = type(self)
         self.train_step = types.MethodType(_train_step(cls.train_step), self)
-        self.ppo_train = types.MethodType(_stamped("update_actor", _current)(cls.ppo_train), self)
-        self.broadcast_to_vllm = types.MethodType(_stamped("weight_sync", _current)(cls.broadcast_to_vllm), self)
+        self.ppo_train = types.MethodType(_stamped("update_actor", cls.ppo_train), self)
+        self.broadcast_to_vllm = types.MethodType(_stamped("weight_sync", cls.broadcast_to_vllm), self)
 
     base.__init__ = __init__
 
@@ -162,7 +154,7 @@ def _experience_maker(module: ModuleType) -> None:
     # OpenRLHF's timing/make_experience: the actor's old log-probs, the reference's (and critic's) passes,
     # the advantages; rlbench records it as old_log_prob (the adapter's MAKE_EXPERIENCE).
     batch = require(maker, "make_experience_batch", RELEASE)
-    maker.make_experience_batch = _stamped("old_log_prob", _current)(batch)
+    maker.make_experience_batch = _stamped("old_log_prob", batch)
 
 
 def _samples_generator(module: ModuleType) -> None:

@@ -742,3 +742,42 @@ def test_profile_nsys_is_refused_in_one_line_before_launch(tmp_path):
         result.stderr
     )
     assert not any(tmp_path.iterdir())  # nothing launched, no record
+
+
+def test_hooks_stamp_the_trainers_calls_even_where_ray_copied_its_methods(tmp_path, monkeypatch):
+    """`ray.remote` copies BasePPOTrainer's methods onto the actor class before a patch to the base applies: the
+    hooked __init__ binds the stamped ones on the instance, each call logged at the step train_step starts."""
+    from rlbench.adapters.openrlhf import hooks
+    from rlbench.adapters.openrlhf.metrics import read_span_log
+
+    monkeypatch.setenv(hooks.SPANS_ENV, str(tmp_path / "spans.jsonl"))
+    monkeypatch.setattr(hooks, "_STATE", {**hooks._STATE, "step": 0})
+
+    class BasePPOTrainer:
+        def __init__(self):
+            self.calls = 0
+
+        def train_step(self, rollout_samples, global_step):
+            self.ppo_train(global_step)
+            self.broadcast_to_vllm()
+            return {}, global_step + 1
+
+        def ppo_train(self, global_steps):
+            self.calls += 1
+
+        def broadcast_to_vllm(self):
+            self.calls += 1
+
+    base = types.ModuleType("openrlhf.trainer.ppo_trainer")
+    base.BasePPOTrainer = BasePPOTrainer
+    hooks._trainer(base)
+
+    class PPOTrainer(BasePPOTrainer):  # as ray.remote leaves it: the inherited methods copied onto the class
+        train_step, ppo_train = BasePPOTrainer.train_step, BasePPOTrainer.ppo_train
+        broadcast_to_vllm = BasePPOTrainer.broadcast_to_vllm
+
+    trainer = PPOTrainer()
+    assert trainer.train_step(["rollout"], 0)[1] == 1 and trainer.train_step(["rollout"], 1)[1] == 2
+    spans = read_span_log(tmp_path / "spans.jsonl")
+    assert trainer.calls == 4 and spans["step"].tolist() == [1, 1, 2, 2]
+    assert spans["stage"].tolist() == ["update_actor", "weight_sync"] * 2
