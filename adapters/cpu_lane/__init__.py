@@ -55,6 +55,8 @@ LOOPBACK_SETTINGS = {
     "gloo on lo, GLOO_SOCKET_IFNAME=lo (GPU: the machine's network address, reachable from other machines)",
 }
 LANE_ENV = "RLBENCH_CPU_LANE"  # which framework's shims a process applies; unset: none
+# A module whose install() a process runs at start-up, lane or not (a framework's measuring hooks); unset: none.
+HOOKS_ENV = "RLBENCH_HOOKS"
 SITE_DIR = Path(__file__).resolve().with_name("site")  # holds only sitecustomize.py, for PYTHONPATH
 
 
@@ -161,10 +163,21 @@ def lanes() -> list[str]:
 
 
 def boot() -> None:
-    """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process (called by sitecustomize)."""
+    """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process, then install the hooks of the
+    module named in $RLBENCH_HOOKS (called by sitecustomize)."""
     framework = os.environ.get(LANE_ENV, "")
     if framework and importlib.util.find_spec(LANE_MODULE.format(framework)) is not None:
         lane_module(framework).install()
+    hooks = os.environ.get(HOOKS_ENV, "")
+    if hooks and importlib.util.find_spec(hooks) is not None:
+        importlib.import_module(hooks).install()
+
+
+def hooks_env(module: str) -> dict[str, str]:
+    """Environment that makes every process of a run, on a GPU or a CPU lane, install `module`'s hooks at start-up
+    (the site folder on PYTHONPATH, as a lane puts it there)."""
+    paths = [str(SITE_DIR), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {HOOKS_ENV: module, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
 def lane_env(framework: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ mapping, what is refused and how metrics are read: docs/adapters/openrlhf.md.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -20,7 +21,7 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import LaneAdapter, LaunchPlan
-from rlbench.adapters.openrlhf import launcher, machine
+from rlbench.adapters.openrlhf import hooks, launcher, machine
 from rlbench.adapters.openrlhf.config import (
     CONTRACT_KEYS,
     CPU_LANE_TOKENS,
@@ -28,6 +29,7 @@ from rlbench.adapters.openrlhf.config import (
     REWARD_FILE,
     REWARD_LOG,
     RUN_NAME,
+    SPANS_LOG,
     SYNC_LOG,
     TENSORBOARD_DIR,
     TP_ZERO_STAGE,
@@ -40,13 +42,14 @@ from rlbench.adapters.openrlhf.config import (
     read_resolved,
     run_flags,
 )
-from rlbench.adapters.openrlhf.metrics import normalize, read_scalars
+from rlbench.adapters.openrlhf.metrics import normalize, read_scalars, read_span_log
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.parallel import NODE_KNOBS, check_nodes, knob_label
+from rlbench.harness.spec.profile import PROFILE_DIR
 from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 
@@ -182,6 +185,18 @@ class OpenRLHFAdapter(LaneAdapter):
                 f"this shape, this machine has {available}"
             )
 
+    def profile_launch(self, spec: RunSpec, run_dir: Path) -> dict[str, Any] | None:
+        """--profile torch: torch.profiler around the chosen RL steps in the controller and each actor training
+        rank (hooks.py; OpenRLHF 0.11.2 has no profiler switch of its own); Chrome traces land in profile/."""
+        if spec.profile is None:
+            return None
+        if spec.profile.tool != "torch":
+            raise RLBenchError(
+                f"--profile {spec.profile.tool}: the OpenRLHF adapter maps --profile torch only (nsys would have to "
+                "wrap each Ray worker OpenRLHF starts); run with --profile torch"
+            )
+        return {**spec.profile.to_dict(), "dir": str(run_dir / PROFILE_DIR)}
+
     def flags(self, spec: RunSpec, model: str, run_dir: Path) -> list[str]:
         """`train_ppo_ray`'s command-line flags for this run (parsed by OpenRLHF's own parser in the tests)."""
         argv: list[str] = []
@@ -284,7 +299,15 @@ class OpenRLHFAdapter(LaneAdapter):
             "--",
             *openrlhf,
         ]
-        env = {"WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            "WANDB_MODE": "disabled",
+            "TOKENIZERS_PARALLELISM": "false",
+            **cpu_lane.hooks_env(hooks.__name__),  # the stage stamps and the profiler, in every OpenRLHF process
+            hooks.SPANS_ENV: str(run_dir / SPANS_LOG),
+        }
+        profile = self.profile_launch(spec, run_dir)
+        if profile is not None:
+            env[hooks.PROFILE_ENV] = json.dumps(profile)
         if spec.workload.model.tiny is not None:
             env["HF_HUB_OFFLINE"] = "1"
         if self.on_lane():
@@ -332,6 +355,10 @@ class OpenRLHFAdapter(LaneAdapter):
     def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
         """The CPU lane launches without --ds.enable_sleep (CPU_LANE_FLAGS): nothing is swapped."""
         return {"update_offload": False}
+
+    def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
+        """Each timed stage call's real start and end, as hooks.py stamped them in OpenRLHF's processes."""
+        return read_span_log(run_dir / SPANS_LOG)
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)

@@ -22,6 +22,7 @@ REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
 TRAIN_MODULE = "openrlhf.cli.train_ppo_ray"
 SYNC_LOG = "openrlhf_weight_sync.jsonl"  # the CPU lane's checksums of the actor's and vLLM's weights per sync
 REWARD_LOG = "openrlhf_rewards.jsonl"  # the CPU lane's log of every scored response
+SPANS_LOG = "openrlhf_spans.jsonl"  # hooks.py: each timed stage call's real start and end, GPU and CPU lane
 
 
 # The equal-work contract's terms (rlbench.harness.spec.equal_work) -> the OpenRLHF 0.11 flags that carry them.

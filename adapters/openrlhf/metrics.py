@@ -1,12 +1,17 @@
-"""OpenRLHF's logged metrics in rlbench's step vocabulary: its TensorBoard scalars, one row per step."""
+"""OpenRLHF's logged metrics in rlbench's step vocabulary: its TensorBoard scalars, one row per step, and the
+stage spans rlbench's hooks stamp in its processes (hooks.py), one row per timed call."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+import pandas as pd
+
 from rlbench.adapters.common import whole_count
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.schema import SPAN_COLUMNS, STAGES
 
 
 def read_scalars(folder: Path) -> dict[int, tuple[dict[str, float], float]]:
@@ -69,3 +74,34 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "peak_device_memory_gb": math.nan,
         "peak_host_rss_gb": math.nan,  # not logged
     }
+
+
+def _span(line: object) -> dict[str, object] | None:
+    """One span line as a SPAN_COLUMNS row, or None for what is not one (a partial or foreign line)."""
+    if not isinstance(line, dict) or line.get("stage") not in STAGES:
+        return None
+    step, start, end = line.get("step"), line.get("start_unix_s"), line.get("end_unix_s")
+    if not isinstance(step, int) or step < 1 or not all(isinstance(t, int | float) for t in (start, end)):
+        return None
+    if not (math.isfinite(start) and math.isfinite(end) and start <= end):
+        return None
+    return {"step": step, "stage": line["stage"], "start_unix_s": float(start), "end_unix_s": float(end)}
+
+
+def read_span_log(path: Path) -> pd.DataFrame | None:
+    """The span log's calls (SPAN_COLUMNS), ordered by start; None when there is none. Each line names its step
+    as the trainer counted it when the call began, so no line is placed by time. A line cut short (the
+    process killed mid-write) or unreadable is skipped: the calls before it count."""
+    if not path.is_file():
+        return None
+    rows = []
+    for text in path.read_text(errors="replace").splitlines():
+        try:
+            row = _span(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+        if row is not None:
+            rows.append(row)
+    if not rows:
+        return None
+    return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)).sort_values(["start_unix_s", "step"], ignore_index=True)

@@ -4,7 +4,8 @@ One real 2-step OpenRLHF GRPO run (DeepSpeed ZeRO-3 on its CPU accelerator, one 
 engine, weights broadcast over gloo) is shared by the checks below. They assert that the
 RL loop is real: after every broadcast vLLM holds exactly the actor's weights (checksums
 both sides log), the actor's optimizer stepped once per step, and the rewards OpenRLHF
-logged are rlbench's scores of the responses it generated.
+logged are rlbench's scores of the responses it generated. The same run profiles its last step
+(`--profile torch --profile-steps 2-2`) and stamps each stage call (spans.parquet).
 
 Runs only where the lane is installed (`nox -s openrlhf_cpu`); skipped elsewhere.
 """
@@ -14,9 +15,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rlbench.harness.record.read import read_record
+from rlbench.harness.record.schema import SPANS_FILE
 from rlbench.workloads.rewards import score
 from tests.conftest import run_cli, run_lane
 
@@ -32,7 +35,9 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def openrlhf_run(tmp_path_factory, model_cache):
-    return run_lane("openrlhf", tmp_path_factory.mktemp("results"), timeout_s=2000)
+    return run_lane(
+        "openrlhf", tmp_path_factory.mktemp("results"), 2000, "--profile", "torch", "--profile-steps", "2-2"
+    )
 
 
 def _lines(path: Path) -> list[dict]:
@@ -79,6 +84,37 @@ def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
     steps = read_record(openrlhf_run)["steps"]
     per_step = [sum(s["score"] for s in scored[i * 16 : (i + 1) * 16]) / 16 for i in range(2)]
     assert steps["reward_mean"].tolist() == pytest.approx(per_step)
+
+
+def test_profile_torch_traces_the_controller_and_the_actor_rank(openrlhf_run):
+    """The step ends the run, so the actor's trace is exported at the final save, the controller's after its log."""
+    profile = json.loads((openrlhf_run / "run.json").read_text())["profile"]
+    assert profile["tool"] == "torch" and profile["steps"] == [2, 2]
+    names = sorted(Path(f).name for f in profile["files"])
+    assert names[0] == "torch-steps-2-2-actor-rank0.json" and names[1].startswith("torch-steps-2-2-controller-")
+    for name in profile["files"]:
+        events = json.loads((openrlhf_run / name).read_text())["traceEvents"]
+        assert any(e.get("cat") == "cpu_op" and e.get("name", "").startswith("aten::") for e in events), name
+    actor = json.loads((openrlhf_run / profile["files"][0]).read_text())["traceEvents"]
+    assert any(e.get("name", "").startswith("aten::mm") for e in actor)  # the update's matmuls, not an idle window
+
+
+def test_stage_spans_are_stamped_inside_their_steps(openrlhf_run):
+    """Four stage calls a step, in pipeline order, each as long as OpenRLHF's own timer says (the hooks stamp the
+    calls it times) and inside the step's window. The window starts at its logged end less OpenRLHF's summed
+    stage times, which leave out the few ms between stages (decode, stats, append): hence the slack."""
+    spans, steps = pd.read_parquet(openrlhf_run / SPANS_FILE), read_record(openrlhf_run)["steps"].set_index("step")
+    timers = {"gen": "time_gen_s", "old_log_prob": "time_old_log_prob_s", "update_actor": "time_update_actor_s"}
+    timers["weight_sync"] = "time_weight_sync_s"
+    for step in (1, 2):
+        calls = spans[spans["step"] == step].sort_values("start_unix_s")
+        assert calls["stage"].tolist() == list(timers)
+        assert (calls["end_unix_s"].diff().dropna() > 0).all()
+        start, end = steps.loc[step, "step_start_unix_s"], steps.loc[step, "step_end_unix_s"]
+        assert calls["start_unix_s"].min() >= start - 0.5 and calls["end_unix_s"].max() <= end
+        for _, call in calls.iterrows():
+            seconds = call["end_unix_s"] - call["start_unix_s"]
+            assert seconds == pytest.approx(steps.loc[step, timers[call["stage"]]], abs=0.05), call["stage"]
 
 
 def test_ls_reports_openrlhf_usable_here():

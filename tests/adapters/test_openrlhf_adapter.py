@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
 import json
 import math
@@ -37,6 +38,7 @@ from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.catalog import available_workloads, load_workload
 from rlbench.workloads.prompts import PromptRecord, write_prompts
 from rlbench.workloads.rewards import score
+from tests.conftest import run_cli
 
 RUN_DIR = Path("/runs/20260101T000000Z-openrlhf-x-abc123")
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -690,3 +692,92 @@ def test_a_damaged_resolved_file_is_no_crash_and_no_resolved(text, tmp_path):
     (tmp_path / openrlhf_config.RESOLVED_FILE).write_text(text)
     record = get_adapter("openrlhf").equal_work(_spec(), tmp_path)
     assert "resolved" not in record and record["applied"]
+
+
+SPAN_SAMPLE = Path(__file__).resolve().parents[1] / "data" / "openrlhf_spans_sample.jsonl"
+
+
+def test_read_spans_reads_a_recorded_span_log_and_skips_its_cut_short_line(tmp_path):
+    """A real log's first two steps (tests/data/openrlhf_spans_sample.md), its last line cut mid-write."""
+    (tmp_path / openrlhf_config.SPANS_LOG).write_bytes(SPAN_SAMPLE.read_bytes())
+    spans = get_adapter("openrlhf").read_spans(tmp_path)
+    assert list(spans.columns) == ["step", "stage", "start_unix_s", "end_unix_s"]
+    assert spans["step"].tolist() == [1, 1, 1, 1, 2, 2, 2, 2]  # step 3's partial line is skipped
+    assert spans["stage"].tolist() == ["gen", "old_log_prob", "update_actor", "weight_sync"] * 2
+    assert (spans["end_unix_s"] >= spans["start_unix_s"]).all() and spans["start_unix_s"].is_monotonic_increasing
+
+
+def test_read_spans_is_none_without_a_usable_log(tmp_path):
+    adapter = get_adapter("openrlhf")
+    assert adapter.read_spans(tmp_path) is None  # no log: OpenRLHF never reached a stage
+    (tmp_path / openrlhf_config.SPANS_LOG).write_text(
+        '{"step": 1, "stage": "gen", "start_unix_s": 2.0, "end_unix_s": 1.0}\n'  # ends before it starts
+        '{"step": 0, "stage": "gen", "start_unix_s": 1.0, "end_unix_s": 2.0}\n'  # no step 0
+        '{"step": 1, "stage": "lunch", "start_unix_s": 1.0, "end_unix_s": 2.0}\n'  # not an rlbench stage
+        "[1, 2]\n"
+        '{"step": 1, "stage": "ge'
+    )
+    assert adapter.read_spans(tmp_path) is None
+
+
+def test_plan_installs_the_hooks_and_carries_the_profile_request():
+    from rlbench.adapters.openrlhf import hooks
+    from rlbench.harness.spec.profile import ProfileRequest
+
+    spec = dataclasses.replace(_spec(), profile=ProfileRequest(tool="torch", first_step=2, last_step=3))
+    env = get_adapter("openrlhf").plan(spec, RunInputs(model=MODEL, prompts=[]), RUN_DIR).env
+    assert env["RLBENCH_HOOKS"] == hooks.__name__ and env["PYTHONPATH"].split(":")[0].endswith("cpu_lane/site")
+    assert env[hooks.SPANS_ENV] == str(RUN_DIR / openrlhf_config.SPANS_LOG)
+    assert json.loads(env[hooks.PROFILE_ENV]) == {"tool": "torch", "steps": [2, 3], "dir": str(RUN_DIR / "profile")}
+    plain = get_adapter("openrlhf").plan(_spec(), RunInputs(model=MODEL, prompts=[]), RUN_DIR).env
+    assert hooks.PROFILE_ENV not in plain and hooks.SPANS_ENV in plain  # spans always, the profiler on request
+
+
+def test_profile_nsys_is_refused_in_one_line_before_launch(tmp_path):
+    result = run_cli(
+        "run", "--framework", "openrlhf", "--workload", "gsm8k-grpo-tiny", "--out", str(tmp_path), "--profile", "nsys"
+    )
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "the OpenRLHF adapter maps --profile torch only" in result.stderr and "run with --profile torch" in (
+        result.stderr
+    )
+    assert not any(tmp_path.iterdir())  # nothing launched, no record
+
+
+def test_hooks_stamp_the_trainers_calls_even_where_ray_copied_its_methods(tmp_path, monkeypatch):
+    """`ray.remote` copies BasePPOTrainer's methods onto the actor class before a patch to the base applies: the
+    hooked __init__ binds the stamped ones on the instance, each call logged at the step train_step starts."""
+    from rlbench.adapters.openrlhf import hooks
+    from rlbench.adapters.openrlhf.metrics import read_span_log
+
+    monkeypatch.setenv(hooks.SPANS_ENV, str(tmp_path / "spans.jsonl"))
+    monkeypatch.setattr(hooks, "_STATE", {**hooks._STATE, "step": 0})
+
+    class BasePPOTrainer:
+        def __init__(self):
+            self.calls = 0
+
+        def train_step(self, rollout_samples, global_step):
+            self.ppo_train(global_step)
+            self.broadcast_to_vllm()
+            return {}, global_step + 1
+
+        def ppo_train(self, global_steps):
+            self.calls += 1
+
+        def broadcast_to_vllm(self):
+            self.calls += 1
+
+    base = types.ModuleType("openrlhf.trainer.ppo_trainer")
+    base.BasePPOTrainer = BasePPOTrainer
+    hooks._trainer(base)
+
+    class PPOTrainer(BasePPOTrainer):  # as ray.remote leaves it: the inherited methods copied onto the class
+        train_step, ppo_train = BasePPOTrainer.train_step, BasePPOTrainer.ppo_train
+        broadcast_to_vllm = BasePPOTrainer.broadcast_to_vllm
+
+    trainer = PPOTrainer()
+    assert trainer.train_step(["rollout"], 0)[1] == 1 and trainer.train_step(["rollout"], 1)[1] == 2
+    spans = read_span_log(tmp_path / "spans.jsonl")
+    assert trainer.calls == 4 and spans["step"].tolist() == [1, 1, 2, 2]
+    assert spans["stage"].tolist() == ["update_actor", "weight_sync"] * 2

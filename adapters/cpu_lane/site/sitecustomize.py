@@ -1,11 +1,12 @@
-"""Loaded by Python at start-up in every process of a CPU-lane run (this folder is on PYTHONPATH).
+"""Loaded by Python at start-up in every process of a run whose framework processes have this folder on PYTHONPATH.
 
-It only applies the shims of the lane named in $RLBENCH_CPU_LANE; see rlbench.adapters.cpu_lane.
+It applies the CPU-lane shims of the framework named in $RLBENCH_CPU_LANE and rlbench's own hooks of the module
+named in $RLBENCH_HOOKS (both may be set); see rlbench.adapters.cpu_lane.boot.
 """
 
 import os
 
-if os.environ.get("RLBENCH_CPU_LANE"):
+if os.environ.get("RLBENCH_CPU_LANE") or os.environ.get("RLBENCH_HOOKS"):
     from rlbench.adapters.cpu_lane import boot
 
     boot()
