@@ -90,7 +90,7 @@ class Adapter(ABC):
             return None
         raise RLBenchError(
             f"--profile {spec.profile.tool}: rlbench does not yet switch on {self.name}'s profiler; "
-            "run without --profile (TRL maps --profile torch)"
+            "run without --profile (TRL, verl and OpenRLHF map --profile torch)"
         )
 
     def check(self, spec: RunSpec) -> None:

@@ -93,12 +93,18 @@ def _gsm8k_problem(row: Row) -> Parsed:
     return Parsed(key=f"{row.split}/{row.index}", question=row.text("question"), ground_truth=truth)
 
 
-def _echo_problem(row: Row) -> Parsed:
-    """GSM8K's question followed by a digit to repeat: the digits cycle 0-9 with the row's position, so no
-    constant reply scores above 1 in 10 and a model must read its prompt to learn the task."""
-    problem = _gsm8k_problem(row)
-    echo = str(row.index % 10)
-    return Parsed(key=problem.key, question=f"{problem.question}\nRepeat this digit: {echo}", ground_truth=echo)
+# The digit every reply of the format task must start with (gsm8k-format).
+FORMAT_DIGIT = "7"
+
+
+def _format_problem(row: Row) -> Parsed:
+    """A format task on GSM8K's rows: a numbered instruction to reply with one fixed digit. Short on purpose:
+    the tiny models' tokenizer is trained on the workload's prompts, and GSM8K's wording would fill its
+    vocabulary with words, leaving a random model almost no digit to start learning from."""
+    problem = _gsm8k_problem(row)  # the same rows, keys and checks as GSM8K
+    # numbered 0-99: a numbering up to 7,472 would fill the tokenizer with multi-digit tokens
+    question = f"Problem {row.index % 100}: answer with {FORMAT_DIGIT}. Answer:"
+    return Parsed(key=problem.key, question=question, ground_truth=FORMAT_DIGIT)
 
 
 def _math_problem(row: Row) -> Parsed:
@@ -125,16 +131,16 @@ DATASETS: dict[str, Dataset] = {
             extract=numeric.extract,
             matches=numeric.matches,
         ),
-        # The learnable echo task on GSM8K's files (the tiny models cannot learn GSM8K itself): each question
-        # ends with a digit the reply must repeat, judged on the reply's first digit.
+        # The learnable format task on GSM8K's rows (the tiny models cannot learn GSM8K itself): reply with one
+        # fixed digit, judged on the reply's first digit.
         Dataset(
-            name="gsm8k-echo",
+            name="gsm8k-format",
             local_dir="gsm8k",
             splits=("train", "test"),
             hub_path="openai/gsm8k",
             hub_config="main",
             hub_revision="cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
-            parse=_echo_problem,
+            parse=_format_problem,
             extract=digit.extract,
             matches=digit.matches,
         ),

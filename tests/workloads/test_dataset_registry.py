@@ -86,7 +86,9 @@ def test_an_incomplete_row_is_refused(field: str, value: object, message: str) -
 def test_unknown_dataset_is_one_line_naming_the_known_ones() -> None:
     with pytest.raises(RLBenchError) as caught:
         dataset_registry.get("gsm9k")
-    assert str(caught.value) == "unknown dataset 'gsm9k'; did you mean 'gsm8k'? valid datasets: gsm8k, gsm8k-echo, math"
+    assert (
+        str(caught.value) == "unknown dataset 'gsm9k'; did you mean 'gsm8k'? valid datasets: gsm8k, gsm8k-format, math"
+    )
     # The loader and the reward refuse it the same way instead of guessing a parser or scorer.
     for call in (lambda: load_problems("gsm9k", "test"), lambda: score("gsm9k", "#### 1", "1")):
         with pytest.raises(RLBenchError, match=r"^unknown dataset 'gsm9k'; did you mean 'gsm8k'\? valid datasets"):
@@ -99,12 +101,12 @@ def test_unknown_dataset_is_one_line_naming_the_known_ones() -> None:
         (
             {"dataset": "mmlu", "split": "test"},
             "mmlu",
-            "data.dataset: unknown dataset 'mmlu'; valid datasets: gsm8k, gsm8k-echo, math",
+            "data.dataset: unknown dataset 'mmlu'; valid datasets: gsm8k, gsm8k-format, math",
         ),
         (
             {"dataset": "gsm8", "split": "test"},
             "gsm8k",
-            "data.dataset: unknown dataset 'gsm8'; did you mean 'gsm8k'? valid datasets: gsm8k, gsm8k-echo, math",
+            "data.dataset: unknown dataset 'gsm8'; did you mean 'gsm8k'? valid datasets: gsm8k, gsm8k-format, math",
         ),
         (
             {"dataset": "math", "split": "train"},

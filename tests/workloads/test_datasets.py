@@ -106,7 +106,7 @@ def test_dataset_names() -> None:
 
 
 def test_unknown_dataset_names_valid_ones() -> None:
-    with pytest.raises(RLBenchError, match=r"unknown dataset 'mmlu'; valid datasets: gsm8k, gsm8k-echo, math"):
+    with pytest.raises(RLBenchError, match=r"unknown dataset 'mmlu'; valid datasets: gsm8k, gsm8k-format, math"):
         load_problems("mmlu", "test")
 
 

@@ -56,7 +56,7 @@ def test_reward_names() -> None:
 
 
 def test_unknown_dataset_raises_naming_valid_ones() -> None:
-    with pytest.raises(RLBenchError, match=r"'mmlu'.*gsm8k, gsm8k-echo, math"):
+    with pytest.raises(RLBenchError, match=r"'mmlu'.*gsm8k, gsm8k-format, math"):
         score("mmlu", "#### 1", "1")
 
 

@@ -140,17 +140,16 @@ def test_a_problem_too_long_for_any_tokenization_is_dropped_before_a_tokenizer_s
     assert [p.uid for p in prompts] == [p.uid for p in short] and max(seen) < 1000
 
 
-def test_the_learnable_workload_has_a_target_and_a_task_no_constant_reply_solves():
+def test_the_learnable_workload_has_a_target_and_a_short_format_task():
     from rlbench.workloads.datasets import load_problems
     from rlbench.workloads.rewards import score
 
-    w = load_workload("gsm8k-echo-grpo-tiny")
+    w = load_workload("gsm8k-format-grpo-tiny")
     assert w.target is not None and w.target.metric == "reward_mean" and 0 < w.target.value <= 1
-    problems = load_problems(w.data.dataset, w.data.split, limit=200)
-    assert all(p.question.endswith(f"Repeat this digit: {p.ground_truth}") for p in problems)
-    best_constant = max(sum(score(w.reward, d, p.ground_truth) for p in problems) / len(problems) for d in "0123456789")
-    assert best_constant <= 0.1 < w.target.value  # reaching the target means reading the prompt
-    assert score(w.reward, f" {problems[3].ground_truth} 5 5", problems[3].ground_truth) == 1.0
+    problems = load_problems(w.data.dataset, w.data.split, limit=50)
+    assert len({p.question for p in problems}) == 50 and {p.ground_truth for p in problems} == {"7"}
+    assert all(len(p.question) < 50 for p in problems)  # the tokenizer learns digits, not GSM8K's words
+    assert score(w.reward, " 7 and 3", "7") == 1.0 and score(w.reward, "no 3 then 7", "7") == 0.0
 
 
 def test_a_workload_without_a_target_has_none():

@@ -1,8 +1,7 @@
-"""One-digit answers of the learnable echo task: the first digit the response writes.
+"""One-digit answers of the learnable format task: the first digit the response writes.
 
-A tiny random model cannot learn GSM8K, so the echo task (dataset `gsm8k-echo`) asks it to repeat the digit
-that ends its prompt; the reply is judged on its first digit, so a model that has learnt the task needs to
-write nothing else first.
+A tiny random model cannot learn GSM8K, so the format task (dataset `gsm8k-format`) asks it to reply with one
+digit; the reply is judged on its first digit, so a model that has learnt the task writes no other digit first.
 
 extract("7 and then 3")   # '7'
 matches("7", "7")         # True
