@@ -77,6 +77,37 @@ def report_run(tmp_path_factory) -> Path:
     return out
 
 
+# The learnable tiny workload whose target every framework must reach (issue: learning parity).
+LEARNABLE = "gsm8k-format-grpo-tiny"
+
+
+def run_to_target(framework: str, out: Path, timeout_s: int, *extra: str) -> dict:
+    """One real run of the learnable tiny workload until its quality target holds (rlbench stops it there);
+    the record, after checking that the target was reached and ended the run."""
+    from rlbench.harness.record.read import read_record
+
+    result = run_cli(
+        "run",
+        "--framework",
+        framework,
+        "--workload",
+        LEARNABLE,
+        "--out",
+        str(out),
+        *extra,
+        timeout=timeout_s + 300,
+        env={"RLBENCH_RUN_TIMEOUT_S": str(timeout_s)},
+    )
+    logs = sorted(out.glob("*/framework.log"))
+    tail = "\n".join(logs[-1].read_text(errors="replace").splitlines()[-40:]) if logs else ""
+    assert result.returncode == 0, result.stderr + tail
+    record = read_record(Path(result.stdout.strip().splitlines()[-1]))
+    rewards = record["steps"]["reward_mean"].round(3).tolist()
+    assert record["target"]["reached"], f"{framework} did not reach the target; rewards per step: {rewards}"
+    assert record["target"]["stopped_at_target"] and record["steps_recorded"] < record["workload"]["steps"]
+    return record
+
+
 def run_lane(framework: str, out: Path, timeout_s: int, *extra: str, env: dict[str, str] | None = None) -> Path:
     """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload (`extra` arguments and
     `env` added); its record folder.

@@ -21,7 +21,7 @@ import pytest
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import SPANS_FILE
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli, run_lane
+from tests.conftest import run_cli, run_lane, run_to_target
 
 pytest.importorskip("openrlhf")
 from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
@@ -140,3 +140,10 @@ def test_openrlhf_runs_data_parallel_across_two_nodes(openrlhf_two_nodes):
     command = " ".join(record["command"])
     assert "--actor.num_nodes 2" in command and "--vllm.num_engines 2" in command
     assert (openrlhf_two_nodes / SYNC_LOG).stat().st_size > 0
+
+
+def test_openrlhf_learns_the_learnable_task_to_its_target(tmp_path, model_cache):
+    """Learning parity, openrlhf's part: on the same format task as TRL, openrlhf's own trainer reaches the target and
+    rlbench stops the run there."""
+    record = run_to_target("openrlhf", tmp_path, timeout_s=900)
+    assert record["target"]["seconds"] > 0 and record["target"]["step"] >= record["target"]["window"]

@@ -20,7 +20,7 @@ import pytest
 
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli, run_lane
+from tests.conftest import run_cli, run_lane, run_to_target
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
@@ -153,3 +153,10 @@ def test_verl_runs_data_parallel_across_two_nodes(verl_two_nodes):
     assert "num_gpus" not in config["ray_kwargs"]["ray_init"]  # a joining driver declares no resources
     for data in _metrics(verl_two_nodes):
         assert data["training/rollout_probs_diff_max"] < 1e-3
+
+
+def test_verl_learns_the_learnable_task_to_its_target(tmp_path, model_cache):
+    """Learning parity, verl's part: on the same format task as TRL, verl's own trainer reaches the target and
+    rlbench stops the run there."""
+    record = run_to_target("verl", tmp_path, timeout_s=900)
+    assert record["target"]["seconds"] > 0 and record["target"]["step"] >= record["target"]["window"]

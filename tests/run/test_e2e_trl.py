@@ -17,7 +17,7 @@ import yaml
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from rlbench.workloads.datasets import load_split
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_to_target
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow
@@ -211,3 +211,10 @@ def test_timeout_is_recorded(tmp_path, model_cache):
     assert result.returncode == 2 and "run failed (timeout)" in result.stderr
     (record_dir,) = list(out.iterdir())
     assert read_record(record_dir)["error"]["kind"] == "timeout"
+
+
+def test_trl_learns_the_learnable_task_to_its_target(tmp_path, model_cache):
+    """Learning parity, TRL's part: the tiny model reaches the format task's target and rlbench stops the run."""
+    record = run_to_target("trl", tmp_path, timeout_s=600)
+    target = record["target"]
+    assert target["seconds"] > 0 and target["tokens"] > 0 and target["step"] >= target["window"]
