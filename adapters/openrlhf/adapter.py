@@ -204,7 +204,9 @@ class OpenRLHFAdapter(LaneAdapter):
             if value is False or value is None:
                 continue  # store_true flags left off
             argv.append(f"--{flag}")
-            if value is not True:
+            if isinstance(value, (list, tuple)):  # nargs flags, e.g. --actor.adam.betas 0.9 0.999
+                argv.extend(str(v) for v in value)
+            elif value is not True:
                 argv.append(str(value))
         return argv
 

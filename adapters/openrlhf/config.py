@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rlbench.harness.spec.equal_work import contract, nested_values
+from rlbench.harness.spec.equal_work import ADAM_BETAS, GRAD_CLIP, WEIGHT_DECAY, contract, nested_values
 from rlbench.harness.spec.runspec import RunSpec
 
 JSONL_FILE = "openrlhf_prompts.jsonl"
@@ -82,11 +82,23 @@ def algorithm_flags(spec: RunSpec) -> dict[str, Any]:
         "actor.eps_clip": a.clip_ratio,
         "train.max_epochs": a.epochs,
         "actor.adam.lr": a.learning_rate,
+        "actor.adam.betas": ADAM_BETAS,  # OpenRLHF's own default is (0.9, 0.95)
+        "actor.adam.weight_decay": WEIGHT_DECAY,
+        "actor.max_norm": GRAD_CLIP,
         "actor.lr_scheduler": "constant",
         "actor.lr_warmup_ratio": 0,
     }
     if not grpo:
-        settings.update({"critic.adam.lr": CRITIC_LR, "critic.lr_scheduler": "constant", "critic.lr_warmup_ratio": 0})
+        settings.update(
+            {
+                "critic.adam.lr": CRITIC_LR,
+                "critic.adam.betas": ADAM_BETAS,
+                "critic.adam.weight_decay": WEIGHT_DECAY,
+                "critic.max_norm": GRAD_CLIP,
+                "critic.lr_scheduler": "constant",
+                "critic.lr_warmup_ratio": 0,
+            }
+        )
     return settings
 
 

@@ -23,7 +23,7 @@ from rlbench.adapters.trl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import SPAN_COLUMNS
 from rlbench.harness.spec.environment import gpus, package_version
-from rlbench.harness.spec.equal_work import contract, manifest
+from rlbench.harness.spec.equal_work import ADAM_BETAS, GRAD_CLIP, WEIGHT_DECAY, contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.profile import PROFILE_DIR
 from rlbench.harness.spec.runspec import RunSpec
@@ -141,6 +141,10 @@ class TRLAdapter(Adapter):
             "seed": spec.seed,
             "max_steps": w.steps * w.updates_per_step,
             "learning_rate": w.algorithm.learning_rate,
+            "adam_beta1": ADAM_BETAS[0],
+            "adam_beta2": ADAM_BETAS[1],
+            "weight_decay": WEIGHT_DECAY,
+            "max_grad_norm": GRAD_CLIP,
             "lr_scheduler_type": "constant",
             "num_generations": w.algorithm.group_size,
             "per_device_train_batch_size": w.mini_batch_prompts * w.algorithm.group_size // p.dp,

@@ -13,7 +13,7 @@ from typing import Any
 
 from rlbench.adapters import cpu_lane
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.spec.equal_work import contract, nested_values
+from rlbench.harness.spec.equal_work import ADAM_BETAS, GRAD_CLIP, WEIGHT_DECAY, contract, nested_values
 from rlbench.harness.spec.profile import PROFILE_DIR, ProfileRequest
 from rlbench.harness.spec.runspec import RunSpec
 
@@ -136,6 +136,9 @@ def algorithm_settings(spec: RunSpec) -> dict[str, Any]:
         f"{actor}.clip_ratio_high": a.clip_ratio,
         f"{actor}.ppo_epochs": a.epochs,
         f"{actor}.optim.lr": a.learning_rate,
+        f"{actor}.optim.betas": list(ADAM_BETAS),
+        f"{actor}.optim.weight_decay": WEIGHT_DECAY,  # verl's own default is 0.01
+        f"{actor}.optim.clip_grad": GRAD_CLIP,
     }
 
 
