@@ -81,8 +81,13 @@ def _step_events(run: RunView, us: Any) -> list[dict[str, Any]]:
     boundaries = (run.record.get("telemetry") or {}).get("step_windows") or "the record's step boundaries"
     events = _meta(STEPS_PID, f"{run.record['framework']['name']} steps", 0, 1, "step")
     measured = "placed" in bars and not bars["placed"].fillna(True).astype(bool).all()
-    stages = "stages (stamped by the framework)" if measured else "stages (placed)"
-    events.append({"ph": "M", "name": "thread_name", "pid": STEPS_PID, "tid": 2, "args": {"name": stages}})
+    # Stamped stages can run at once (verl scores responses while others still decode): a thread per stage, as
+    # the trace-event format nests the spans of one thread. Placed stages are end to end: one thread holds them.
+    names = [str(stage) for stage in dict.fromkeys(bars["stage"]) if stage != "step"]
+    threads = {name: 2 + i for i, name in enumerate(names)} if measured else dict.fromkeys(names, 2)
+    labels = {tid: f"stage: {name}" for name, tid in threads.items()} if measured else {2: "stages (placed)"}
+    for tid, label in labels.items():
+        events.append({"ph": "M", "name": "thread_name", "pid": STEPS_PID, "tid": tid, "args": {"name": label}})
     for _, bar in bars.iterrows():
         start, end = float(bar["start_s"]), float(bar["end_s"])
         common = {"ts": us(start), "dur": max(0.0, (end - start) * 1e6), "pid": STEPS_PID, "ph": "X"}
@@ -103,7 +108,9 @@ def _step_events(run: RunView, us: Any) -> list[dict[str, Any]]:
                 args["why"] = PLACED
             if bool(bar.get("clipped", False)):
                 args["clipped"] = "cut at the step's end: the stages add up to more than its window"
-            events.append({**common, "tid": 2, "name": str(bar["stage"]), "cat": "stage", "args": args})
+            events.append(
+                {**common, "tid": threads[str(bar["stage"])], "name": str(bar["stage"]), "cat": "stage", "args": args}
+            )
     return events
 
 

@@ -35,6 +35,17 @@ def check_trace_events(trace: dict) -> None:
             assert event["args"] and all(isinstance(v, (int, float)) for v in event["args"].values())
         if event["ph"] == "i":
             assert event["s"] in ("t", "p", "g")
+    spans: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for event in trace["traceEvents"]:
+        if event["ph"] == "X":
+            spans.setdefault((event["pid"], event["tid"]), []).append((event["ts"], event["ts"] + event["dur"]))
+    for thread, found in spans.items():  # one thread's spans nest or follow each other, never cross
+        open_ends: list[float] = []
+        for begin, end in sorted(found, key=lambda span: (span[0], -span[1])):
+            while open_ends and open_ends[-1] <= begin + 1:  # 1 us: float rounding of back-to-back spans
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1] + 1, f"spans cross on thread {thread}: ends {open_ends}, {end}"
+            open_ends.append(end)
 
 
 def test_a_recorded_trl_run_becomes_a_valid_trace_with_steps_stages_and_counters():
@@ -120,3 +131,25 @@ def test_stamped_stage_calls_are_drawn_where_they_ran_not_placed():
     check_trace_events(trace)
     stages = [e for e in trace["traceEvents"] if e.get("cat") == "stage"]
     assert [round(e["ts"] - stages[0]["ts"]) for e in stages] == [0, 40000] and not stages[0]["args"]["placed"]
+
+
+def test_stages_that_run_at_once_get_a_thread_each():
+    """verl scores responses while others still decode: its reward span starts inside its gen span and ends after
+    it, which one thread of the trace-event format cannot hold."""
+    run = load_run(RECORD)
+    first = run.steps.dropna(subset=["step_start_unix_s"]).iloc[0]
+    start = float(first["step_start_unix_s"])
+    spans = pd.DataFrame(
+        {
+            "step": [int(first["step"])] * 2,
+            "stage": ["gen", "reward"],
+            "start_unix_s": [start + 0.01, start + 0.03],
+            "end_unix_s": [start + 0.05, start + 0.07],
+        }
+    )
+    trace = build_trace(dataclasses.replace(run, spans=spans))
+    check_trace_events(trace)
+    stages = {e["name"]: e for e in trace["traceEvents"] if e.get("cat") == "stage"}
+    assert stages["gen"]["tid"] != stages["reward"]["tid"]
+    threads = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert threads[stages["reward"]["tid"]] == "stage: reward"
