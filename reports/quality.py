@@ -18,7 +18,7 @@ import seaborn as sns
 
 from rlbench.harness.record.spread import target_spread
 from rlbench.harness.record.time_to_target import moving_mean
-from rlbench.harness.spec.parallel import knob_label
+from rlbench.harness.spec.parallel import Parallelism, knob_label
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 
@@ -102,7 +102,9 @@ def quality_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     groups: dict[tuple, list[dict]] = {}
     for run in _with_target(runs):
         record = run.record
-        key = (record["framework"]["name"], record["workload"]["name"], knob_label(record.get("parallel") or {}))
+        defaults = Parallelism().to_dict()  # a record states every knob: the label names those set away from default
+        knobs = {k: v for k, v in (record.get("parallel") or {}).items() if defaults.get(k) != v}
+        key = (record["framework"]["name"], record["workload"]["name"], knob_label(knobs))
         groups.setdefault(key, []).append(record["target"])
     rows = []
     for (framework, workload, layout), targets in groups.items():
@@ -110,7 +112,7 @@ def quality_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         steps = sorted(s for s in spread["steps_per_run"] if s is not None)
         rows.append(
             [
-                f"{framework} {workload} {layout}".strip(),
+                f"{framework} {workload} {layout}",
                 f"{spread['metric']} >= {spread['value']:g}",
                 f"{spread['reached']}/{spread['n']}",
                 "–" if spread["score"] is None else f"{spread['score']:.4g} ± {spread['std']:.2g}",

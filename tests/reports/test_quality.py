@@ -50,7 +50,7 @@ def test_rows_score_each_framework_over_its_seeds():
     trl, verl = rows
     assert trl[2] == "3/3" and trl[3].startswith("3 ± 0")  # olympic: drop 2 s and 5 s, keep 3 s
     assert trl[4] == "3" and trl[5] == "2-5" and trl[6] == "2, 3, 5"
-    assert "MLPerf" in trl[7]
+    assert "MLPerf" in trl[7] and trl[0].endswith(" defaults")  # the knobs set away from default: none
     assert verl[2] == "0/1" and verl[3] == "–" and verl[4] == "–"
 
 

@@ -73,6 +73,20 @@ def test_one_sweep_runs_all_three_frameworks_on_equal_work(tmp_path, model_cache
     report = (sweep_dir / "report.html").read_text()
     assert "CPU lanes: what these runs substituted" in report
     assert all(name in report for name in ("trl", "verl", "openrlhf"))
+    # `rlbench trace` of each framework's real record: a valid trace whose stages ran where drawn (stamped by TRL's
+    # launcher, from verl's Ray timeline, by rlbench's hooks in OpenRLHF), with the telemetry as counters.
+    from rlbench.reports.load import load_run
+    from rlbench.reports.trace import build_trace
+    from tests.reports.test_trace import check_trace_events
+
+    for name, cell in cells.items():
+        trace = build_trace(load_run(sweep_dir / cell["record"]))
+        check_trace_events(trace)
+        events = trace["traceEvents"]
+        stages = [e for e in events if e.get("cat") == "stage"]
+        assert stages and not any(e["args"]["placed"] for e in stages), name
+        assert {e["args"]["step"] for e in events if e.get("cat") == "step"} == {1, 2}, name
+        assert any(e["ph"] == "C" for e in events), name
 
 
 @pytest.mark.slow
