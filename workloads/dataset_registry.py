@@ -116,17 +116,22 @@ def _math_problem(row: Row) -> Parsed:
 
 # ---------------------------------------------------------------- the registry
 
+# Where GSM8K's files are, for GSM8K and the task built on its rows alike.
+GSM8K_FILES: dict[str, Any] = {
+    "local_dir": "gsm8k",
+    "splits": ("train", "test"),
+    "hub_path": "openai/gsm8k",
+    "hub_config": "main",
+    # The revision UKGovernmentBEIS/inspect_evals pins (GSM8K_DATASET_REVISION), main on 2026-03-16.
+    "hub_revision": "cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+}
+
 DATASETS: dict[str, Dataset] = {
     row.name: row
     for row in (
         Dataset(
             name="gsm8k",
-            local_dir="gsm8k",
-            splits=("train", "test"),
-            hub_path="openai/gsm8k",
-            hub_config="main",
-            # The revision UKGovernmentBEIS/inspect_evals pins (GSM8K_DATASET_REVISION), main on 2026-03-16.
-            hub_revision="cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+            **GSM8K_FILES,
             parse=_gsm8k_problem,
             extract=numeric.extract,
             matches=numeric.matches,
@@ -135,11 +140,7 @@ DATASETS: dict[str, Dataset] = {
         # fixed digit, judged on the reply's first digit.
         Dataset(
             name="gsm8k-format",
-            local_dir="gsm8k",
-            splits=("train", "test"),
-            hub_path="openai/gsm8k",
-            hub_config="main",
-            hub_revision="cc7b047b6e5bb11b4f1af84efc572db110a51b3c",
+            **GSM8K_FILES,
             parse=_format_problem,
             extract=digit.extract,
             matches=digit.matches,
