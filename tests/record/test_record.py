@@ -112,6 +112,21 @@ def test_a_record_from_before_the_moe_fields_has_the_configuration_of_a_new_dens
     assert configuration_key(moe) != configuration_key(new)  # an MoE is another model
 
 
+def test_a_record_from_before_quality_targets_has_the_configuration_of_a_new_one_without():
+    import copy
+
+    from rlbench.harness.record.compare import configuration_key
+
+    old = json.loads((GOLDEN / "run.json").read_text())
+    assert "target" not in old["workload"]
+    new = copy.deepcopy(old)
+    new["workload"]["target"] = None
+    assert configuration_key(old) == configuration_key(new)  # a nightly baseline from before still matches
+    aimed = copy.deepcopy(old)
+    aimed["workload"]["target"] = {"metric": "reward_mean", "value": 0.4, "window": 3, "stop": True}
+    assert configuration_key(aimed) != configuration_key(new)
+
+
 def test_the_type_holds_every_field_of_a_real_record():
     raw = json.loads((GOLDEN / "run.json").read_text())
     assert set(raw) <= RUN_FIELDS
