@@ -23,6 +23,7 @@ from rlbench.harness.predict.run_prediction import hardware_for
 from rlbench.harness.spec.model_arch import arch_for
 from rlbench.harness.spec.parallel import knob_label, parse_grid
 from rlbench.workloads.catalog import load_workload
+from rlbench.workloads.length_priors import length_prior
 from rlbench.workloads.spec import Workload
 
 
@@ -59,7 +60,7 @@ def plan_job(
             f"{launch_shape(loaded, None, ()).micro_batch_tokens} tokens per GPU and a CUDA-graph rollout "
             "engine"
         )
-    priced, length_note = response_lengths(loaded, lengths, lengths_from)
+    priced, length_note = response_lengths(loaded, lengths, lengths_from, model=model_config)
     grid, every = parse_grid(sweeps, flag="--sweep", knobs=LAYOUT_AXES, word="all")
     if clash := sorted({pair.partition("=")[0].strip() for pair in parallel} & set(grid)):
         raise RLBenchError(f"knob {clash[0]!r} is both fixed (--parallel) and swept (--sweep); keep one")
@@ -103,15 +104,24 @@ def _sensitivity(ranked: list[dict[str, Any]], wider: list[dict[str, Any]]) -> s
 
 
 def response_lengths(
-    workload: Workload, text: str | None, run: str | None
+    workload: Workload, text: str | None, run: str | None, *, model: str | None = None
 ) -> tuple[tuple[ResponseLengths | None, float | None], list[str]]:
-    """((distribution, mean) to price, the note that says so) from --lengths or --lengths-from; (None, None)
-    without either: the workload's own lengths (every response at the cap where fixed_length)."""
+    """((distribution, mean) to price, the note that says so) from --lengths (`prior`: the declared prior of the
+    workload's dataset with `model`, by default the workload's) or --lengths-from; (None, None) without either:
+    the workload's own lengths (every response at the cap where fixed_length)."""
     from rlbench.harness.record.read import read_record
 
     if text and run:
         raise RLBenchError("--lengths and --lengths-from both give the response lengths; keep one")
     cap = workload.max_response_length
+    if text and text.strip() == "prior":
+        model = model or workload.model.name
+        lengths = declared_prior(workload, model)
+        where = f"the declared prior of {workload.data.dataset} with {model}"
+        return (lengths, lengths.mean), [
+            _length_note(lengths, lengths.mean, where),
+            f"prior's source: {lengths.source}",
+        ]
     if text:
         lengths = parse_lengths(text, cap)
         return (lengths, lengths.mean), [_length_note(lengths, lengths.mean, "--lengths")]
@@ -142,6 +152,27 @@ def _length_note(lengths: ResponseLengths | None, mean: float, source: str) -> s
         f"(log-normal, {lengths.clipped_fraction:.1%} clipped); a synchronous step decodes to the expected "
         "longest of its batch"
     )
+
+
+def declared_prior(workload: Workload, model: str) -> ResponseLengths:
+    """The length prior of the workload's dataset with this model (rlbench.workloads.length_priors), under the
+    workload's cap: the model, not the workload, sets how long its answers run."""
+    prior = length_prior(workload.data.dataset, model)
+    if prior is None:
+        raise RLBenchError(
+            f"--lengths prior: no declared response-length prior for {workload.data.dataset} with "
+            f"{model}; give --lengths mean=T,p90=T or measure one with --lengths-from RUN"
+        )
+    try:
+        return ResponseLengths(
+            mean=prior.mean,
+            tail=prior.tail,
+            tail_quantile=prior.tail_quantile,
+            cap=workload.max_response_length,
+            source=prior.source,
+        )
+    except ValueError as exc:  # a cap below the prior's mean
+        raise RLBenchError(f"--lengths prior: {str(exc).removeprefix('ResponseLengths.')}") from None
 
 
 def measured_floor(framework: str) -> FrameworkFloor:

@@ -52,9 +52,10 @@ MAX_PREDICT_GPUS = 100_000
 )
 @click.option(
     "--lengths",
-    metavar="mean=T,p90=T",
+    metavar="mean=T,p90=T|prior",
     help="Response lengths as a distribution: the mean and a p90 (or p99) in tokens, capped at the workload's "
-    "max new tokens; a synchronous step then decodes to the expected longest of its batch, not the cap.",
+    "max new tokens, or `prior`, the published lengths declared for the workload's dataset and model; a "
+    "synchronous step then decodes to the expected longest of its batch, not the cap.",
 )
 @click.option(
     "--lengths-from",
