@@ -108,6 +108,30 @@ def run_to_target(framework: str, out: Path, timeout_s: int, *extra: str) -> dic
     return record
 
 
+def check_from_record(out: Path) -> dict:
+    """`rlbench predict --from-record` on the one record under `out` (a real run of the learnable task): its own
+    layout predicted back within the run's measured spread, then scaled to 8 H100s with only the lengths carried
+    over; the first prediction's JSON."""
+    import json
+
+    (run_json,) = out.glob("*/run.json")
+    result = run_cli("predict", "--from-record", str(run_json.parent), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    check = data["consistency"]
+    assert check["n"] >= 5 and check["within_spread"], check
+    timed = [row for row in data["stages"] if row["basis"] == "measured ratio x model"]
+    assert {"gen", "update_actor"} <= {row["stage"] for row in timed}, data["stages"]
+    scaled = run_cli(
+        "predict", "--from-record", str(run_json.parent), "--hardware", "H100-SXM", "--gpus", "8", "--json"
+    )
+    assert scaled.returncode == 0, scaled.stderr
+    other = json.loads(scaled.stdout)
+    assert other["consistency"] is None and all(row["basis"] == "model" for row in other["stages"])
+    assert other["step_time_s"] < data["step_time_s"]  # a 3.4M-parameter model on 8 H100s against 2 CPU cores
+    return data
+
+
 def run_lane(framework: str, out: Path, timeout_s: int, *extra: str, env: dict[str, str] | None = None) -> Path:
     """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload (`extra` arguments and
     `env` added); its record folder.

@@ -21,7 +21,7 @@ import pytest
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import SPANS_FILE
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli, run_lane, run_to_target
+from tests.conftest import check_from_record, run_cli, run_lane, run_to_target
 
 pytest.importorskip("openrlhf")
 from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
@@ -147,3 +147,4 @@ def test_openrlhf_learns_the_learnable_task_to_its_target(tmp_path, model_cache)
     rlbench stops the run there."""
     record = run_to_target("openrlhf", tmp_path, timeout_s=900)
     assert record["target"]["seconds"] > 0 and record["target"]["step"] >= record["target"]["window"]
+    check_from_record(tmp_path)  # predict --from-record on a real record of this framework

@@ -20,7 +20,7 @@ import pytest
 
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli, run_lane, run_to_target
+from tests.conftest import check_from_record, run_cli, run_lane, run_to_target
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
@@ -160,3 +160,4 @@ def test_verl_learns_the_learnable_task_to_its_target(tmp_path, model_cache):
     rlbench stops the run there."""
     record = run_to_target("verl", tmp_path, timeout_s=900)
     assert record["target"]["seconds"] > 0 and record["target"]["step"] >= record["target"]["window"]
+    check_from_record(tmp_path)  # predict --from-record on a real record of this framework

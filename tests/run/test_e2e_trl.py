@@ -17,7 +17,7 @@ import yaml
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from rlbench.workloads.datasets import load_split
-from tests.conftest import run_cli, run_to_target
+from tests.conftest import check_from_record, run_cli, run_to_target
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow
@@ -214,7 +214,9 @@ def test_timeout_is_recorded(tmp_path, model_cache):
 
 
 def test_trl_learns_the_learnable_task_to_its_target(tmp_path, model_cache):
-    """Learning parity, TRL's part: the tiny model reaches the format task's target and rlbench stops the run."""
+    """Learning parity, TRL's part: the tiny model reaches the format task's target and rlbench stops the run.
+    `predict --from-record` then gives the run's own step back within its spread and scales it to GPUs."""
     record = run_to_target("trl", tmp_path, timeout_s=600)
     target = record["target"]
     assert target["seconds"] > 0 and target["tokens"] > 0 and target["step"] >= target["window"]
+    check_from_record(tmp_path)
