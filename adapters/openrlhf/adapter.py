@@ -85,6 +85,9 @@ REFUSED_KNOBS = {
     "Ulysses; use cp instead",
     "fuse": "OpenRLHF 0.11.2's make_experience always runs its old-log-prob and reference passes (no flag skips or "
     "merges them); drop fuse",
+    "partial_rollout": "OpenRLHF 0.11.2's --train.partial_rollout_enable only lets a weight sync pause in-flight "
+    "generation; each batch still waits for its longest sample, which partial_rollout=on says it does not; drop "
+    "partial_rollout (async=one-step or K still overlaps generation with training)",
 }
 
 
@@ -100,6 +103,7 @@ class OpenRLHFAdapter(LaneAdapter):
             "sp": "refused (use cp)",
             "async": "off, one-step, K",
             **dict.fromkeys(NODE_KNOBS, "`--*.num_nodes`"),
+            "partial_rollout": "refused (its flag only pauses for weight sync)",
         }
     )
     brings_own_ray = True

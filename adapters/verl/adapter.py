@@ -90,6 +90,10 @@ K_STEP_REFUSAL = (
     "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
     "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step"
 )
+PARTIAL_ROLLOUT_REFUSAL = (
+    "verl 0.9.1's partial rollout is part of its fully_async_policy trainer (async_training.partial_rollout), "
+    "which rlbench does not launch; drop partial_rollout (async=one-step waits for each batch's longest sample)"
+)
 STEP_TIME = (
     "timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
     "marked_timer('step')), the metric computation after it left out"
@@ -120,6 +124,7 @@ class VerlAdapter(LaneAdapter):
             "fuse": "`rollout_logprobs`",
             "async": "off, one-step",
             **dict.fromkeys(NODE_KNOBS, "`trainer.nnodes`, `rollout.nnodes`"),
+            "partial_rollout": "refused (fully-async trainer not launched)",
         }
     )
     brings_own_ray = True
@@ -141,6 +146,8 @@ class VerlAdapter(LaneAdapter):
     def refuse_knobs(self, spec: RunSpec) -> None:
         """What verl 0.9.1 cannot honour, whatever the machine: one line naming the knob and the reason."""
         p, w = spec.parallel, spec.workload
+        if p.partial_rollout == "on":
+            raise RLBenchError(f"--parallel partial_rollout=on: {PARTIAL_ROLLOUT_REFUSAL}")
         for fusion in p.fuse:
             if fusion in REFUSED_FUSIONS:
                 raise RLBenchError(f"--parallel fuse={fusion}: {REFUSED_FUSIONS[fusion]}")

@@ -133,6 +133,7 @@ def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelSh
         fuse=parallel.fuse,
         async_mode=parallel.async_mode,
         async_staleness=parallel.async_depth if parallel.async_mode == "k-step" else 1,
+        partial_rollout=parallel.partial_rollout == "on",
     )
     if gpus and "dp" in parallel.non_default() and shape.data_parallel != parallel.dp:
         raise RLBenchError(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
+SWITCHES = ("off", "on")  # partial_rollout
 # Stage fusion, as the performance model names it (ParallelShape.fuse): which pass is removed or merged.
 FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
 # Trainer knobs only a Megatron-style backend honours (FSDP and ZeRO-3 have no tp, pp, cp or ep).
@@ -64,6 +65,9 @@ class Parallelism:
     placement: Literal["colocated", "disaggregated"] = "colocated"
     fuse: tuple[str, ...] = ()  # stage fusion (FUSIONS), the model's tuple; spelled `fuse=NAME` or `fuse=none`
     async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
+    # on: the rollout engines refill a finished sample's slot with a new one across step boundaries, so no batch
+    # waits for its longest sample (AReaL's, verl's fully-async partial rollout); needs disaggregated and async
+    partial_rollout: str = "off"
     nodes: int = 1  # machines the job's GPUs (trainer and a disaggregated rollout pool) are spread over, evenly
     gpus_per_node: int | None = None  # GPUs each node has; unset: the cluster's count, or the job's GPUs / nodes
 
@@ -84,6 +88,13 @@ class Parallelism:
             raise RLBenchError(f"--parallel placement={self.placement!r}: must be one of {', '.join(PLACEMENTS)}")
         object.__setattr__(self, "fuse", _fusions(self.fuse))
         object.__setattr__(self, "async_", _async_value(self.async_))
+        if self.partial_rollout not in SWITCHES:
+            raise RLBenchError(f"--parallel partial_rollout={self.partial_rollout!r}: must be on or off")
+        if self.partial_rollout == "on" and (self.placement != "disaggregated" or self.async_ == "off"):
+            raise RLBenchError(
+                "--parallel partial_rollout=on: refilling the engines' slots across steps needs rollout GPUs of "
+                "their own and asynchrony; add --parallel placement=disaggregated and --parallel async=one-step"
+            )
         if self.pp_virtual > 1 and self.pp == 1:
             raise RLBenchError(
                 f"--parallel pp_virtual={self.pp_virtual}: interleaving needs a pipeline; "

@@ -38,6 +38,7 @@ SET_KNOB = {
     "fuse": {"fuse": ("ref_old",)},
     "placement": {"placement": "disaggregated"},
     "async": {"async_": "one-step"},
+    "partial_rollout": {"placement": "disaggregated", "async_": "one-step", "partial_rollout": "on"},
 }
 
 

@@ -71,3 +71,22 @@ def test_a_model_without_a_prior_is_refused_in_one_line():
         "error: --lengths prior: no declared response-length prior for math with Qwen/Qwen2.5-7B-Instruct; "
         "give --lengths mean=T,p90=T or measure one with --lengths-from RUN"
     )
+
+
+def test_partial_rollout_prices_the_mean_not_the_tail_and_every_framework_refuses_it():
+    base = ("predict", "--model-config", QWEN_05B, "--workload", "gsm8k-grpo", "--hardware", "H100-SXM", "--gpus")
+    split = ("16", "--lengths", "mean=300,p99=1000", "--parallel", "placement=disaggregated", "--parallel")
+    waits = json.loads(run_cli(*base, *split, "async=one-step", "--json").stdout)
+    refills = run_cli(*base, *split, "async=one-step", "--parallel", "partial_rollout=on", "--json")
+    assert refills.returncode == 0, refills.stderr
+    assert json.loads(refills.stdout)["step_time_estimate_s"] < waits["step_time_estimate_s"]
+    alone = run_cli(*base, "8", "--parallel", "partial_rollout=on")
+    assert alone.returncode == 2 and "needs rollout GPUs of their own and asynchrony" in alone.stderr
+    for framework, reason in [
+        ("verl", "fully_async_policy"),
+        ("openrlhf", "--train.partial_rollout_enable only lets a weight sync pause"),
+        ("trl", "asynchronous GRPO is experimental"),  # partial_rollout needs async,
+    ]:
+        result = run_cli(*base, *split, "async=one-step", "--parallel", "partial_rollout=on", "--framework", framework)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert reason in result.stderr
