@@ -78,7 +78,7 @@ def judge_reference(record: dict[str, Any], baseline_dir: Path) -> dict[str, Any
     check["seeds"] = seeds
     if len(kept) > 1 and len(set(seeds)) < len(seeds):  # e.g. nights of one seed: a narrower band than seeds give
         check["note"] = "the reference runs share seeds: the band is their run-to-run spread, not the seeds'"
-    check["text"] = check_text(check, metric)
+    check["text"] = check_text(check, metric) + (f" ({check['note']})" if check.get("note") else "")
     return check
 
 

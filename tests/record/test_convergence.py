@@ -149,3 +149,11 @@ def test_too_few_reference_runs_and_another_configuration_are_not_judged(tmp_pat
     assert verdict["reference"]["verdict"] == "not judged" and verdict["reference"]["n_reference"] == 1
     assert "convergence" not in verdict["regressed"]
     assert "not judged (the reference has 1 run(s)" in verdict["reference"]["text"]
+
+
+def test_a_reference_of_one_seed_says_its_band_is_not_the_seeds(tmp_path):
+    for n, rewards in enumerate(LEARNS):  # three nights of the nightly's one seed
+        _record(tmp_path / "baseline" / f"night{n}", rewards, 0, f"2026-11-0{n + 1}")
+    same = _record(tmp_path / "night" / "same", LEARNS[0], 0, "2026-12-01")
+    reference = judge(same, tmp_path / "baseline", 0.05)["reference"]
+    assert reference["verdict"] == "within" and "run-to-run spread, not the seeds'" in reference["text"]
