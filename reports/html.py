@@ -28,7 +28,7 @@ from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
 from rlbench.reports.idle_ledger import idle_rows
 from rlbench.reports.load import load_runs
-from rlbench.reports.quality import quality_rows, quality_view
+from rlbench.reports.quality import quality_rows, quality_verdicts, quality_view
 from rlbench.reports.repeats import pooled_rows
 from rlbench.reports.roofline import roofline_view
 from rlbench.reports.scatter import vs_model_scatter
@@ -101,6 +101,7 @@ def render_report(
         "anatomy": anatomy_rows(runs),
         "idle": idle_rows(runs),
         "quality": quality_rows(runs),
+        "quality_verdicts": quality_verdicts(runs),
         "repeats": pooled_rows(runs),
         "environment": tables.environment_rows(runs),
         "history": None,

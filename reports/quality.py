@@ -4,10 +4,11 @@ workload with a quality target on one plot, and a table of time to target per co
 The curve is what the target is judged on (record.time_to_target: the mean over the target's window of
 steps), drawn against the seconds since the run's first step began and the tokens its steps processed, one
 colour per framework and one line per run (seed), with the target as a dashed line and a ring where a run
-reached it. The table scores each configuration's runs the MLPerf way (record.olympic).
+reached it. The table scores each configuration's runs the MLPerf way (record.olympic); a second table judges
+each pair of configurations on time to target (record.target_compare).
 
-    from rlbench.reports.quality import quality_rows, quality_view
-    quality_view(runs).svg; headers, rows = quality_rows(runs)
+    from rlbench.reports.quality import quality_rows, quality_verdicts, quality_view
+    quality_view(runs).svg; headers, rows = quality_rows(runs); headers, rows = quality_verdicts(runs)
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import pandas as pd
 import seaborn as sns
 
 from rlbench.harness.record.spread import target_spread
-from rlbench.harness.record.time_to_target import moving_mean
-from rlbench.harness.spec.parallel import Parallelism, knob_label
+from rlbench.harness.record.target_compare import pairwise
+from rlbench.harness.record.time_to_target import moving_mean, training_seconds
+from rlbench.harness.spec.parallel import knob_label, knob_pairs, parse_parallel
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
 
@@ -42,15 +44,11 @@ def _with_target(runs: list[RunView]) -> list[RunView]:
 def _curve(run: RunView) -> pd.DataFrame:
     """step, moving mean of the target metric, seconds since the first step began, cumulative tokens."""
     target = run.record["target"]
-    steps = run.steps.sort_values("step")
+    steps = run.steps.sort_values("step").reset_index(drop=True)
     out = pd.DataFrame({"step": steps["step"]})
-    out["quality"] = moving_mean(steps[target["metric"]].astype(float), int(target["window"])).to_numpy()
-    if "step_end_unix_s" in steps and steps["step_end_unix_s"].notna().any():
-        origin = steps["step_start_unix_s"].dropna().iloc[0] if "step_start_unix_s" in steps else None
-        out["seconds"] = (steps["step_end_unix_s"] - origin).to_numpy() if origin is not None else None
-    else:
-        out["seconds"] = steps["wall_step_time_s"].cumsum().to_numpy() if "wall_step_time_s" in steps else None
-    out["tokens"] = steps["total_tokens"].cumsum().to_numpy() if "total_tokens" in steps else None
+    out["quality"] = moving_mean(steps[target["metric"]].astype(float), int(target["window"]))
+    out["seconds"] = training_seconds(steps)  # time to target's own rule, so a ring sits where the record says
+    out["tokens"] = steps["total_tokens"].cumsum() if "total_tokens" in steps else None
     return out
 
 
@@ -97,17 +95,21 @@ def quality_view(runs: list[RunView]) -> View:
     return View.drawn(TITLE, caption, tips.svg(fig), notes)
 
 
-def quality_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
-    """Time to target per configuration (framework, workload, layout) over its runs."""
-    groups: dict[tuple, list[dict]] = {}
+def _configurations(runs: list[RunView]) -> dict[tuple[str, str, str], list[dict]]:
+    """Each configuration (framework, workload, the knobs set away from default) with its runs' targets."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
     for run in _with_target(runs):
         record = run.record
-        defaults = Parallelism().to_dict()  # a record states every knob: the label names those set away from default
-        knobs = {k: v for k, v in (record.get("parallel") or {}).items() if defaults.get(k) != v}
+        knobs = parse_parallel(knob_pairs(record.get("parallel") or {})).non_default()
         key = (record["framework"]["name"], record["workload"]["name"], knob_label(knobs))
         groups.setdefault(key, []).append(record["target"])
+    return groups
+
+
+def quality_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """Time to target per configuration (framework, workload, layout) over its runs."""
     rows = []
-    for (framework, workload, layout), targets in groups.items():
+    for (framework, workload, layout), targets in _configurations(runs).items():
         spread = target_spread(targets)
         steps = sorted(s for s in spread["steps_per_run"] if s is not None)
         rows.append(
@@ -123,3 +125,30 @@ def quality_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return HEADERS, rows
+
+
+VERDICT_HEADERS = ["configuration", "against", "median ratio", "n / reached", "p", "verdict"]
+
+
+def quality_verdicts(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """Every pair of configurations on one workload and target: the later one's time to target against the
+    earlier one's (record.target_compare's rank test, with what bounds it at small n)."""
+    configurations = [
+        (f"{framework} {workload} {layout}", workload, target_spread(targets))
+        for (framework, workload, layout), targets in _configurations(runs).items()
+    ]
+    rows = []
+    for pair in pairwise(configurations):
+        if pair["verdict"] is None:
+            continue  # another workload or target: nothing to compare
+        rows.append(
+            [
+                pair["cand"],
+                pair["base"],
+                "–" if pair["ratio"] is None else f"x{pair['ratio']:.3g}",
+                f"{pair['n_cand']}/{pair['n_base']} runs, reached {pair['reached_cand']}/{pair['reached_base']}",
+                "–" if pair.get("p_value") is None else f"{pair['p_value']:.2g}",
+                pair["verdict"] + (f": {pair['why']}" if pair.get("why") else ""),
+            ]
+        )
+    return VERDICT_HEADERS, rows

@@ -605,7 +605,7 @@ def test_nightly_results_on_a_read_only_filesystem(tmp_path, read_only_dir):
         ),
         (("run", "--workload", "gsm8k-grpo-tiny"), "Missing option '--framework'"),
         (("reprot", "results"), "No such command 'reprot'"),
-        (("compare", "only-one"), "Missing argument 'CANDIDATE'"),
+        (("compare",), "Missing argument 'BASELINE'"),  # one path alone is a sweep to compare within
     ],
 )
 def test_click_usage_errors_are_one_error_line(args, needle):

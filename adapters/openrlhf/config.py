@@ -37,6 +37,9 @@ CONTRACT_KEYS = {
     "budget.log_prob": "rollout.max_tokens_per_gpu",  # make_experience: old log-probs, ref, values
     "train.packing": "ds.packing_samples",
     "train.gradient_checkpointing": "actor.gradient_checkpointing_enable",  # the critic reads the same flag
+    "optim.adam_betas": "actor.adam.betas",  # set in algorithm_flags, the critic's alike
+    "optim.weight_decay": "actor.adam.weight_decay",
+    "optim.grad_clip": "actor.max_norm",
 }
 
 
@@ -82,7 +85,7 @@ def algorithm_flags(spec: RunSpec) -> dict[str, Any]:
         "actor.eps_clip": a.clip_ratio,
         "train.max_epochs": a.epochs,
         "actor.adam.lr": a.learning_rate,
-        "actor.adam.betas": ADAM_BETAS,  # OpenRLHF's own default is (0.9, 0.95)
+        "actor.adam.betas": list(ADAM_BETAS),  # OpenRLHF's own default is (0.9, 0.95)
         "actor.adam.weight_decay": WEIGHT_DECAY,
         "actor.max_norm": GRAD_CLIP,
         "actor.lr_scheduler": "constant",
@@ -92,7 +95,7 @@ def algorithm_flags(spec: RunSpec) -> dict[str, Any]:
         settings.update(
             {
                 "critic.adam.lr": CRITIC_LR,
-                "critic.adam.betas": ADAM_BETAS,
+                "critic.adam.betas": list(ADAM_BETAS),
                 "critic.adam.weight_decay": WEIGHT_DECAY,
                 "critic.max_norm": GRAD_CLIP,
                 "critic.lr_scheduler": "constant",
@@ -106,7 +109,7 @@ def engine_flags(spec: RunSpec) -> dict[str, Any]:
     """The vLLM engine and the training terms of the equal-work contract, as OpenRLHF flags (store_true flags:
     True or left off; budgets: _batches)."""
     terms = contract(spec.workload, spec.parallel).to_dict()
-    return {flag: terms[term] for term, flag in CONTRACT_KEYS.items() if not term.startswith("budget.")}
+    return {flag: terms[term] for term, flag in CONTRACT_KEYS.items() if not term.startswith(("budget.", "optim."))}
 
 
 def batch_flags(spec: RunSpec) -> dict[str, Any]:

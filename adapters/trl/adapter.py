@@ -17,7 +17,15 @@ from typing import Any
 import pandas as pd
 
 from rlbench.adapters.base import Adapter, LaunchPlan
-from rlbench.adapters.trl.config import CONTRACT_KEYS, LAUNCH_FILE, RESOLVED_FILE, VLLM_FIXED, read_resolved
+from rlbench.adapters.trl.config import (
+    CONTRACT_KEYS,
+    LAUNCH_FILE,
+    OPTIM_KEYS,
+    RESOLVED_FILE,
+    VLLM_FIXED,
+    read_resolved,
+    with_betas,
+)
 from rlbench.adapters.trl.machine import vllm_problem
 from rlbench.adapters.trl.metrics import normalize
 from rlbench.harness.errors import RLBenchError
@@ -211,7 +219,7 @@ class TRLAdapter(Adapter):
             }
         )
         resolved, unread = read_resolved(run_dir) if run_dir is not None else (None, None)
-        out = manifest(terms, config, CONTRACT_KEYS, named, resolved=resolved)
+        out = manifest(terms, with_betas(config), {**CONTRACT_KEYS, **OPTIM_KEYS}, named, resolved=resolved)
         if unread:
             out["resolved_missing"] = unread
         return out

@@ -23,6 +23,21 @@ CONTRACT_KEYS = {
 }
 
 
+# The optimiser's terms -> the GRPOConfig fields that carry them; the betas are two fields there, so the record
+# reads them as one pair under ADAM_BETAS_KEY (no GRPOConfig field: never passed to TRL).
+ADAM_BETAS_KEY = "adam_beta1, adam_beta2"
+OPTIM_KEYS = {
+    "optim.adam_betas": ADAM_BETAS_KEY,
+    "optim.weight_decay": "weight_decay",
+    "optim.grad_clip": "max_grad_norm",
+}
+
+
+def with_betas(args: dict[str, Any]) -> dict[str, Any]:
+    """TRL's settings with the betas also as the pair the contract states."""
+    return {**args, ADAM_BETAS_KEY: [args.get("adam_beta1"), args.get("adam_beta2")]}
+
+
 # GRPOConfig field -> the attribute of the vLLM engine settings TRL built from it (RESOLVED_FILE's generation.vllm):
 # where TRL ran vLLM, the value it really passed to the engine is the one read back.
 VLLM_ENGINE_KEYS = {
@@ -54,7 +69,8 @@ def read_resolved(run_dir: Path) -> tuple[tuple[dict[str, Any], str] | None, str
     args = saved.get("args") if isinstance(saved, dict) else None
     if not isinstance(args, dict):
         return None, f"{path.name} holds no TRL args: the launch settings stand unverified"
-    values = {key: args.get(key) for key in CONTRACT_KEYS.values()}
+    args = with_betas(args)
+    values = {key: args.get(key) for key in [*CONTRACT_KEYS.values(), *OPTIM_KEYS.values()]}
     generation = saved.get("generation")
     engine = generation.get("vllm") if isinstance(generation, dict) else None
     if isinstance(engine, dict):

@@ -38,6 +38,9 @@ CONTRACT_KEYS = {
     "budget.critic": "critic.ppo_max_token_len_per_gpu",
     "train.packing": "actor_rollout_ref.model.use_remove_padding",
     "train.gradient_checkpointing": "actor_rollout_ref.model.enable_gradient_checkpointing",
+    "optim.adam_betas": "actor_rollout_ref.actor.optim.betas",  # set in algorithm_settings, the critic's alike
+    "optim.weight_decay": "actor_rollout_ref.actor.optim.weight_decay",
+    "optim.grad_clip": "actor_rollout_ref.actor.optim.clip_grad",
 }
 
 
@@ -163,7 +166,7 @@ def batch_settings(spec: RunSpec) -> dict[str, Any]:
 def engine_settings(spec: RunSpec) -> dict[str, Any]:
     """The vLLM engine and the training terms of the equal-work contract, as verl keys (budgets: _batches)."""
     terms = contract(spec.workload, spec.parallel).to_dict()
-    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith("budget.")}
+    return {key: terms[term] for term, key in CONTRACT_KEYS.items() if not term.startswith(("budget.", "optim."))}
 
 
 def model_settings(spec: RunSpec, model: str) -> dict[str, Any]:

@@ -5,9 +5,12 @@ One night is one folder `<results>/<UTC time>-night-<hex>/` holding a record per
 `report.html`; `<results>/history.html` is redrawn over every night so far.
 A benchmark that fails is recorded and the matrix goes on. The night fails
 (exit 1) when any benchmark failed or any metric regressed significantly beyond
-the threshold (`rlbench compare`'s rule); a benchmark with no baseline yet is
-reported, not failed, so the first night can seed the baseline
-(`--update-baseline` copies a clean night's records into it).
+the threshold (`rlbench compare`'s rule), or when a workload with a quality target learned
+below its convergence reference (record.convergence: the band of the first clean runs of
+its configuration in the baseline folder), even if its steps got faster; a benchmark with
+no baseline yet is reported, not failed, so the first night can seed the baseline
+(`--update-baseline` copies a clean night's records into it; the first five of a
+configuration stay its convergence reference).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from rlbench.harness.nightly.config import Benchmark, NightlyConfig
 from rlbench.harness.out_dir import check_writable, writable_folder
 from rlbench.harness.record.compare import compare_records, configuration_key, data_digest
 from rlbench.harness.record.contention import contention
+from rlbench.harness.record.convergence import REFERENCE_RUNS, check_text, reference_check, target_curve
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import Status, headline
 from rlbench.harness.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
@@ -31,10 +35,10 @@ from rlbench.harness.record.store import RUN_FILE, new_unique_dir, utc_now, writ
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
 
 
-def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
-    """The newest succeeded baseline record of the same configuration and data, if any."""
+def _same_configuration(baseline_dir: Path, record: dict[str, Any]) -> list[tuple[str, Path, dict[str, Any]]]:
+    """(started_at, folder, record) of every succeeded baseline record of the same configuration and data."""
     if not baseline_dir.is_dir():
-        return None
+        return []
     key, digest, found = configuration_key(record), data_digest(record), []
     for run_json in baseline_dir.rglob(RUN_FILE):
         try:
@@ -43,8 +47,56 @@ def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
             continue  # a damaged record, or one of a newer schema: never a silent baseline
         same_data = digest is None or data_digest(candidate) in (None, digest)  # unknown in older records
         if candidate.get("status") == Status.SUCCEEDED and configuration_key(candidate) == key and same_data:
-            found.append((candidate.get("started_at") or "", run_json.parent))
-    return max(found)[1] if found else None
+            found.append((candidate.get("started_at") or "", run_json.parent, candidate))
+    return sorted(found, key=lambda found: found[:2])
+
+
+def find_baseline(baseline_dir: Path, record: dict[str, Any]) -> Path | None:
+    """The newest succeeded baseline record of the same configuration and data, if any."""
+    found = _same_configuration(baseline_dir, record)
+    return found[-1][1] if found else None
+
+
+def judge_reference(record: dict[str, Any], baseline_dir: Path) -> dict[str, Any] | None:
+    """A target workload's curve against its convergence reference: the first `REFERENCE_RUNS` clean records of
+    the same configuration and data in the baseline folder (the first nights promoted with --update-baseline,
+    or a --vary-seed sweep's records copied there); None for a workload without a target."""
+    target = record.get("target")
+    if not isinstance(target, dict):
+        return None
+    metric, window = target["metric"], int(target["window"])
+    reference = [(r, path) for _, path, r in _same_configuration(baseline_dir, record)][:REFERENCE_RUNS]
+    curves = [target_curve(r["steps"], metric, window) for r, _ in reference]
+    kept = [(c, r) for c, (r, _) in zip(curves, reference) if c is not None and not c.empty]
+    curve = target_curve(record["steps"], metric, window)
+    if curve is None:
+        check = {"verdict": "not judged", "why": f"this run logged no {metric}", "flagged": False}
+    else:
+        check = reference_check(curve, [c for c, _ in kept])
+    check["runs"] = [str(path) for _, path in reference]
+    seeds = [r.get("seed") for _, r in kept]
+    check["seeds"] = seeds
+    if len(kept) > 1 and len(set(seeds)) < len(seeds):  # e.g. nights of one seed: a narrower band than seeds give
+        check["note"] = "the reference runs share seeds: the band is their run-to-run spread, not the seeds'"
+    check["text"] = check_text(check, metric) + (f" ({check['note']})" if check.get("note") else "")
+    return check
+
+
+def target_summary(target: dict[str, Any]) -> dict[str, Any]:
+    """The night's view of a run's time to target: whether and where it was reached, and what that cost."""
+    keys = ("metric", "value", "reached", "step", "steps_run", "seconds", "tokens", "gpu_hours", "cost_usd", "cost_why")
+    return {k: target[k] for k in keys if k in target}
+
+
+def target_line(target: dict[str, Any]) -> str:
+    """One line: time to target, or how far the run got without reaching it."""
+    head = f"time to {target['metric']} >= {target['value']:g}: "
+    if not target.get("reached"):
+        return head + f"not reached in {target.get('steps_run')} step(s)"
+    seconds = f"{target['seconds']:.4g} s" if target.get("seconds") is not None else "no step times"
+    cost = f", {target['cost_usd']:.3g} USD" if target.get("cost_usd") is not None else ""
+    gpu_hours = f", {target['gpu_hours']:.3g} GPU-h" if target.get("gpu_hours") is not None else ""
+    return head + f"{seconds} at step {target['step']}{gpu_hours}{cost} (one seed: no spread)"
 
 
 def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, Any]:
@@ -52,12 +104,15 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
     measured on a shared host is marked (`contended`, `baseline_contended`: record.contention's line)."""
     record = read_record(record_dir)
     marks = {"contended": shared} if (shared := contention(record)) else {}
+    if (reference := judge_reference(record, baseline_dir)) is not None:
+        marks.update(target=target_summary(record["target"]), reference=reference)
+    flagged = ["convergence"] if reference and reference["flagged"] else []  # learns slower: fails the night
     baseline = find_baseline(baseline_dir, record)
     if baseline is None:
         return {
             "baseline": None,
             "comparisons": {},
-            "regressed": [],
+            "regressed": flagged,
             "note": "no baseline of this configuration yet",
             **marks,
         }
@@ -67,7 +122,7 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
     return {
         "baseline": str(baseline),
         "comparisons": {name: dataclasses.asdict(c) for name, c in results},
-        "regressed": [name for name, c in results if c.verdict == "regressed"],
+        "regressed": [name for name, c in results if c.verdict == "regressed"] + flagged,
         # too few steps to test, or a change beyond the threshold the test could not confirm: never a pass
         "undecidable": [name for name, c in results if c.verdict in ("undecidable", "inconclusive")],
         **marks,
@@ -263,6 +318,10 @@ def format_night(night: dict[str, Any]) -> str:
                 else "ok"
             )
             lines.append(f"{what}: {outcome} ({verdicts})")
+        if e.get("target"):
+            lines.append(f"  {target_line(e['target'])}")
+        if e.get("reference"):
+            lines.append(f"  {e['reference']['text']}")
         for key, whose in (("contended", "tonight"), ("baseline_contended", "its baseline")):
             if e.get(key):
                 lines.append(f"  {whose}: {e[key]}")

@@ -348,7 +348,8 @@ class RunRecord(_RunStart, total=False):
     profile: dict[str, Any]
     # the workload's quality target (record.time_to_target): {metric, value, window, stop, reached, step, steps_run,
     # best_moving_mean, seconds (first step's start to the reached step's end), seconds_from_launch, tokens,
-    # gpu_hours, energy_j, stopped_at_target}; absent for a workload without one
+    # gpu_hours, energy_j, cost_usd (None with cost_why where unpriced) and gpu_hour_usd, stopped_at_target};
+    # absent for a workload without one
     target: dict[str, Any]
     costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
     vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)

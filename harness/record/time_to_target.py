@@ -7,7 +7,9 @@ single lucky step is not learning. The run's cost to get there is counted up to 
 * `seconds`: training time, from the start of the first step to the end of the reached step. Like MLPerf,
   it leaves out start-up (model load, engine start), which a long run amortises;
 * `seconds_from_launch`: what a user waits, start-up included (from run.json `launched_unix_s`);
-* `steps`, `tokens` (prompt + response tokens of those steps), and with GPUs `gpu_hours` and `energy_j`.
+* `steps`, `tokens` (prompt + response tokens of those steps), and with GPUs `gpu_hours` and `energy_j`;
+* `cost_usd`: `gpu_hours` at the run's $/GPU-hour (and `energy_j` at $/kWh where one is set), priced by
+  `price_target` where rlbench knows a price, else None with `cost_why`.
 
     reached = time_to_target(steps, {"metric": "reward_mean", "value": 0.4, "window": 3}, launched_unix_s, gpus=0)
     reached["reached"], reached["step"], reached["seconds"]
@@ -19,6 +21,8 @@ import math
 from typing import Any
 
 import pandas as pd
+
+from rlbench.harness.telemetry.costs import energy_kwh
 
 
 def moving_mean(values: pd.Series, window: int) -> pd.Series:
@@ -48,11 +52,23 @@ def time_to_target(
     return out
 
 
+def training_seconds(steps: pd.DataFrame) -> pd.Series | None:
+    """Seconds from the start of the first step to the end of each step (steps in step order), the one rule for
+    time to target and for the curves drawn against time: the stamped step boundaries where the run has them,
+    else the running sum of the wall step times; None when a run has neither."""
+    start = _first(steps, "step_start_unix_s")
+    if start is not None and "step_end_unix_s" in steps and steps["step_end_unix_s"].notna().any():
+        return (steps["step_end_unix_s"].astype(float) - start).reset_index(drop=True)
+    if "wall_step_time_s" in steps and steps["wall_step_time_s"].notna().any():
+        return steps["wall_step_time_s"].astype(float).cumsum().reset_index(drop=True)
+    return None
+
+
 def _cost(upto: pd.DataFrame, launched_unix_s: float | None, gpus: int) -> dict[str, Any]:
     """Seconds, tokens, GPU-hours and energy of the steps up to and including the reached one."""
     end = _last(upto, "step_end_unix_s")
-    start = _first(upto, "step_start_unix_s")
-    seconds = end - start if end is not None and start is not None else _sum(upto, "wall_step_time_s")
+    elapsed = training_seconds(upto)
+    seconds = _last(pd.DataFrame({"s": elapsed}), "s") if elapsed is not None else None
     cost: dict[str, Any] = {
         "seconds": seconds,
         "seconds_from_launch": end - launched_unix_s if end is not None and launched_unix_s else None,
@@ -78,3 +94,23 @@ def _sum(frame: pd.DataFrame, column: str) -> float | None:
     if column not in frame or frame[column].isna().all():
         return None
     return float(frame[column].sum())
+
+
+def price_target(target: dict[str, Any], gpu_hour_usd: float | None, kwh_usd: float) -> dict[str, Any]:
+    """`cost_usd` of reaching the target: its GPU-hours at `gpu_hour_usd` plus, where `kwh_usd` is set, its
+    measured energy at that price (telemetry.costs' rule, as the record's cost per 1M tokens); None with
+    `cost_why` where a run did not reach it, used no GPU, or rlbench knows no price for its GPU."""
+    if not target.get("reached"):
+        return {"cost_usd": None, "cost_why": "the target was not reached"}
+    if target.get("gpu_hours") is None:
+        return {"cost_usd": None, "cost_why": "no GPU: rlbench prices GPU-hours only"}
+    if gpu_hour_usd is None:
+        return {
+            "cost_usd": None,
+            "cost_why": "no price for this GPU in rlbench's hardware table; set RLBENCH_GPU_HOUR_USD",
+        }
+    energy_j = target.get("energy_j")
+    if kwh_usd and (energy_j is None or not math.isfinite(energy_j)):
+        return {"cost_usd": None, "cost_why": "RLBENCH_KWH_USD is set but no energy was measured"}
+    energy_usd = energy_kwh(energy_j) * kwh_usd if kwh_usd else 0.0
+    return {"cost_usd": target["gpu_hours"] * gpu_hour_usd + energy_usd, "gpu_hour_usd": gpu_hour_usd}

@@ -25,6 +25,7 @@ import psutil
 
 from rlbench.adapters.base import Adapter, LaunchPlan
 from rlbench.adapters.registry import get_adapter
+from rlbench.harness import settings
 from rlbench.harness.cluster.session import ClusterSession
 from rlbench.harness.cluster.worker_env import cluster_env
 from rlbench.harness.errors import RLBenchError
@@ -51,7 +52,7 @@ from rlbench.harness.record.store import (
     write_spans,
     write_steps,
 )
-from rlbench.harness.record.time_to_target import time_to_target
+from rlbench.harness.record.time_to_target import price_target, time_to_target
 from rlbench.harness.run import profiling
 from rlbench.harness.run.derive import (
     canonical_work,
@@ -470,6 +471,8 @@ def _finish(
             steps, dataclasses.asdict(spec.workload.target), record.get("launched_unix_s"), gpus
         )
         record["target"]["stopped_at_target"] = outcome.at_target
+        price = settings.gpu_hour_usd(_gpu_price(environment))  # the price record["costs"] uses
+        record["target"].update(price_target(record["target"], price, settings.kwh_usd()))
     if not steps.empty:
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework

@@ -75,20 +75,34 @@ class TrainSettings:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class OptimSettings:
+    """The optimiser the policy trains with (and a PPO critic, which each adapter sets alike): AdamW."""
+
+    adam_betas: tuple[float, float]
+    weight_decay: float
+    grad_clip: float  # the gradients' global norm is clipped to this
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Contract:
     engine: EngineSettings
     budget: TokenBudgets
     train: TrainSettings
+    optim: OptimSettings
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat `engine.<field>` / `budget.<role>` / `train.<field>` names: the keys adapters map and records
-        state."""
+        """Flat `engine.<field>` / `budget.<role>` / `train.<field>` / `optim.<field>` names: the keys adapters map
+        and records state (a pair such as the betas as a list, as JSON and the frameworks' configs hold it)."""
         terms = {
             f"{part}.{f.name}": getattr(getattr(self, part), f.name)
-            for part in ("engine", "budget", "train")
+            for part in ("engine", "budget", "train", "optim")
             for f in dataclasses.fields(getattr(self, part))
         }
-        return {term: value for term, value in terms.items() if value is not None}
+        return {
+            term: list(value) if isinstance(value, tuple) else value
+            for term, value in terms.items()
+            if value is not None
+        }
 
 
 def contract(workload: Workload, parallel: Parallelism) -> Contract:
@@ -108,6 +122,7 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
         ),
         budget=TokenBudgets(actor=budget, log_prob=budget, critic=budget if workload.algorithm.name == "ppo" else None),
         train=TrainSettings(packing=True, gradient_checkpointing=workload.gradient_checkpointing),
+        optim=OptimSettings(adam_betas=ADAM_BETAS, weight_decay=WEIGHT_DECAY, grad_clip=GRAD_CLIP),
     )
 
 

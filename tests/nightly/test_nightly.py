@@ -137,6 +137,10 @@ def test_the_shipped_matrix_is_valid(monkeypatch, name):
         assert bench.framework in available()
         load_workload(bench.workload)
         assert parse_parallel(bench.parallel).world_size == 8
+    # one time-to-target benchmark per framework, learning for real: replies end where the model ends them
+    (target,) = [load_workload(b.workload) for b in config.matrix if load_workload(b.workload).target is not None]
+    assert target.name == "gsm8k-grpo-target" and not target.fixed_length and target.target.stop
+    assert target.model.name == "Qwen/Qwen2.5-0.5B-Instruct" and target.steps > 45  # the published curve: step 45
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from rlbench.harness.record.olympic import compare_times, olympic_score, smallest_p
-from rlbench.harness.record.time_to_target import time_to_target
+from rlbench.harness.record.time_to_target import price_target, time_to_target, training_seconds
 
 TARGET = {"metric": "reward_mean", "value": 0.5, "window": 3, "stop": True}
 
@@ -49,6 +49,36 @@ def test_gpu_runs_count_gpu_hours():
     found = time_to_target(_steps([1.0, 1.0, 1.0], step_s=1200.0), TARGET, None, gpus=8)
     assert found["reached"] and found["step"] == 3
     assert found["gpu_hours"] == pytest.approx(8.0)  # 8 GPUs x 3600 s
+
+
+def test_reaching_the_target_is_priced_at_the_gpu_hour_and_energy_prices():
+    steps = _steps([1.0, 1.0, 1.0], step_s=1200.0).assign(energy_j=[1.2e6] * 3)  # 3.6e6 J = 1 kWh in all
+    found = time_to_target(steps, TARGET, None, gpus=8)
+    assert price_target(found, 2.5, 0.0) == {"cost_usd": pytest.approx(20.0), "gpu_hour_usd": 2.5}  # 8 GPU-h
+    assert price_target(found, 2.5, 0.15)["cost_usd"] == pytest.approx(20.15)  # + 1 kWh at 0.15
+
+
+@pytest.mark.parametrize(
+    "gpus, rewards, price, kwh, why",
+    [
+        (8, [1.0] * 3, None, 0.0, "no price for this GPU"),
+        (0, [1.0] * 3, 2.5, 0.0, "no GPU"),
+        (8, [0.0] * 3, 2.5, 0.0, "not reached"),
+        (8, [1.0] * 3, 2.5, 0.15, "no energy was measured"),  # _steps' energy is NaN: never priced as 0 kWh
+    ],
+)
+def test_an_unpriced_target_says_why(gpus, rewards, price, kwh, why):
+    found = time_to_target(_steps(rewards), TARGET, None, gpus=gpus)
+    priced = price_target(found, price, kwh)
+    assert priced["cost_usd"] is None and why in priced["cost_why"]
+
+
+def test_training_seconds_use_the_step_stamps_else_the_summed_step_times():
+    steps = _steps([0.0] * 3, step_s=2.0)
+    assert training_seconds(steps).tolist() == [2.0, 4.0, 6.0]
+    unstamped = steps.drop(columns=["step_start_unix_s", "step_end_unix_s"]).assign(wall_step_time_s=[1.0, 2.0, 4.0])
+    assert training_seconds(unstamped).tolist() == [1.0, 3.0, 7.0]
+    assert training_seconds(unstamped.drop(columns="wall_step_time_s")) is None
 
 
 def test_no_metric_is_not_reached():

@@ -10,7 +10,7 @@ import pytest
 
 from rlbench.harness.record.time_to_target import time_to_target
 from rlbench.reports.load import load_run
-from rlbench.reports.quality import HEADERS, quality_rows, quality_view
+from rlbench.reports.quality import HEADERS, VERDICT_HEADERS, quality_rows, quality_verdicts, quality_view
 
 RECORD = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
 TARGET = {"metric": "reward_mean", "value": 0.5, "window": 2, "stop": True}
@@ -64,3 +64,18 @@ def test_a_target_reached_at_the_window_counts_every_step_before_it():
     run = _run("trl", [0.6, 0.6], 0)
     assert run.record["target"]["step"] == 2 and run.record["target"]["seconds"] == pytest.approx(2.0)
     assert run.record["target"]["seconds_from_launch"] == pytest.approx(12.0)  # launched 10 s before step 1
+
+
+def test_the_verdict_table_judges_each_pair_of_configurations():
+    # trl reaches the target at step 2 (2 s) in every seed, verl at step 2 of 3 s steps (6 s): 5 against 5
+    # fully separated gives the exact two-sided p = 2 / C(10, 5) = 2 / 252 = 0.0079
+    runs = [_run("trl", [0.6, 0.6], seed) for seed in range(5)]
+    runs += [_run("verl", [0.6, 0.6], seed, step_s=3.0) for seed in range(5)]
+    runs += [_run("openrlhf", [0.6, 0.6], 0)]  # one seed: the rank test cannot decide
+    headers, rows = quality_verdicts(runs)
+    assert headers == VERDICT_HEADERS and len(rows) == 3
+    verl_trl, openrlhf_trl, openrlhf_verl = rows
+    assert verl_trl[:2] == ["verl gsm8k-grpo-tiny defaults", "trl gsm8k-grpo-tiny defaults"]
+    assert verl_trl[2] == "x3" and verl_trl[3] == "5/5 runs, reached 5/5" and verl_trl[4] == "0.0079"
+    assert verl_trl[5] == "slower"
+    assert openrlhf_trl[5].startswith("undecidable: at n = 5/1") and openrlhf_trl[4] == "–"

@@ -73,6 +73,9 @@ def _verl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     terms["budget.actor"] = c["actor_rollout_ref"]["actor"]["ppo_max_token_len_per_gpu"]
     terms["train.packing"] = c["actor_rollout_ref"]["model"]["use_remove_padding"]
     terms["train.gradient_checkpointing"] = c["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"]
+    optim = c["actor_rollout_ref"]["actor"]["optim"]
+    terms |= {"optim.adam_betas": list(optim["betas"]), "optim.weight_decay": optim["weight_decay"]}
+    terms["optim.grad_clip"] = optim["clip_grad"]
     # Both forward-only passes: the rollout's old log-probs and the reference model.
     log_prob = {
         rollout["log_prob_max_token_len_per_gpu"],
@@ -99,6 +102,9 @@ def _openrlhf_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
         "budget.log_prob": args.rollout.max_tokens_per_gpu,
         "train.packing": args.ds.packing_samples,
         "train.gradient_checkpointing": args.actor.gradient_checkpointing_enable,
+        "optim.adam_betas": list(args.actor.adam.betas),
+        "optim.weight_decay": args.actor.adam.weight_decay,
+        "optim.grad_clip": args.actor.max_norm,
     }
     if spec.workload.algorithm.name == "ppo":
         terms["budget.critic"] = args.train.max_tokens_per_gpu  # OpenRLHF's one training budget
@@ -111,7 +117,12 @@ def _trl_resolved(spec: RunSpec, monkeypatch) -> dict[str, Any]:
     config = get_adapter("trl").grpo_config(spec, Path("/runs/x"))
     # bf16/use_cpu follow the (emulated) GPU; TrainingArguments refuses bf16 on this CPU, and they are no term.
     resolved = trl.GRPOConfig(**{**config, "bf16": False, "use_cpu": True})
-    terms = {"train.gradient_checkpointing": resolved.gradient_checkpointing}
+    terms = {
+        "train.gradient_checkpointing": resolved.gradient_checkpointing,
+        "optim.adam_betas": [resolved.adam_beta1, resolved.adam_beta2],
+        "optim.weight_decay": resolved.weight_decay,
+        "optim.grad_clip": resolved.max_grad_norm,
+    }
     if resolved.use_vllm:
         terms.update(
             {
@@ -177,7 +188,7 @@ def test_colocated_grpo_engines_are_equal_across_frameworks(workload, monkeypatc
     resolved = {fw: RESOLVE[fw](_spec(fw, workload), monkeypatch) for fw in RESOLVE}
     for term in set().union(*resolved.values()):
         values = {fw: terms[term] for fw, terms in resolved.items() if term in terms}
-        assert len(set(values.values())) == 1, (term, values)
+        assert all(v == [*values.values()][0] for v in values.values()), (term, values)  # a list (betas) unhashable
     assert resolved["verl"]["engine.enable_prefix_caching"] is True and resolved["openrlhf"]["engine.sleep_mode"]
     assert resolved["verl"]["engine.gpu_memory_utilization"] == resolved["trl"]["engine.gpu_memory_utilization"] == 0.5
 
@@ -200,7 +211,12 @@ def test_named_passes_and_transformers_generation():
     one_step = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo", **LAYOUTS["disaggregated"]))
     assert "bypass_mode" in one_step["differences"]["passes.old_log_prob"]
     trl = get_adapter("trl").equal_work(_spec("trl", "gsm8k-grpo-tiny"))  # this CPU: transformers generate
-    assert set(trl["applied"]) == {"train.gradient_checkpointing"}
+    assert set(trl["applied"]) == {
+        "train.gradient_checkpointing",
+        "optim.adam_betas",
+        "optim.weight_decay",
+        "optim.grad_clip",
+    }
     assert all("transformers' generate" in trl["differences"][t] for t in trl["contract"] if t.startswith("engine."))
     assert "passes.old_log_prob" in trl["differences"]  # 4 prompts, one mini-batch: one update per generation
     for framework in ("verl", "openrlhf", "trl"):

@@ -1,5 +1,6 @@
 """`rlbench compare`: two run records, metric by metric; exit 1 on a significant regression, 3 when too few
-steps let the test decide nothing."""
+steps let the test decide nothing. Sweep folders are compared on time to target over their seeds: two sweeps,
+or the configurations of one sweep with each other."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ EXIT_UNDECIDABLE = 3
 
 @click.command()
 @click.argument("baseline")
-@click.argument("candidate")
+@click.argument("candidate", required=False)
 @click.option("--threshold", default="5%", show_default=True, help="Smallest change that counts (e.g. 5% or 0.05).")
 @click.option(
     "--accept-undecidable",
@@ -25,11 +26,13 @@ EXIT_UNDECIDABLE = 3
     help="Exit 0 when too few or too noisy steps leave a metric undecidable or inconclusive (default: exit 3).",
 )
 @user_errors
-def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: bool) -> None:
+def compare(baseline: str, candidate: str | None, threshold: str, accept_undecidable: bool) -> None:
     """Compare two run records; exit 1 when a metric regresses significantly beyond --threshold, 3 when too few
     steps let the test decide nothing. Records of two frameworks on one workload, data and layout get a verdict on
     rlbench's wall step time instead (exit 3 when it cannot be decided). Two sweep folders of a workload with a
-    quality target are compared on time to target over their seeds (a rank test; exit 3 when n cannot decide)."""
+    quality target are compared on time to target over their seeds (a rank test; exit 3 when n cannot decide);
+    one sweep folder alone compares each pair of its configurations that way."""
+    from rlbench.harness.errors import RLBenchError
     from rlbench.harness.record.compare import (
         ACROSS_METRIC,
         across_verdict,
@@ -40,6 +43,14 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
     from rlbench.harness.record.read import read_run_json
     from rlbench.harness.record.sweep_index import INDEX_FILE
 
+    if candidate is None:
+        if not (Path(baseline) / INDEX_FILE).is_file():
+            raise RLBenchError(
+                f"{baseline} is not a sweep folder (no {INDEX_FILE}): compare takes two run records, two sweep "
+                "folders, or one sweep folder whose configurations it compares with each other"
+            )
+        _compare_within(Path(baseline), accept_undecidable)
+        return
     if all((Path(path) / INDEX_FILE).is_file() for path in (baseline, candidate)):
         _compare_sweeps(Path(baseline), Path(candidate), accept_undecidable)
         return
@@ -64,12 +75,26 @@ def compare(baseline: str, candidate: str, threshold: str, accept_undecidable: b
 
 def _compare_sweeps(baseline: Path, candidate: Path, accept_undecidable: bool) -> None:
     """Two sweeps' time to target over their seeds; exit 3 when their n cannot decide."""
-    from rlbench.harness.record.compare import compare_sweep_targets, target_group
     from rlbench.harness.record.spread import target_text
+    from rlbench.harness.record.target_compare import compare_sweep_targets
 
-    found, line = compare_sweep_targets(baseline, candidate)
-    for path in (baseline, candidate):
-        click.echo(f"{path}: {target_text(target_group(path)['target'])}")
-    click.echo(line)
+    base, cand, found = compare_sweep_targets(baseline, candidate)
+    for path, group in ((baseline, base), (candidate, cand)):
+        click.echo(f"{path}: {target_text(group['target'])}")
+    click.echo(found["line"])
     if found["verdict"] == "undecidable" and not accept_undecidable:
+        sys.exit(EXIT_UNDECIDABLE)
+
+
+def _compare_within(sweep: Path, accept_undecidable: bool) -> None:
+    """Each pair of one sweep's configurations on time to target; exit 3 when any pair's n cannot decide."""
+    from rlbench.harness.record.spread import cell_label, target_text
+    from rlbench.harness.record.target_compare import compare_within_sweep
+
+    groups, pairs = compare_within_sweep(sweep)
+    for group in groups:
+        click.echo(f"{cell_label(group)}: {target_text(group['target'])}")
+    for pair in pairs:
+        click.echo(pair["line"])
+    if any(p["verdict"] == "undecidable" for p in pairs) and not accept_undecidable:
         sys.exit(EXIT_UNDECIDABLE)
