@@ -34,9 +34,11 @@ from rlbench.adapters.verl.config import (
     PARQUET_FILE,
     ROLLOUT,
     ROLLOUT_DIR,
+    VAL_PARQUET_FILE,
     algorithm_settings,
     batch_settings,
     engine_settings,
+    eval_settings,
     hydra_value,
     model_settings,
     profile_settings,
@@ -359,6 +361,26 @@ class VerlAdapter(LaneAdapter):
             "trainer.resume_mode": "disable",
             "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
             "hydra.run.dir": str(run_dir / HYDRA_DIR),
+            **eval_settings(spec, run_dir),  # an eval_accuracy target: verl's own validation
+        }
+
+    def evaluation(self, spec: RunSpec) -> dict[str, Any] | None:
+        settings = eval_settings(spec, Path("<run>"))
+        if not settings:
+            return None
+        differences = {
+            "timing": "verl validates inside its step (timing_s/testing within timing_s/step): an evaluating "
+            "step's time includes its evaluation"
+        }
+        if spec.workload.steps % spec.workload.target.eval_every:
+            differences["last_step"] = (
+                "verl also validates at the last step (is_last_step), which is not a multiple of eval_every here"
+            )
+        return {
+            "hook": "verl RayPPOTrainer._validate (data.val_files, trainer.test_freq, rollout.val_kwargs); its "
+            "logged val-core/<data_source>/reward/mean@1",
+            "settings": settings,
+            "differences": differences,
         }
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
@@ -388,8 +410,9 @@ class VerlAdapter(LaneAdapter):
     def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
         """The prompts as verl's parquet (its TaskRunner, a Ray actor on any node, reads them) and the reward
         hook verl loads by path, beside the base's."""
-        launcher.write_parquet(run_dir / "prompts.jsonl", run_dir / PARQUET_FILE)
-        return [*super().node_inputs(spec, inputs, run_dir), run_dir / PARQUET_FILE, REWARD_FILE]
+        launcher.write_inputs(run_dir / "prompts.jsonl", run_dir / PARQUET_FILE)
+        held_out = [run_dir / VAL_PARQUET_FILE] if inputs.eval_prompts else []
+        return [*super().node_inputs(spec, inputs, run_dir), run_dir / PARQUET_FILE, *held_out, REWARD_FILE]
 
     def ray_env(self, run_dir: Path) -> dict[str, str]:
         """What verl's Ray actors must see: the file logger's destination (absolute), no wandb."""

@@ -69,7 +69,15 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.
     row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
+    row["eval_accuracy"] = eval_accuracy(data)
     return row
+
+
+def eval_accuracy(data: dict[str, Any]) -> float:
+    """verl's validation score on a step that validated: val-core/<data_source>/reward/mean@1, the mean of the
+    custom reward (rlbench's) over the held-out problems, one response each; NaN on other steps."""
+    found = [v for k, v in data.items() if k.startswith("val-core/") and k.endswith("/reward/mean@1")]
+    return float(found[0]) if len(found) == 1 and found[0] is not None else math.nan
 
 
 # Stage spans. verl's trainer drives every stage through Ray: the agent loop's `generate_sequences` and the
