@@ -437,7 +437,10 @@ class VerlAdapter(LaneAdapter):
         """Stage calls from Ray's timeline (metrics.py), which verl writes after training; its
         rollouts are numbered back from the last step verl logged."""
         steps = self.read_steps(run_dir)
-        return read_spans(run_dir, int(steps["step"].max()) if not steps.empty else None)
+        if steps.empty:
+            return read_spans(run_dir)
+        evaluated = frozenset(int(s) for s in steps.loc[steps["eval_accuracy"].notna(), "step"])
+        return read_spans(run_dir, int(steps["step"].max()), evaluated)
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)

@@ -785,7 +785,6 @@ def test_hooks_stamp_the_trainers_calls_even_where_ray_copied_its_methods(tmp_pa
 
 def test_an_eval_target_runs_openrlhfs_own_evaluation_from_its_cli(monkeypatch, tmp_path):
     spec = _spec("gsm8k-format-grpo-tiny-eval")
-    get_adapter("openrlhf").check(spec)
     args = run_train_ppo_ray(get_adapter("openrlhf").flags(spec, MODEL, RUN_DIR), monkeypatch).args
     target = spec.workload.target
     assert args.eval.dataset == str(RUN_DIR / openrlhf_config.EVAL_JSONL_FILE)
