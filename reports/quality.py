@@ -43,6 +43,8 @@ def _curve(run: RunView) -> pd.DataFrame:
     """step, moving mean of the target metric, seconds since the first step began, cumulative tokens."""
     target = run.record["target"]
     steps = run.steps.sort_values("step")
+    if target["metric"] == "eval_accuracy":  # the evaluations alone: the window counts evaluations, not steps
+        steps = steps[steps["eval_accuracy"].notna()] if "eval_accuracy" in steps else steps.iloc[:0]
     out = pd.DataFrame({"step": steps["step"]})
     out["quality"] = moving_mean(steps[target["metric"]].astype(float), int(target["window"])).to_numpy()
     if "step_end_unix_s" in steps and steps["step_end_unix_s"].notna().any():

@@ -21,7 +21,7 @@ import pytest
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import SPANS_FILE
 from rlbench.workloads.rewards import score
-from tests.conftest import run_cli, run_lane, run_to_target
+from tests.conftest import assert_eval_lands, run_cli, run_lane, run_to_target
 
 pytest.importorskip("openrlhf")
 from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
@@ -42,6 +42,11 @@ def openrlhf_run(tmp_path_factory, model_cache):
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_eval_accuracy_comes_from_openrlhfs_own_evaluation(openrlhf_run):
+    """The shared run's held-out evaluation at step 2 ran through OpenRLHF's evaluate (--eval.dataset)."""
+    assert_eval_lands(read_record(openrlhf_run), "PPOTrainer.evaluate")
 
 
 def test_record_is_complete_and_names_the_lane(openrlhf_run):

@@ -64,3 +64,17 @@ def test_a_target_reached_at_the_window_counts_every_step_before_it():
     run = _run("trl", [0.6, 0.6], 0)
     assert run.record["target"]["step"] == 2 and run.record["target"]["seconds"] == pytest.approx(2.0)
     assert run.record["target"]["seconds_from_launch"] == pytest.approx(12.0)  # launched 10 s before step 1
+
+
+def test_an_eval_target_draws_its_evaluations():
+    import math
+
+    from rlbench.reports.quality import _curve
+
+    run = _run("trl", [0.0] * 6, 0)
+    steps = run.steps.assign(eval_accuracy=[math.nan, 0.25, math.nan, 0.5, math.nan, 0.75])
+    target = {"metric": "eval_accuracy", "value": 0.5, "window": 2, "eval_every": 2, "eval_problems": 4}
+    run = dataclasses.replace(run, steps=steps, record={**run.record, "target": time_to_target(steps, target, 90, 0)})
+    curve = _curve(run)
+    assert curve["step"].tolist() == [2, 4, 6] and curve["quality"].tolist()[1:] == [0.375, 0.625]
+    assert "reached at step 6" in quality_view([run]).svg
