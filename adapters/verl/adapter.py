@@ -378,7 +378,7 @@ class VerlAdapter(LaneAdapter):
             )
         return {
             "hook": "verl RayPPOTrainer._validate (data.val_files, trainer.test_freq, rollout.val_kwargs); its "
-            "logged val-core/<data_source>/reward/mean@1",
+            "logged val-aux/<data_source>/reward/mean@1 (the reward's mean; val-core's acc where verl adds one)",
             "settings": settings,
             "differences": differences,
         }

@@ -74,9 +74,10 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
 
 
 def eval_accuracy(data: dict[str, Any]) -> float:
-    """verl's validation score on a step that validated: val-core/<data_source>/reward/mean@1, the mean of the
-    custom reward (rlbench's) over the held-out problems, one response each; NaN on other steps."""
-    found = [v for k, v in data.items() if k.startswith("val-core/") and k.endswith("/reward/mean@1")]
+    """verl's validation score on a step that validated: <section>/<data_source>/reward/mean@1, the mean of the
+    custom reward (rlbench's) over the held-out problems, one response each; NaN on other steps. verl files it
+    under val-aux when its reward loop also reports an `acc` (then val-core's), under val-core otherwise."""
+    found = [v for k, v in data.items() if k.startswith(("val-core/", "val-aux/")) and k.endswith("/reward/mean@1")]
     return float(found[0]) if len(found) == 1 and found[0] is not None else math.nan
 
 

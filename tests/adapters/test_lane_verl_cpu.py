@@ -56,13 +56,12 @@ def test_record_is_complete_and_names_the_lane(verl_run):
 
 
 def test_eval_accuracy_comes_from_verls_own_validation(verl_run):
-    """The shared run's held-out evaluation at step 2 ran through verl's _validate (val-core/.../reward/mean@1)."""
+    """The shared run's held-out evaluation at step 2 ran through verl's _validate (val-aux/.../reward/mean@1)."""
     record = read_record(verl_run)
     assert_eval_lands(record, "RayPPOTrainer._validate")
     raw = _metrics(verl_run)
-    assert "val-core/gsm8k/reward/mean@1" not in raw[0] and raw[1]["val-core/gsm8k/reward/mean@1"] == pytest.approx(
-        record["steps"]["eval_accuracy"].iloc[1]
-    )
+    key = "val-aux/gsm8k/reward/mean@1"
+    assert key not in raw[0] and raw[1][key] == pytest.approx(record["steps"]["eval_accuracy"].iloc[1])
 
 
 def test_stage_times_come_from_verls_own_logger(verl_run):

@@ -627,7 +627,7 @@ def test_an_eval_target_runs_verls_own_validation_on_the_held_out_parquet(tiny_m
     assert resolved["trainer"]["test_freq"] == target.eval_every and not resolved["trainer"]["val_before_train"]
     assert (val["n"], val["do_sample"], val["temperature"]) == (1, True, spec.workload.sampling.temperature)
     assert resolved["reward"]["custom_reward_function"]["path"] == str(module.REWARD_FILE)  # as training
-    assert "val-core" in get_adapter("verl").evaluation(spec)["hook"]
+    assert "reward/mean@1" in get_adapter("verl").evaluation(spec)["hook"]
     plain = _verl_checks(_compose(_spec("gsm8k-format-grpo-tiny"), tiny_model))
     assert (
         plain["trainer"]["test_freq"] == -1 and get_adapter("verl").evaluation(_spec("gsm8k-format-grpo-tiny")) is None
@@ -635,8 +635,15 @@ def test_an_eval_target_runs_verls_own_validation_on_the_held_out_parquet(tiny_m
 
 
 def test_verls_validation_score_is_the_steps_eval_accuracy(tmp_path):
-    data = {"timing_s/step": 2.0, "val-core/gsm8k-format/reward/mean@1": 0.5625, "val-aux/num_turns/mean": 2}
+    # as verl 0.9.1 logs it on the lane: the reward's mean under val-aux, the reward loop's acc under val-core
+    data = {
+        "timing_s/step": 2.0,
+        "val-aux/gsm8k-format/reward/mean@1": 0.5625,
+        "val-core/gsm8k-format/acc/mean@1": 0.5625,
+        "val-aux/num_turns/mean": 2,
+    }
     assert verl_metrics.normalize(5, data)["eval_accuracy"] == 0.5625
+    assert verl_metrics.normalize(5, {"val-core/gsm8k/reward/mean@1": 0.25})["eval_accuracy"] == 0.25
     assert math.isnan(verl_metrics.normalize(4, {"timing_s/step": 2.0})["eval_accuracy"])
     # the pre-launch step writes the held-out problems as verl's validation parquet beside the training one
     write_prompts(_records(), tmp_path / "prompts.jsonl")
