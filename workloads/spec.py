@@ -14,6 +14,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry
 
 ALGORITHMS = ("grpo", "ppo")
@@ -340,4 +341,7 @@ class Workload:
         """The same workload run for a different number of steps (warm-up clipped to fit)."""
         from dataclasses import replace
 
-        return replace(self, steps=steps, warmup_steps=min(self.warmup_steps, steps - 1))
+        try:
+            return replace(self, steps=steps, warmup_steps=min(self.warmup_steps, steps - 1))
+        except ValueError as exc:  # e.g. fewer steps than the target's eval_every
+            raise RLBenchError(f"--steps {steps}: workload {self.name}: {exc}; choose more steps") from None

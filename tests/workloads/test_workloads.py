@@ -206,3 +206,8 @@ def test_an_eval_target_on_a_workload_that_trains_on_the_test_split_is_refused(t
 
 def test_a_workload_without_a_target_has_none():
     assert load_workload("gsm8k-grpo-tiny").target is None
+
+
+def test_fewer_steps_than_an_eval_target_evaluates_at_is_one_line():
+    with pytest.raises(RLBenchError, match=r"--steps 2: workload gsm8k-format-grpo-tiny-eval: target.eval_every"):
+        load_workload("gsm8k-format-grpo-tiny-eval").with_steps(2)
