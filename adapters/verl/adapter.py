@@ -369,8 +369,9 @@ class VerlAdapter(LaneAdapter):
         if not settings:
             return None
         differences = {
-            "timing": "verl validates inside its step (timing_s/testing within timing_s/step): an evaluating "
-            "step's time includes its evaluation"
+            "timing": "verl validates after its step timer and before it logs the step: timing_s/step leaves the "
+            "evaluation out, the evaluating step's wall step time (and a target reached there) holds it; TRL and "
+            "OpenRLHF evaluate after the step's log, in the next step's wall time"
         }
         if spec.workload.steps % spec.workload.target.eval_every:
             differences["last_step"] = (

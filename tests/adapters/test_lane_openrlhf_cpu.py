@@ -84,11 +84,12 @@ def test_every_sync_delivers_the_actors_weights_and_the_optimizer_stepped(openrl
 
 def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
     scored = _lines(openrlhf_run / REWARD_LOG)
-    assert len(scored) == 2 * 16
+    assert len(scored) == 2 * 16 + 4  # two steps' responses, then the 4 held-out problems evaluated after step 2
     assert [s["score"] for s in scored] == [score(s["dataset"], s["response"], s["ground_truth"]) for s in scored]
     steps = read_record(openrlhf_run)["steps"]
     per_step = [sum(s["score"] for s in scored[i * 16 : (i + 1) * 16]) / 16 for i in range(2)]
     assert steps["reward_mean"].tolist() == pytest.approx(per_step)
+    assert steps["eval_accuracy"].iloc[1] == pytest.approx(sum(s["score"] for s in scored[32:]) / 4)
 
 
 def test_profile_torch_traces_the_controller_and_the_actor_rank(openrlhf_run):
