@@ -77,7 +77,7 @@ def test_steps_are_measured_and_match_trl(tiny_run):
     assert (steps["time_gen_s"] + steps["time_update_actor_s"] <= steps["step_time_s"] + 1e-6).all()
     assert steps["reward_mean"].between(0, 1).all()
     raw = [json.loads(line) for line in (run_dir / "framework_metrics.jsonl").read_text().splitlines()]
-    logged = [line["trl"] for line in raw if "trl" in line]  # step lines, not the start or evaluation lines
+    logged = [line["trl"] for line in raw if "step" in line and "eval" not in line]  # not the start or evaluation
     # TRL's num_tokens is cumulative prompt+completion tokens seen; ours is per step.
     trl_per_step = [logged[0]["num_tokens"]] + [b["num_tokens"] - a["num_tokens"] for a, b in zip(logged, logged[1:])]
     assert steps["total_tokens"].tolist() == trl_per_step
