@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import asdict, dataclass
+from itertools import islice
 from pathlib import Path
 
 from rlbench.harness.atomic import write_bytes
@@ -101,11 +102,12 @@ def select_eval_prompts(workload: Workload, tokenizer) -> list[PromptRecord]:
             f"train on another split or set target.metric: reward_mean"
         )
     problems = load_split(workload.data.dataset, EVAL_SPLIT).problems
-    kept = [
+    fitting = (
         r
         for r in (render(workload, p) for p in problems if could_fit(workload, p))
         if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length
-    ][: target.eval_problems]
+    )
+    kept = list(islice(fitting, target.eval_problems))  # tokenizes no more of the split than it keeps
     if len(kept) < target.eval_problems:
         raise RLBenchError(
             f"workload {workload.name}: target.eval_problems={target.eval_problems} but the {EVAL_SPLIT} split of "
