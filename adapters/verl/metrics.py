@@ -70,6 +70,7 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
     row["eval_accuracy"] = eval_accuracy(data)
+    row["time_eval_s"] = _num(data, "timing_s/testing")  # after verl's step timer, before its log
     return row
 
 

@@ -139,6 +139,14 @@ STEP_METRICS: dict[str, Metric] = {
             "mean reward over the held-out problems, one sample each, on the steps where the framework's own "
             "validation hook evaluated (an eval_accuracy target: harness.spec.evaluation); NaN on other steps",
         ),
+        _m(
+            "time_eval_s",
+            "s",
+            "lower",
+            "wall time of that evaluation where it falls between the framework's step timer and its step log "
+            "(verl's timing_s/testing: in the step's wall time, not its step_time_s); NaN where the framework "
+            "evaluates after logging the step (TRL, OpenRLHF: in the next step's wall time)",
+        ),
         _m("response_length_mean", "tokens", "neutral", "mean response length"),
         _m("response_length_max", "tokens", "neutral", "longest response of the step (NaN where not logged)"),
         _m(

@@ -641,8 +641,10 @@ def test_verls_validation_score_is_the_steps_eval_accuracy(tmp_path):
         "val-aux/gsm8k-format/reward/mean@1": 0.5625,
         "val-core/gsm8k-format/acc/mean@1": 0.5625,
         "val-aux/num_turns/mean": 2,
+        "timing_s/testing": 1.5,
     }
     assert verl_metrics.normalize(5, data)["eval_accuracy"] == 0.5625
+    assert verl_metrics.normalize(5, data)["time_eval_s"] == 1.5
     assert verl_metrics.normalize(5, {"val-core/gsm8k/reward/mean@1": 0.25})["eval_accuracy"] == 0.25
     assert math.isnan(verl_metrics.normalize(4, {"timing_s/step": 2.0})["eval_accuracy"])
     # the pre-launch step writes the held-out problems as verl's validation parquet beside the training one
