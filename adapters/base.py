@@ -26,6 +26,7 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.runspec import RunSpec
+from rlbench.workloads.prompts import EVAL_PROMPTS_FILE
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,12 @@ class Adapter(ABC):
                     f"--parallel {knob}={value}: not supported by the {self.name} adapter; "
                     f"it supports: {', '.join(sorted(self.supported_knobs))}"
                 )
+        target = spec.workload.target
+        if target is not None and target.evaluates and self.evaluation(spec) is None:
+            raise RLBenchError(
+                f"workload {spec.workload.name}: target.metric eval_accuracy needs held-out evaluation, which the "
+                f"{self.name} adapter does not run; set target.metric: reward_mean"
+            )
         from rlbench.harness.spec.model_arch import workload_arch
         from rlbench.harness.spec.parallel import check_heads
 
@@ -177,6 +184,13 @@ class Adapter(ABC):
         saves that. None for an adapter that does not map it."""
         return None
 
+    def evaluation(self, spec: RunSpec) -> dict[str, Any] | None:
+        """How this framework runs the held-out evaluation of an eval_accuracy target through its own validation
+        hook: {"hook", "settings" (what the launch sets), "differences" (from harness.spec.evaluation's contract,
+        named)}, recorded in run.json's `target.evaluation`; None where the target does not evaluate, or this
+        adapter cannot (then `check` refuses the workload)."""
+        return None
+
     def job_gpus(self, spec: RunSpec) -> int:
         """GPUs the run's layout takes in all (a separate rollout pool's included): a cluster's nodes must hold
         them, spread over `--parallel nodes`."""
@@ -187,7 +201,8 @@ class Adapter(ABC):
         it): the run's prompts and the model's folder when it is a local one. Adapters add their data file
         (converted here, before the pre-launch step would) and reward hook."""
         model = Path(inputs.model)
-        return [run_dir / "prompts.jsonl", *([model] if model.is_dir() else [])]
+        held_out = [run_dir / EVAL_PROMPTS_FILE] if inputs.eval_prompts else []
+        return [run_dir / "prompts.jsonl", *held_out, *([model] if model.is_dir() else [])]
 
     def metrics_file(self, run_dir: Path) -> Path:
         """Where the framework's raw per-step metrics land (watched for progress)."""

@@ -46,9 +46,13 @@ def _curve(run: RunView) -> pd.DataFrame:
     target = run.record["target"]
     steps = run.steps.sort_values("step").reset_index(drop=True)
     out = pd.DataFrame({"step": steps["step"]})
-    out["quality"] = moving_mean(steps[target["metric"]].astype(float), int(target["window"]))
     out["seconds"] = training_seconds(steps)  # time to target's own rule, so a ring sits where the record says
     out["tokens"] = steps["total_tokens"].cumsum() if "total_tokens" in steps else None
+    metric = target["metric"]
+    values = steps[metric].astype(float) if metric in steps else pd.Series(float("nan"), index=steps.index)
+    if metric == "eval_accuracy":  # the evaluations alone: the window counts evaluations, not steps
+        out, values = out[values.notna()], values.dropna()  # seconds and tokens still count every step before
+    out["quality"] = moving_mean(values, int(target["window"]))
     return out
 
 

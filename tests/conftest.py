@@ -132,9 +132,49 @@ def check_from_record(out: Path) -> dict:
     return data
 
 
-def run_lane(framework: str, out: Path, timeout_s: int, *extra: str, env: dict[str, str] | None = None) -> Path:
-    """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload (`extra` arguments and
-    `env` added); its record folder.
+# The shared 2-step runs also evaluate, through each framework's own validation hook, at their last step: 4
+# held-out problems of the test split (an eval_accuracy target the random tiny model does not reach). A few
+# seconds a run; each end-to-end file checks that eval_accuracy lands in its record.
+EVAL_CHECK = "gsm8k-grpo-tiny-eval-check"
+
+
+def eval_check_workload(folder: Path) -> Path:
+    """gsm8k-grpo-tiny with an eval_accuracy target evaluated every 2 steps on 4 problems (a workload file)."""
+    import yaml
+
+    from rlbench.workloads.catalog import WORKLOAD_DIR
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{EVAL_CHECK}.yaml"
+    target = {"metric": "eval_accuracy", "value": 1.0, "window": 1, "eval_every": 2, "eval_problems": 4}
+    mapping = {"include": str(WORKLOAD_DIR / "gsm8k-grpo-tiny.yaml"), "name": EVAL_CHECK, "target": target}
+    path.write_text(yaml.safe_dump(mapping))
+    return path
+
+
+def assert_eval_lands(record: dict, hook: str) -> None:
+    """The run's one evaluation (step 2) is in its steps and its target block, through the framework's hook."""
+    steps, target = record["steps"], record["target"]
+    assert steps["eval_accuracy"].isna().tolist() == [True, False], steps["eval_accuracy"].tolist()
+    accuracy = float(steps["eval_accuracy"].iloc[1])
+    assert accuracy in (0.0, 0.25, 0.5, 0.75, 1.0)  # a mean of 4 problems' rewards, each 0 or 1
+    assert [point["step"] for point in target["curve"]] == [2] and target["curve"][0]["eval_accuracy"] == accuracy
+    assert target["curve"][0]["seconds"] > 0 and target["curve"][0]["tokens"] > 0
+    evaluation = target["evaluation"]
+    assert evaluation["problems"] == 4 and evaluation["split"] == "test" and hook in evaluation["hook"]
+    assert not target["reached"] or accuracy == 1.0
+
+
+def run_lane(
+    framework: str,
+    out: Path,
+    timeout_s: int,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    evaluate: bool = True,
+) -> Path:
+    """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload, with one held-out
+    evaluation unless `evaluate` is off (EVAL_CHECK; `extra` arguments and `env` added); its record folder.
 
     The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
     so a hang still ends in a record; a failure shows the framework's log tail. Every socket the run's
@@ -148,7 +188,7 @@ def run_lane(framework: str, out: Path, timeout_s: int, *extra: str, env: dict[s
             "--framework",
             framework,
             "--workload",
-            "gsm8k-grpo-tiny",
+            str(eval_check_workload(out.with_name(out.name + "-workload"))) if evaluate else "gsm8k-grpo-tiny",
             "--steps",
             "2",
             "--out",

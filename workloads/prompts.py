@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import asdict, dataclass
+from itertools import islice
 from pathlib import Path
 
 from rlbench.harness.atomic import write_bytes
@@ -81,6 +82,38 @@ def select_prompts(workload: Workload, problems: list[Problem], tokenizer) -> li
             "tokens; raise max_prompt_length in the workload file"
         )
     return [kept[i % len(kept)] for i in range(needed)]
+
+
+# The split held out for evaluation (TargetSpec metric eval_accuracy): never the one a run trains on.
+EVAL_SPLIT = "test"
+EVAL_PROMPTS_FILE = "eval_prompts.jsonl"  # beside prompts.jsonl in the run folder; adapters convert it alike
+
+
+def select_eval_prompts(workload: Workload, tokenizer) -> list[PromptRecord]:
+    """The held-out problems every framework evaluates on: the first `target.eval_problems` rows of the
+    dataset's test split that fit max_prompt_length, in file order (no shuffle: the same set for every run).
+    An empty list for a workload whose target does not evaluate."""
+    target = workload.target
+    if target is None or not target.evaluates:
+        return []
+    if workload.data.split == EVAL_SPLIT:
+        raise RLBenchError(
+            f"workload {workload.name}: trains on the {EVAL_SPLIT} split, which eval_accuracy holds out; "
+            f"train on another split or set target.metric: reward_mean"
+        )
+    problems = load_split(workload.data.dataset, EVAL_SPLIT).problems
+    fitting = (
+        r
+        for r in (render(workload, p) for p in problems if could_fit(workload, p))
+        if tokenizer is None or prompt_length(tokenizer, workload, r.prompt) <= workload.max_prompt_length
+    )
+    kept = list(islice(fitting, target.eval_problems))  # tokenizes no more of the split than it keeps
+    if len(kept) < target.eval_problems:
+        raise RLBenchError(
+            f"workload {workload.name}: target.eval_problems={target.eval_problems} but the {EVAL_SPLIT} split of "
+            f"{workload.data.dataset} has {len(kept)} problems that fit max_prompt_length; lower eval_problems"
+        )
+    return kept
 
 
 def write_prompts(records: list[PromptRecord], path: Path) -> None:

@@ -14,6 +14,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rlbench.harness.errors import RLBenchError
 from rlbench.workloads import dataset_registry
 
 ALGORITHMS = ("grpo", "ppo")
@@ -213,32 +214,65 @@ class SamplingSpec:
 
 
 # What a quality target may watch. `reward_mean` is the step's mean training reward, logged alike by every
-# framework and scored by rlbench's own reward; accuracy on held-out problems needs an evaluation pass that
-# rlbench does not yet run through each framework's validation hook.
-TARGET_METRICS = ("reward_mean",)
+# framework and scored by rlbench's own reward; `eval_accuracy` is the mean of that reward over held-out problems
+# (the first `eval_problems` of the dataset's test split, one sample each), evaluated every `eval_every` steps
+# through each framework's own validation hook.
+TARGET_METRICS = ("reward_mean", "eval_accuracy")
+
+
+# A bound on one evaluation: every framework decodes the whole set at once, each `eval_every` steps.
+MAX_EVAL_PROBLEMS = 10_000
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TargetSpec:
     """A quality target (MLPerf's time-to-train): the run has reached it at the first step where the mean of
-    `metric` over the last `window` steps is at least `value`; `stop` ends the run there (else it runs on to
-    `steps`, which is the budget: a run that ends first has not reached it)."""
+    `metric` over its last `window` values is at least `value` (for `eval_accuracy`, the last `window`
+    evaluations); `stop` ends the run there (else it runs on to `steps`, which is the budget: a run that ends
+    first has not reached it)."""
 
     metric: str = "reward_mean"
     value: float
     window: int = 3
     stop: bool = True
+    eval_every: int | None = None  # eval_accuracy only: steps between evaluations (the first after this many)
+    eval_problems: int | None = None  # eval_accuracy only: how many test-split problems each evaluation scores
 
     def __post_init__(self) -> None:
         _require(
             self.metric in TARGET_METRICS,
             "target.metric",
-            f"must be one of {', '.join(TARGET_METRICS)} (held-out accuracy is not evaluated yet), got {self.metric!r}",
+            f"must be one of {', '.join(TARGET_METRICS)}, got {self.metric!r}",
         )
         _number_in(self.value, "target.value", 0.0, 1.0)
         _require(self.value > 0, "target.value", "must be > 0: every run reaches a target of 0 at its first step")
         _positive_int(self.window, "target.window")
         _boolean(self.stop, "target.stop")
+        if self.metric != "eval_accuracy":
+            for name in ("eval_every", "eval_problems"):
+                _require(
+                    getattr(self, name) is None,
+                    f"target.{name}",
+                    "applies to metric eval_accuracy only; remove it or set target.metric: eval_accuracy",
+                )
+            return
+        for name in ("eval_every", "eval_problems"):
+            _require(
+                getattr(self, name) is not None,
+                f"target.{name}",
+                "is required with metric eval_accuracy (e.g. eval_every: 5, eval_problems: 16)",
+            )
+            _positive_int(getattr(self, name), f"target.{name}")
+        _require(
+            self.eval_problems <= MAX_EVAL_PROBLEMS,
+            "target.eval_problems",
+            f"must be at most {MAX_EVAL_PROBLEMS:,}, got {self.eval_problems:,}",
+        )
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the target needs held-out evaluation during the run."""
+        return self.metric == "eval_accuracy"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -287,6 +321,12 @@ class Workload:
         )
         _boolean(self.fixed_length, "fixed_length")
         _boolean(self.gradient_checkpointing, "gradient_checkpointing")
+        if self.target is not None and self.target.evaluates:
+            _require(
+                self.target.eval_every <= self.steps,
+                "target.eval_every",
+                f"must be at most steps ({self.steps}): no evaluation would run, got {self.target.eval_every}",
+            )
 
     @property
     def responses_per_step(self) -> int:
@@ -301,4 +341,7 @@ class Workload:
         """The same workload run for a different number of steps (warm-up clipped to fit)."""
         from dataclasses import replace
 
-        return replace(self, steps=steps, warmup_steps=min(self.warmup_steps, steps - 1))
+        try:
+            return replace(self, steps=steps, warmup_steps=min(self.warmup_steps, steps - 1))
+        except ValueError as exc:  # e.g. fewer steps than the target's eval_every
+            raise RLBenchError(f"--steps {steps}: workload {self.name}: {exc}; choose more steps") from None

@@ -25,6 +25,7 @@ from rlbench.adapters.openrlhf import hooks, launcher, machine
 from rlbench.adapters.openrlhf.config import (
     CONTRACT_KEYS,
     CPU_LANE_TOKENS,
+    EVAL_JSONL_FILE,
     JSONL_FILE,
     REWARD_FILE,
     REWARD_LOG,
@@ -38,11 +39,12 @@ from rlbench.adapters.openrlhf.config import (
     batch_flags,
     cpu_lane_flags,
     engine_flags,
+    eval_flags,
     model_flags,
     read_resolved,
     run_flags,
 )
-from rlbench.adapters.openrlhf.metrics import normalize, read_scalars, read_span_log
+from rlbench.adapters.openrlhf.metrics import eval_accuracy, normalize, read_scalars, read_span_log
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
@@ -340,8 +342,9 @@ class OpenRLHFAdapter(LaneAdapter):
 
     def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
         """The prompts as OpenRLHF's JSONL and the reward hook it loads by path, beside the base's."""
-        launcher.write_jsonl(run_dir / "prompts.jsonl", run_dir / JSONL_FILE)
-        return [*super().node_inputs(spec, inputs, run_dir), run_dir / JSONL_FILE, REWARD_FILE]
+        launcher.write_inputs(run_dir / "prompts.jsonl", run_dir / JSONL_FILE)
+        held_out = [run_dir / EVAL_JSONL_FILE] if inputs.eval_prompts else []
+        return [*super().node_inputs(spec, inputs, run_dir), run_dir / JSONL_FILE, *held_out, REWARD_FILE]
 
     def metrics_file(self, run_dir: Path) -> Path:
         """The newest TensorBoard event file (its name holds a time and pid), else where they will land."""
@@ -369,11 +372,24 @@ class OpenRLHFAdapter(LaneAdapter):
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)
         rows = [
-            normalize(step, values, end)
+            {**normalize(step, values, end), "eval_accuracy": eval_accuracy(values)}
             for step, (values, end) in sorted(steps.items())
             if "train/timing/step_total" in values
-        ]  # not eval points
+        ]  # eval points ride on their step's row
         return pd.DataFrame(rows)
+
+    def evaluation(self, spec: RunSpec) -> dict[str, Any] | None:
+        flags = eval_flags(spec, Path("<run>"))
+        if not flags:
+            return None
+        return {
+            "hook": "OpenRLHF PPOTrainer.evaluate (--eval.dataset, --eval.steps, --eval.temperature, "
+            "--eval.n_samples_per_prompt); its logged eval/eval_<datasource>_pass1",
+            "settings": flags,
+            "differences": {
+                "timing": "OpenRLHF evaluates after the step's log: the evaluation's time falls between steps"
+            },
+        }
 
 
 if __name__ == "__main__":  # the pre-launch module of records written before launcher.py: runs the same step

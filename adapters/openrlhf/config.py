@@ -157,6 +157,26 @@ def run_flags(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         # OpenRLHF always saves the final model; keep it inside the run folder.
         "ckpt.path": str(run_dir / "openrlhf_ckpt"),
         "ckpt.output_dir": str(run_dir / "openrlhf_model"),
+        **eval_flags(spec, run_dir),
+    }
+
+
+EVAL_JSONL_FILE = "openrlhf_eval_prompts.jsonl"  # an eval_accuracy target's held-out problems (--eval.dataset)
+
+
+def eval_flags(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """OpenRLHF's own evaluation (PPOTrainer.evaluate, every --eval.steps steps after the step's log; never before
+    training) for an eval_accuracy target: the held-out JSONL, one sample each at the workload's temperature (the
+    rollout's top_p and max_new_tokens carry over: OpenRLHF copies its generate kwargs), scored by the same reward
+    hook as training (harness.spec.evaluation)."""
+    target = spec.workload.target
+    if target is None or not target.evaluates:
+        return {}
+    return {
+        "eval.dataset": str(run_dir / EVAL_JSONL_FILE),
+        "eval.steps": target.eval_every,
+        "eval.temperature": spec.workload.sampling.temperature,
+        "eval.n_samples_per_prompt": 1,
     }
 
 

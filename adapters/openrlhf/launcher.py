@@ -17,13 +17,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from rlbench.adapters.openrlhf import machine
-from rlbench.adapters.openrlhf.config import RESOLVED_FILE, TRAIN_MODULE
+from rlbench.adapters.openrlhf.config import EVAL_JSONL_FILE, RESOLVED_FILE, TRAIN_MODULE
 from rlbench.adapters.openrlhf.reward import label
 from rlbench.adapters.prelaunch import run_prelaunch
 from rlbench.harness.atomic import write_bytes
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
-from rlbench.workloads.prompts import read_prompts
+from rlbench.workloads.prompts import EVAL_PROMPTS_FILE, read_prompts
 
 
 def openrlhf_row(record) -> dict[str, str]:
@@ -41,6 +41,15 @@ def write_jsonl(prompts: Path, jsonl: Path) -> int:
     rows = [openrlhf_row(r) for r in read_prompts(prompts)]
     write_bytes(jsonl, "".join(json.dumps(row) + "\n" for row in rows).encode())
     return len(rows)
+
+
+def write_inputs(prompts: Path, jsonl: Path) -> int:
+    """The training JSONL, and where the run has held-out problems (eval_prompts.jsonl beside prompts.jsonl)
+    OpenRLHF's eval JSONL beside it (--eval.dataset); returns the training row count."""
+    held_out = prompts.with_name(EVAL_PROMPTS_FILE)
+    if held_out.is_file():
+        write_jsonl(held_out, jsonl.with_name(EVAL_JSONL_FILE))
+    return write_jsonl(prompts, jsonl)
 
 
 def _openrlhf_root() -> Path:
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         data_name="JSONL",
         framework="OpenRLHF",
         machine_ready=machine.machine_ready,
-        convert=write_jsonl,
+        convert=write_inputs,
         note=" (it shuffles prompt order)",
         before_exec=write_resolved,
     )

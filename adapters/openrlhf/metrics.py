@@ -29,7 +29,8 @@ def read_scalars(folder: Path) -> dict[int, tuple[dict[str, float], float]]:
         for point in events.Scalars(tag):
             values, end = steps.setdefault(point.step, ({}, -math.inf))
             values[tag] = float(point.value)  # a step logged twice (a resumed run): the later point wins
-            steps[point.step] = (values, max(end, point.wall_time))
+            # an evaluation, logged after its step, does not move the step's end
+            steps[point.step] = (values, end if tag.startswith("eval/") else max(end, point.wall_time))
     return steps
 
 
@@ -74,6 +75,13 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "peak_device_memory_gb": math.nan,
         "peak_host_rss_gb": math.nan,  # not logged
     }
+
+
+def eval_accuracy(values: dict[str, float]) -> float:
+    """OpenRLHF's evaluation on a step that ran one: eval/eval_<datasource>_pass1, the mean over the held-out
+    problems of the reward hook's score (rlbench's), one sample each at n_samples_per_prompt 1; NaN elsewhere."""
+    found = [v for k, v in values.items() if k.startswith("eval/eval_") and k.endswith("_pass1")]
+    return found[0] if len(found) == 1 else math.nan
 
 
 def _span(line: object) -> dict[str, object] | None:

@@ -27,7 +27,7 @@ from rlbench.adapters.trl.config import (
     with_betas,
 )
 from rlbench.adapters.trl.machine import vllm_problem
-from rlbench.adapters.trl.metrics import normalize
+from rlbench.adapters.trl.metrics import normalize, with_evaluations
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.schema import SPAN_COLUMNS
 from rlbench.harness.spec.environment import gpus, package_version
@@ -35,6 +35,7 @@ from rlbench.harness.spec.equal_work import ADAM_BETAS, GRAD_CLIP, WEIGHT_DECAY,
 from rlbench.harness.spec.inputs import RunInputs
 from rlbench.harness.spec.profile import PROFILE_DIR
 from rlbench.harness.spec.runspec import RunSpec
+from rlbench.workloads.prompts import EVAL_PROMPTS_FILE
 
 NO_PACKING = "TRL 1.16's GRPOTrainer pads each micro-batch to its longest sequence (no packing)"
 NO_ENGINE = (
@@ -179,6 +180,7 @@ class TRLAdapter(Adapter):
             "model_init_kwargs": {"dtype": w.model.dtype if on_gpu else "float32"},
             "use_vllm": use_vllm,
         }
+        config.update(self._eval_config(spec, config["per_device_train_batch_size"]))
         if use_vllm:
             terms = contract(w, p).to_dict()
             config.update(
@@ -187,6 +189,35 @@ class TRLAdapter(Adapter):
                 **{key: terms[term] for term, key in CONTRACT_KEYS.items()},
             )
         return config
+
+    @staticmethod
+    def _eval_config(spec: RunSpec, batch: int) -> dict[str, Any]:
+        """TRL's own evaluation (Trainer's eval loop, GRPOTrainer's eval generation and reward) every eval_every
+        RL steps: TRL counts optimiser updates, updates_per_step of them to an RL step. One generation per
+        problem; the training batch size bounds an eval batch's memory."""
+        target = spec.workload.target
+        if target is None or not target.evaluates:
+            return {}
+        return {
+            "eval_strategy": "steps",
+            "eval_steps": target.eval_every * spec.workload.updates_per_step,
+            "num_generations_eval": 1,
+            "per_device_eval_batch_size": max(1, min(batch, target.eval_problems)),
+        }
+
+    def evaluation(self, spec: RunSpec) -> dict[str, Any] | None:
+        settings = self._eval_config(spec, self.grpo_config(spec, Path("."))["per_device_train_batch_size"])
+        if not settings:
+            return None
+        return {
+            "hook": "TRL GRPOTrainer's evaluation (eval_dataset, eval_strategy='steps'); its logged eval_reward",
+            "settings": settings,
+            "differences": {
+                "decoding": "TRL 1.16 evaluates with its training generation config (do_sample, the training "
+                "temperature and top_p); it has no greedy evaluation, so every framework samples alike",
+                "timing": "TRL evaluates after the step's metrics line: the evaluation's time falls between steps",
+            },
+        }
 
     def equal_work(self, spec: RunSpec, run_dir: Path | None = None) -> dict[str, Any]:
         config = self.grpo_config(spec, Path("."))
@@ -242,6 +273,7 @@ class TRLAdapter(Adapter):
             "dataset": spec.workload.data.dataset,
             "chat": spec.workload.prompt.chat,
             "prompts_file": str(run_dir / "prompts.jsonl"),
+            "eval_prompts_file": str(run_dir / EVAL_PROMPTS_FILE) if inputs.eval_prompts else None,
             "metrics_file": str(self.metrics_file(run_dir)),
             "resolved_file": str(run_dir / RESOLVED_FILE),
             "updates_per_step": spec.workload.updates_per_step,
@@ -287,8 +319,9 @@ class TRLAdapter(Adapter):
                     )
         return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)) if rows else None
 
-    def _lines(self, run_dir: Path) -> list[dict[str, Any]]:
-        """The launcher's step lines (read_steps and read_spans both read them)."""
+    def _lines(self, run_dir: Path, kind: str = "step") -> list[dict[str, Any]]:
+        """The launcher's step lines (read_steps and read_spans both read them), or with kind "eval" its
+        evaluation lines ({"step", "eval": TRL's eval logs})."""
         path = self.metrics_file(run_dir)
         lines = []
         for text in path.read_text().splitlines() if path.exists() else []:
@@ -296,9 +329,10 @@ class TRLAdapter(Adapter):
                 line = json.loads(text)
             except json.JSONDecodeError:
                 continue  # the line being written when the launcher was killed: the steps before it count
-            if isinstance(line, dict) and "step" in line:
+            if isinstance(line, dict) and "step" in line and ("eval" in line) == (kind == "eval"):
                 lines.append(line)
         return lines
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
-        return pd.DataFrame([normalize(line) for line in self._lines(run_dir)])
+        steps = pd.DataFrame([normalize(line) for line in self._lines(run_dir)])
+        return with_evaluations(steps, self._lines(run_dir, "eval"))

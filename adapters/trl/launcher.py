@@ -75,6 +75,8 @@ def instrumented_trainer_class():
             self.rlbench_spans: list[list[Any]] = []  # [stage, start unix s, end unix s]: when, not only how long
 
         def _timed(self, stage: str, fn, *args: Any, **kwargs: Any):
+            if not self.model.training:  # TRL's evaluation (an eval_accuracy target): between steps, in no stage
+                return fn(*args, **kwargs)
             start, start_unix = time.perf_counter(), time.time()
             try:
                 return fn(*args, **kwargs)
@@ -96,6 +98,8 @@ def instrumented_trainer_class():
             return self._timed(stage, super()._get_per_token_logps_and_entropies, model, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
+            if not self.model.training:  # evaluation batches are no step's experience or tokens
+                return super()._generate_and_score_completions(inputs)
             start, start_unix = time.perf_counter(), time.time()
             output = super()._generate_and_score_completions(inputs)
             self.rlbench_stages["make_experience"] += time.perf_counter() - start
@@ -132,6 +136,11 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
             if not state.is_world_process_zero or not logs or "train_runtime" in logs:
                 return
             if state.global_step % updates_per_step != 0 or self.step_start is None:
+                return
+            if any(key.startswith("eval_") for key in logs):  # TRL's evaluation, logged after the step's line
+                line = {"step": state.global_step // updates_per_step, "eval": logs}
+                with metrics_file.open("a") as handle:
+                    handle.write(json.dumps(line) + "\n")
                 return
             flush_start = time.perf_counter()
             stages = dict(self.trainer.rlbench_stages)
@@ -219,11 +228,13 @@ def main(launch_file: str) -> None:
     callbacks = [callback]  # the metrics line first: a profiled step's export comes after it is logged
     if launch.get("profile"):
         callbacks.append(profiler_callback(launch["profile"], launch["updates_per_step"]))
+    held_out = launch.get("eval_prompts_file")  # an eval_accuracy target's held-out problems, else None
     trainer = instrumented_trainer_class()(
         model=launch["model"],
         reward_funcs=[make_reward_func(launch["dataset"])],
         args=config,
         train_dataset=build_dataset(Path(launch["prompts_file"]), launch["chat"]),
+        eval_dataset=build_dataset(Path(held_out), launch["chat"]) if held_out else None,
         callbacks=callbacks,
     )
     callback.trainer = trainer

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pandas as pd
+
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
 _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
 
@@ -37,3 +39,14 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     device_memory = memory.get("peak_device_memory_gb")
     row["peak_device_memory_gb"] = math.nan if device_memory is None else device_memory
     return row
+
+
+def with_evaluations(steps: pd.DataFrame, evaluations: list[dict[str, Any]]) -> pd.DataFrame:
+    """The step rows with `eval_accuracy` on the steps TRL evaluated: its `eval_reward`, the mean over the
+    held-out problems of rlbench's reward (the one reward function), one generation each."""
+    if steps.empty or not evaluations:
+        return steps
+    accuracy = {int(e["step"]): e["eval"].get("eval_reward") for e in evaluations if isinstance(e.get("eval"), dict)}
+    return steps.assign(
+        eval_accuracy=[math.nan if accuracy.get(int(s)) is None else float(accuracy[int(s)]) for s in steps["step"]]
+    )

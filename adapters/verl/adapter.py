@@ -34,9 +34,11 @@ from rlbench.adapters.verl.config import (
     PARQUET_FILE,
     ROLLOUT,
     ROLLOUT_DIR,
+    VAL_PARQUET_FILE,
     algorithm_settings,
     batch_settings,
     engine_settings,
+    eval_settings,
     hydra_value,
     model_settings,
     profile_settings,
@@ -366,6 +368,27 @@ class VerlAdapter(LaneAdapter):
             "trainer.resume_mode": "disable",
             "trainer.default_local_dir": str(run_dir / "verl_checkpoints"),
             "hydra.run.dir": str(run_dir / HYDRA_DIR),
+            **eval_settings(spec, run_dir),  # an eval_accuracy target: verl's own validation
+        }
+
+    def evaluation(self, spec: RunSpec) -> dict[str, Any] | None:
+        settings = eval_settings(spec, Path("<run>"))
+        if not settings:
+            return None
+        differences = {
+            "timing": "verl validates after its step timer and before it logs the step: timing_s/step leaves the "
+            "evaluation out, the evaluating step's wall step time (and a target reached there) holds it; TRL and "
+            "OpenRLHF evaluate after the step's log, in the next step's wall time"
+        }
+        if spec.workload.steps % spec.workload.target.eval_every:
+            differences["last_step"] = (
+                "verl also validates at the last step (is_last_step), which is not a multiple of eval_every here"
+            )
+        return {
+            "hook": "verl RayPPOTrainer._validate (data.val_files, trainer.test_freq, rollout.val_kwargs); its "
+            "logged val-aux/<data_source>/reward/mean@1 (the reward's mean; val-core's acc where verl adds one)",
+            "settings": settings,
+            "differences": differences,
         }
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
@@ -395,8 +418,9 @@ class VerlAdapter(LaneAdapter):
     def node_inputs(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> list[Path]:
         """The prompts as verl's parquet (its TaskRunner, a Ray actor on any node, reads them) and the reward
         hook verl loads by path, beside the base's."""
-        launcher.write_parquet(run_dir / "prompts.jsonl", run_dir / PARQUET_FILE)
-        return [*super().node_inputs(spec, inputs, run_dir), run_dir / PARQUET_FILE, REWARD_FILE]
+        launcher.write_inputs(run_dir / "prompts.jsonl", run_dir / PARQUET_FILE)
+        held_out = [run_dir / VAL_PARQUET_FILE] if inputs.eval_prompts else []
+        return [*super().node_inputs(spec, inputs, run_dir), run_dir / PARQUET_FILE, *held_out, REWARD_FILE]
 
     def ray_env(self, run_dir: Path) -> dict[str, str]:
         """What verl's Ray actors must see: the file logger's destination (absolute), no wandb."""
@@ -421,7 +445,10 @@ class VerlAdapter(LaneAdapter):
         """Stage calls from Ray's timeline (metrics.py), which verl writes after training; its
         rollouts are numbered back from the last step verl logged."""
         steps = self.read_steps(run_dir)
-        return read_spans(run_dir, int(steps["step"].max()) if not steps.empty else None)
+        if steps.empty:
+            return read_spans(run_dir)
+        evaluated = frozenset(int(s) for s in steps.loc[steps["eval_accuracy"].notna(), "step"])
+        return read_spans(run_dir, int(steps["step"].max()), evaluated)
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)

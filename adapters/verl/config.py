@@ -209,6 +209,25 @@ def read_resolved(run_dir: Path) -> tuple[dict[str, Any], str] | None:
 
 
 PARQUET_FILE = "verl_prompts.parquet"
+VAL_PARQUET_FILE = "verl_eval_prompts.parquet"  # an eval_accuracy target's held-out problems (data.val_files)
+
+
+def eval_settings(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
+    """verl's own validation (RayPPOTrainer._validate) for an eval_accuracy target: the held-out parquet every
+    `eval_every` steps (trainer.test_freq; never before training), one response each, decoded with the
+    workload's sampling (harness.spec.evaluation), scored by the same custom reward function as training."""
+    target = spec.workload.target
+    if target is None or not target.evaluates:
+        return {}
+    val = "actor_rollout_ref.rollout.val_kwargs"
+    return {
+        "data.val_files": str(run_dir / VAL_PARQUET_FILE),
+        "trainer.test_freq": target.eval_every,
+        f"{val}.n": 1,
+        f"{val}.do_sample": True,
+        f"{val}.temperature": spec.workload.sampling.temperature,
+        f"{val}.top_p": spec.workload.sampling.top_p,
+    }
 
 
 ROLLOUT_DIR = "verl_rollouts"  # the CPU lane's dump of each step's responses and scores

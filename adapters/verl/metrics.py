@@ -69,7 +69,17 @@ def normalize(step: int, data: dict[str, Any]) -> dict[str, float]:
     # 0 on the CPU lane, whose device has no allocator to ask: absent, not zero.
     row["peak_device_memory_gb"] = max(memory) * GIB_IN_GB if memory and max(memory) > 0 else math.nan
     row["peak_host_rss_gb"] = math.nan  # verl logs system-wide used memory, not the trainer's RSS
+    row["eval_accuracy"] = eval_accuracy(data)
+    row["time_eval_s"] = _num(data, "timing_s/testing")  # after verl's step timer, before its log
     return row
+
+
+def eval_accuracy(data: dict[str, Any]) -> float:
+    """verl's validation score on a step that validated: <section>/<data_source>/reward/mean@1, the mean of the
+    custom reward (rlbench's) over the held-out problems, one response each; NaN on other steps. verl files it
+    under val-aux when its reward loop also reports an `acc` (then val-core's), under val-core otherwise."""
+    found = [v for k, v in data.items() if k.startswith(("val-core/", "val-aux/")) and k.endswith("/reward/mean@1")]
+    return float(found[0]) if len(found) == 1 and found[0] is not None else math.nan
 
 
 # Stage spans. verl's trainer drives every stage through Ray: the agent loop's `generate_sequences` and the
@@ -144,28 +154,48 @@ def _step_starts(calls: list[tuple[str, str, str, float, float]]) -> list[float]
     return [min(sorted(s)[k] for s in by_worker.values() if len(s) > k) for k in range(rounds)]
 
 
-def spans_from_timeline(events: list[Any], last_step: int | None = None) -> pd.DataFrame | None:
+def _rounds(count: int, last_step: int | None, evaluated: frozenset[int]) -> list[tuple[int, bool]]:
+    """(step, is validation) of each of the timeline's `count` rollout rounds: a step that validated (an
+    eval_accuracy target's evaluation, verl's _validate) makes a second round after its own, whose calls are no
+    training stage. Numbered back from `last_step` where known (Ray may drop the oldest events), else from 1."""
+    rounds: list[tuple[int, bool]] = []
+    step = 0
+    while len(rounds) < count if last_step is None else step < last_step:
+        step += 1
+        rounds += [(step, False)] + ([(step, True)] if step in evaluated else [])
+    if last_step is None:
+        return rounds[:count]
+    earlier = [(first, False) for first in range(1 - (count - len(rounds)), 1)]  # rounds before step 1 logged
+    return (earlier + rounds)[-count:]
+
+
+def spans_from_timeline(
+    events: list[Any], last_step: int | None = None, evaluated: frozenset[int] = frozenset()
+) -> pd.DataFrame | None:
     """Ray timeline events -> one span per (step, stage), columns SPAN_COLUMNS; None without a stage call.
 
     `last_step` numbers the rounds from the end (the timeline's last rollout is the last step verl logged),
-    so a timeline whose oldest events Ray dropped still gets its steps right; without it they count from 1."""
+    so a timeline whose oldest events Ray dropped still gets its steps right; without it they count from 1.
+    `evaluated`: the steps that ran verl's validation, whose extra rollout round is left out."""
     calls = _calls(events)
     starts = _step_starts(calls)
     if not starts:
         return None
-    first = 1 if last_step is None else last_step - len(starts) + 1
+    rounds = _rounds(len(starts), last_step, evaluated)
     spans: dict[tuple[int, str], list[float]] = {}
     for _, stage, _, start, end in calls:
         index = bisect.bisect_right(starts, start)  # rounds begun by then; 0: before step 1 (the first sync)
-        if index == 0:
+        if index == 0 or rounds[index - 1][1]:  # validation is no training stage
             continue
-        span = spans.setdefault((first + index - 1, stage), [start, end])
+        span = spans.setdefault((rounds[index - 1][0], stage), [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
     rows = [(step, stage, s0, s1) for (step, stage), (s0, s1) in spans.items()]
     return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)).sort_values(["step", "start_unix_s"], ignore_index=True)
 
 
-def read_spans(run_dir: Path, last_step: int | None = None) -> pd.DataFrame | None:
+def read_spans(
+    run_dir: Path, last_step: int | None = None, evaluated: frozenset[int] = frozenset()
+) -> pd.DataFrame | None:
     """The run's stage spans from <run>/ray_timeline.json, which verl writes only once training has ended; None
     where there is none (a run killed before the end), it cannot be parsed (a dump cut short), or the run is
     verl's one-step-off trainer."""
@@ -175,7 +205,7 @@ def read_spans(run_dir: Path, last_step: int | None = None) -> pd.DataFrame | No
         events = json.loads((run_dir / TIMELINE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return spans_from_timeline(events, last_step) if isinstance(events, list) else None
+    return spans_from_timeline(events, last_step, evaluated) if isinstance(events, list) else None
 
 
 def _one_step_off(run_dir: Path) -> bool:

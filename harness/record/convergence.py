@@ -36,7 +36,8 @@ def target_curve(steps: pd.DataFrame, metric: str, window: int) -> pd.Series | N
     None when the steps do not log the metric."""
     if steps is None or steps.empty or "step" not in steps or metric not in steps:
         return None
-    ordered = steps.sort_values("step")
+    # only the steps that logged it: an eval_accuracy target's window counts evaluations, not steps
+    ordered = steps.sort_values("step").dropna(subset=[metric])
     curve = moving_mean(ordered[metric].astype(float).reset_index(drop=True), window)
     curve.index = ordered["step"].astype(int).to_numpy()
     return curve.dropna()

@@ -132,6 +132,21 @@ STEP_METRICS: dict[str, Metric] = {
             label="reward",
             views=("report",),
         ),
+        _m(
+            "eval_accuracy",
+            "1",
+            "higher",
+            "mean reward over the held-out problems, one sample each, on the steps where the framework's own "
+            "validation hook evaluated (an eval_accuracy target: harness.spec.evaluation); NaN on other steps",
+        ),
+        _m(
+            "time_eval_s",
+            "s",
+            "lower",
+            "wall time of that evaluation where it falls between the framework's step timer and its step log "
+            "(verl's timing_s/testing: in the step's wall time, not its step_time_s); NaN where the framework "
+            "evaluates after logging the step (TRL, OpenRLHF: in the next step's wall time)",
+        ),
         _m("response_length_mean", "tokens", "neutral", "mean response length"),
         _m("response_length_max", "tokens", "neutral", "longest response of the step (NaN where not logged)"),
         _m(
@@ -348,8 +363,10 @@ class RunRecord(_RunStart, total=False):
     profile: dict[str, Any]
     # the workload's quality target (record.time_to_target): {metric, value, window, stop, reached, step, steps_run,
     # best_moving_mean, seconds (first step's start to the reached step's end), seconds_from_launch, tokens,
-    # gpu_hours, energy_j, cost_usd (None with cost_why where unpriced) and gpu_hour_usd, stopped_at_target};
-    # absent for a workload without one
+    # gpu_hours, energy_j, cost_usd (None with cost_why where unpriced) and gpu_hour_usd, stopped_at_target}; with
+    # metric eval_accuracy also eval_every, eval_problems, curve (each evaluation: {step, eval_accuracy, seconds,
+    # tokens}) and evaluation (harness.spec.evaluation's contract with the framework's hook, settings and named
+    # differences); absent for a workload without one
     target: dict[str, Any]
     costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
     vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)

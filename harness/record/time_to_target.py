@@ -11,6 +11,10 @@ single lucky step is not learning. The run's cost to get there is counted up to 
 * `cost_usd`: `gpu_hours` at the run's $/GPU-hour (and `energy_j` at $/kWh where one is set), priced by
   `price_target` where rlbench knows a price, else None with `cost_why`.
 
+For `eval_accuracy` the curve is the held-out evaluations, logged on the steps where the framework ran one
+(NaN elsewhere): the target is reached at the first evaluation where the mean of the last `window` evaluations
+is at least its value, and `curve` lists each evaluation's step, accuracy, training seconds and tokens so far.
+
     reached = time_to_target(steps, {"metric": "reward_mean", "value": 0.4, "window": 3}, launched_unix_s, gpus=0)
     reached["reached"], reached["step"], reached["seconds"]
 """
@@ -36,10 +40,16 @@ def time_to_target(
     """run.json `target`: the target, whether and where it was reached, and what reaching it cost."""
     metric, value, window = target["metric"], float(target["value"]), int(target["window"])
     out: dict[str, Any] = {"metric": metric, "value": value, "window": window, "stop": bool(target.get("stop", True))}
+    if target.get("eval_every") is not None:
+        out.update(eval_every=int(target["eval_every"]), eval_problems=int(target["eval_problems"]))
     if steps.empty or metric not in steps or "step" not in steps:
         return {**out, "reached": False, "steps_run": int(len(steps)), "why": f"no step logged {metric}"}
     ordered = steps.sort_values("step").reset_index(drop=True)
-    smoothed = moving_mean(ordered[metric].astype(float), window)
+    values = ordered[metric].astype(float)
+    if metric == "eval_accuracy":  # only the steps that evaluated; the window counts evaluations
+        values = values.dropna()
+        out["curve"] = _curve(ordered, values.index)
+    smoothed = moving_mean(values, window)
     hits = smoothed.index[smoothed >= value]
     best = smoothed.max()
     out["best_moving_mean"] = None if not math.isfinite(best) else float(best)
@@ -78,6 +88,15 @@ def _cost(upto: pd.DataFrame, launched_unix_s: float | None, gpus: int) -> dict[
         cost["gpu_hours"] = gpus * seconds / 3600
         cost["energy_j"] = _sum(upto, "energy_j")
     return cost
+
+
+def _curve(ordered: pd.DataFrame, evaluated: pd.Index) -> list[dict[str, Any]]:
+    """Each evaluation: its step, accuracy, and the training seconds and tokens up to the end of that step."""
+    return [
+        {"step": int(ordered.at[i, "step"]), "eval_accuracy": float(ordered.at[i, "eval_accuracy"])}
+        | {k: v for k, v in _cost(ordered.iloc[: i + 1], None, 0).items() if k in ("seconds", "tokens")}
+        for i in evaluated
+    ]
 
 
 def _first(frame: pd.DataFrame, column: str) -> float | None:

@@ -65,10 +65,11 @@ from rlbench.harness.run.framework_process import Outcome, launch
 from rlbench.harness.run.step_stamps import apply_stamps, note_seen
 from rlbench.harness.run.stop_signals import RunStop, StopSignals, describe, stop_signals
 from rlbench.harness.spec.environment import collect_environment, rlbench_identity
+from rlbench.harness.spec.evaluation import evaluation_contract
 from rlbench.harness.spec.inputs import prepare_inputs
 from rlbench.harness.spec.parallel import knob_label
 from rlbench.harness.spec.runspec import RunSpec
-from rlbench.workloads.prompts import write_prompts
+from rlbench.workloads.prompts import EVAL_PROMPTS_FILE, write_prompts
 
 
 class RunFailed(RLBenchError):
@@ -378,6 +379,8 @@ def _start_record(run_dir: Path, record: RunRecord, inputs: Any, plan: LaunchPla
     try:
         write_run_json(run_dir, record)
         write_prompts(inputs.prompts, run_dir / "prompts.jsonl")
+        if inputs.eval_prompts:  # an eval_accuracy target's held-out problems
+            write_prompts(inputs.eval_prompts, run_dir / EVAL_PROMPTS_FILE)
         for name, content in plan.files.items():
             (run_dir / name).write_text(content)
     except OSError as exc:
@@ -393,17 +396,20 @@ def _target_watch(spec: RunSpec, printer: ProgressPrinter, echo: Callable[[str],
     target = spec.workload.target
     if target is None or not target.stop:
         return lambda: False
-    seen = [-1]
+    seen = [(-1, -1)]
 
     def reached() -> bool:
         steps = printer.steps
-        if steps.empty or len(steps) == seen[0]:
+        # a framework may log an evaluation after its step's row: a new value of the metric counts as news
+        logged = (len(steps), int(steps[target.metric].notna().sum()) if target.metric in steps else 0)
+        if steps.empty or logged == seen[0]:
             return False
-        seen[0] = len(steps)
+        seen[0] = logged
         found = time_to_target(steps, dataclasses.asdict(target), None, 0)
         if found["reached"]:
+            over = "evaluations" if target.evaluates else "steps"
             echo(
-                f"target reached at step {found['step']} ({target.metric} over {target.window} steps >= "
+                f"target reached at step {found['step']} ({target.metric} over {target.window} {over} >= "
                 f"{target.value:g}): stopping the run"
             )
         return bool(found["reached"])
@@ -473,6 +479,9 @@ def _finish(
         record["target"]["stopped_at_target"] = outcome.at_target
         price = settings.gpu_hour_usd(_gpu_price(environment))  # the price record["costs"] uses
         record["target"].update(price_target(record["target"], price, settings.kwh_usd()))
+        held_out = evaluation_contract(spec.workload)
+        if held_out is not None:  # how the held-out evaluation ran: the shared contract and this framework's hook
+            record["target"]["evaluation"] = {**held_out, **(adapter.evaluation(spec) or {})}
     if not steps.empty:
         prediction = _prediction(spec, adapter, model, environment, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework

@@ -67,7 +67,9 @@ def apply_stamps(steps: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, str 
         # time can fall before the previous step's end; steps run one after the other, so such a start is moved
         # to that end (the window loses at most the poll's lag of its step) and telemetry aligns to every step.
         previous_end = steps["step_end_unix_s"].shift(1)
-        starts = steps["step_seen_unix_s"] - steps["step_time_s"]
+        # a held-out evaluation between the framework's step timer and its log (verl) is part of the step's window
+        evaluation = steps["time_eval_s"].fillna(0.0) if "time_eval_s" in steps else 0.0
+        starts = steps["step_seen_unix_s"] - steps["step_time_s"] - evaluation
         steps["step_start_unix_s"] = starts.where(~(starts < previous_end), previous_end)
         note = (
             "the framework logged no step boundaries: rlbench's arrival stamps of its metrics lines stand "

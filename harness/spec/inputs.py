@@ -11,14 +11,21 @@ a dry run that cannot find it says so in one line and keeps every prompt.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.model_arch import hub_cached_file
 from rlbench.workloads.datasets import hub_unreachable
-from rlbench.workloads.prompts import PromptRecord, could_fit, select_prompts, shuffled, workload_problems
+from rlbench.workloads.prompts import (
+    PromptRecord,
+    could_fit,
+    select_eval_prompts,
+    select_prompts,
+    shuffled,
+    workload_problems,
+)
 from rlbench.workloads.spec import Workload
 
 # The tiny tokenizer is trained on this many problems of the split (question + solution text).
@@ -32,6 +39,8 @@ class RunInputs:
     # The split's identity (origin, location, revision, sha256), run.json's `data`; None only in a plan
     # built by hand (tests), never in a run.
     data: dict[str, Any] | None = None
+    # The held-out problems of an eval_accuracy target (workloads.prompts.select_eval_prompts), else empty.
+    eval_prompts: list[PromptRecord] = field(default_factory=list)
 
 
 def _in_hub_cache(model: str) -> bool:
@@ -83,4 +92,9 @@ def prepare_inputs(workload: Workload, seed: int, *, note: Callable[[str], None]
     else:
         model = workload.model.name
     tokenizer = _load_tokenizer(model, note)
-    return RunInputs(model=model, prompts=select_prompts(workload, problems, tokenizer), data=split.identity())
+    return RunInputs(
+        model=model,
+        prompts=select_prompts(workload, problems, tokenizer),
+        data=split.identity(),
+        eval_prompts=select_eval_prompts(workload, tokenizer),
+    )

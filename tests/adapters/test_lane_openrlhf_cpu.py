@@ -21,7 +21,7 @@ import pytest
 from rlbench.harness.record.read import read_record
 from rlbench.harness.record.schema import SPANS_FILE
 from rlbench.workloads.rewards import score
-from tests.conftest import check_from_record, run_cli, run_lane, run_to_target
+from tests.conftest import assert_eval_lands, check_from_record, run_cli, run_lane, run_to_target
 
 pytest.importorskip("openrlhf")
 from rlbench.adapters.cpu_lane import available as on_cpu_lane  # noqa: E402
@@ -42,6 +42,11 @@ def openrlhf_run(tmp_path_factory, model_cache):
 
 def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_eval_accuracy_comes_from_openrlhfs_own_evaluation(openrlhf_run):
+    """The shared run's held-out evaluation at step 2 ran through OpenRLHF's evaluate (--eval.dataset)."""
+    assert_eval_lands(read_record(openrlhf_run), "PPOTrainer.evaluate")
 
 
 def test_record_is_complete_and_names_the_lane(openrlhf_run):
@@ -79,11 +84,12 @@ def test_every_sync_delivers_the_actors_weights_and_the_optimizer_stepped(openrl
 
 def test_rewards_are_rlbench_scores_of_the_generated_responses(openrlhf_run):
     scored = _lines(openrlhf_run / REWARD_LOG)
-    assert len(scored) == 2 * 16
+    assert len(scored) == 2 * 16 + 4  # two steps' responses, then the 4 held-out problems evaluated after step 2
     assert [s["score"] for s in scored] == [score(s["dataset"], s["response"], s["ground_truth"]) for s in scored]
     steps = read_record(openrlhf_run)["steps"]
     per_step = [sum(s["score"] for s in scored[i * 16 : (i + 1) * 16]) / 16 for i in range(2)]
     assert steps["reward_mean"].tolist() == pytest.approx(per_step)
+    assert steps["eval_accuracy"].iloc[1] == pytest.approx(sum(s["score"] for s in scored[32:]) / 4)
 
 
 def test_profile_torch_traces_the_controller_and_the_actor_rank(openrlhf_run):

@@ -20,7 +20,7 @@ import pytest
 
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.rewards import score
-from tests.conftest import check_from_record, run_cli, run_lane, run_to_target
+from tests.conftest import assert_eval_lands, check_from_record, run_cli, run_lane, run_to_target
 
 pytest.importorskip("verl")
 from rlbench.adapters import cpu_lane  # noqa: E402
@@ -53,6 +53,15 @@ def test_record_is_complete_and_names_the_lane(verl_run):
     assert any("platform_manager.py" in s for s in shims) and any("dispatch_cpu_unquantized_gemm" in s for s in shims)
     assert "trainer.device" in lane["substituted"] and "collectives" in lane["substituted"]
     assert {"run.json", "steps.parquet", "prediction.json", "telemetry.parquet"} <= set(record["files"])
+
+
+def test_eval_accuracy_comes_from_verls_own_validation(verl_run):
+    """The shared run's held-out evaluation at step 2 ran through verl's _validate (val-aux/.../reward/mean@1)."""
+    record = read_record(verl_run)
+    assert_eval_lands(record, "RayPPOTrainer._validate")
+    raw = _metrics(verl_run)
+    key = "val-aux/gsm8k/reward/mean@1"
+    assert key not in raw[0] and raw[1][key] == pytest.approx(record["steps"]["eval_accuracy"].iloc[1])
 
 
 def test_stage_times_come_from_verls_own_logger(verl_run):

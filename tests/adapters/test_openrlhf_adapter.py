@@ -781,3 +781,30 @@ def test_hooks_stamp_the_trainers_calls_even_where_ray_copied_its_methods(tmp_pa
     spans = read_span_log(tmp_path / "spans.jsonl")
     assert trainer.calls == 4 and spans["step"].tolist() == [1, 1, 2, 2]
     assert spans["stage"].tolist() == ["update_actor", "weight_sync"] * 2
+
+
+def test_an_eval_target_runs_openrlhfs_own_evaluation_from_its_cli(monkeypatch, tmp_path):
+    spec = _spec("gsm8k-format-grpo-tiny-eval")
+    args = run_train_ppo_ray(get_adapter("openrlhf").flags(spec, MODEL, RUN_DIR), monkeypatch).args
+    target = spec.workload.target
+    assert args.eval.dataset == str(RUN_DIR / openrlhf_config.EVAL_JSONL_FILE)
+    assert args.eval.dataset != args.data.prompt_dataset
+    assert (args.eval.steps, args.eval.n_samples_per_prompt) == (target.eval_every, 1)
+    assert args.eval.temperature == args.rollout.temperature == spec.workload.sampling.temperature
+    assert "eval/eval_" in get_adapter("openrlhf").evaluation(spec)["hook"]
+    plain = run_train_ppo_ray(
+        get_adapter("openrlhf").flags(_spec("gsm8k-format-grpo-tiny"), MODEL, RUN_DIR), monkeypatch
+    )
+    assert plain.args.eval.dataset is None and plain.args.eval.steps == -1
+
+
+def test_openrlhfs_eval_pass1_is_the_steps_eval_accuracy(tmp_path):
+    from rlbench.adapters.openrlhf.metrics import eval_accuracy
+
+    assert eval_accuracy({"train/timing/step_total": 1.0, "eval/eval_gsm8k-format_pass1": 0.75}) == 0.75
+    assert math.isnan(eval_accuracy({"train/timing/step_total": 1.0}))
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    write_prompts(_records()[:1], tmp_path / "eval_prompts.jsonl")
+    openrlhf_launch.write_inputs(tmp_path / "prompts.jsonl", tmp_path / openrlhf_config.JSONL_FILE)
+    held_out = (tmp_path / openrlhf_config.EVAL_JSONL_FILE).read_text().splitlines()
+    assert [json.loads(line)["uid"] for line in held_out] == [_records()[0].uid]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from rlbench.adapters.registry import get_adapter
@@ -208,3 +209,25 @@ def test_a_gpu_machine_with_a_vllm_trl_does_not_support_is_refused(monkeypatch, 
     monkeypatch.setattr("rlbench.adapters.trl.machine.package_version", fake)
     ok, reason = get_adapter("trl").usable_here()
     assert ok is usable and re.search(why, reason), reason
+
+
+def test_an_eval_target_turns_on_trls_own_evaluation_every_eval_every_rl_steps(tmp_path):
+    spec = _spec("gsm8k-format-grpo-tiny-eval")
+    config = trl.GRPOConfig(**get_adapter("trl").grpo_config(spec, tmp_path))  # TRL's own checks
+    w = spec.workload
+    assert config.eval_strategy == "steps" and config.eval_steps == w.target.eval_every * w.updates_per_step
+    assert config.num_generations_eval == 1 and config.per_device_eval_batch_size == w.target.eval_problems
+    assert config.temperature == w.sampling.temperature  # TRL evaluates with its training generation config
+    evaluation = get_adapter("trl").evaluation(spec)
+    assert "eval_reward" in evaluation["hook"] and "decoding" in evaluation["differences"]
+    plain = get_adapter("trl").grpo_config(_spec("gsm8k-format-grpo-tiny"), tmp_path)
+    assert "eval_strategy" not in plain and get_adapter("trl").evaluation(_spec("gsm8k-format-grpo-tiny")) is None
+
+
+def test_trls_eval_reward_lands_on_the_step_it_evaluated(tmp_path):
+    from rlbench.adapters.trl.metrics import with_evaluations
+
+    steps = pd.DataFrame({"step": [4, 5, 6], "reward_mean": [0.1, 0.2, 0.3]})
+    evaluations = [{"step": 5, "eval": {"eval_reward": 0.625, "eval_loss": 0.0}}]
+    assert with_evaluations(steps, evaluations)["eval_accuracy"].fillna(-1).tolist() == [-1, 0.625, -1]
+    assert "eval_accuracy" not in with_evaluations(steps, [])  # a run without evaluation: no column

@@ -615,3 +615,43 @@ def test_profile_nsys_is_refused_on_the_lane_and_without_nsys(cpu_lane_here, mon
     assert resolved["global_profiler"]["tool"] == "nsys"
     actor = resolved["actor_rollout_ref"]["actor"]["profiler"]
     assert actor["enable"] and actor["relocate_results"]  # Ray's nsight folder -> the record's profile/
+
+
+def test_an_eval_target_runs_verls_own_validation_on_the_held_out_parquet(tiny_model):
+    spec = _spec("gsm8k-format-grpo-tiny-eval")
+    get_adapter("verl").check(spec)
+    resolved = _verl_checks(_compose(spec, tiny_model))
+    target, val = spec.workload.target, resolved["actor_rollout_ref"]["rollout"]["val_kwargs"]
+    assert resolved["data"]["val_files"] == str(RUN_DIR / verl_config.VAL_PARQUET_FILE)
+    assert resolved["data"]["train_files"] != resolved["data"]["val_files"]
+    assert resolved["trainer"]["test_freq"] == target.eval_every and not resolved["trainer"]["val_before_train"]
+    assert (val["n"], val["do_sample"], val["temperature"]) == (1, True, spec.workload.sampling.temperature)
+    assert resolved["reward"]["custom_reward_function"]["path"] == str(module.REWARD_FILE)  # as training
+    assert "reward/mean@1" in get_adapter("verl").evaluation(spec)["hook"]
+    plain = _verl_checks(_compose(_spec("gsm8k-format-grpo-tiny"), tiny_model))
+    assert (
+        plain["trainer"]["test_freq"] == -1 and get_adapter("verl").evaluation(_spec("gsm8k-format-grpo-tiny")) is None
+    )
+
+
+def test_verls_validation_score_is_the_steps_eval_accuracy(tmp_path):
+    # as verl 0.9.1 logs it on the lane: the reward's mean under val-aux, the reward loop's acc under val-core
+    data = {
+        "timing_s/step": 2.0,
+        "val-aux/gsm8k-format/reward/mean@1": 0.5625,
+        "val-core/gsm8k-format/acc/mean@1": 0.5625,
+        "val-aux/num_turns/mean": 2,
+        "timing_s/testing": 1.5,
+    }
+    assert verl_metrics.normalize(5, data)["eval_accuracy"] == 0.5625
+    assert verl_metrics.normalize(5, data)["time_eval_s"] == 1.5
+    assert verl_metrics.normalize(5, {"val-core/gsm8k/reward/mean@1": 0.25})["eval_accuracy"] == 0.25
+    assert math.isnan(verl_metrics.normalize(4, {"timing_s/step": 2.0})["eval_accuracy"])
+    # the pre-launch step writes the held-out problems as verl's validation parquet beside the training one
+    write_prompts(_records(), tmp_path / "prompts.jsonl")
+    write_prompts(_records()[:2], tmp_path / "eval_prompts.jsonl")
+    assert verl_launch.write_inputs(tmp_path / "prompts.jsonl", tmp_path / verl_config.PARQUET_FILE) == len(_records())
+    import pyarrow.parquet as pq
+
+    held_out = pq.read_table(tmp_path / verl_config.VAL_PARQUET_FILE).to_pylist()
+    assert [row["extra_info"]["split"] for row in held_out] == ["test", "test"]

@@ -68,6 +68,20 @@ def test_rollouts_are_numbered_back_from_the_last_logged_step(tmp_path):
     assert sorted(set(verl_metrics.read_spans(_run_dir(tmp_path), last_step=7)["step"])) == [5, 6, 7]
 
 
+def test_a_validation_round_is_no_step_and_no_stage(tmp_path):
+    """verl's validation (an eval_accuracy target) makes one more rollout round in a step that validates, after
+    that step's weight sync: its calls are left out and the rounds after it keep their steps."""
+    events = _events()
+    table = verl_metrics.spans_from_timeline(events, evaluated=frozenset({1}))  # round 2 read as step 1's validation
+    assert sorted(set(table["step"])) == [1, 2]
+    update = table[table["stage"] == "update_actor"]
+    assert update["start_unix_s"].tolist() == pytest.approx(
+        [_call(events, "WorkerDict.actor_rollout_update_actor", k)[0] for k in (0, 2)]
+    )
+    numbered_back = verl_metrics.spans_from_timeline(events, last_step=3, evaluated=frozenset({2}))
+    assert sorted(set(numbered_back["step"])) == [2, 3]
+
+
 def test_a_damaged_timeline_gives_no_spans_or_its_readable_events(tmp_path):
     text = TIMELINE.read_text()
     assert verl_metrics.read_spans(_run_dir(tmp_path, text[: len(text) // 2])) is None  # a dump cut short

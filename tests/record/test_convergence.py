@@ -65,6 +65,13 @@ def test_the_curve_is_any_metrics_moving_mean_by_step():
     assert target_curve(steps, "reward_mean", window=2) is None
 
 
+def test_an_eval_curve_counts_evaluations_not_steps():
+    # evaluations every 2 steps (NaN between): the window of 2 spans two evaluations, as time to target judges it
+    nan = float("nan")
+    steps = pd.DataFrame({"step": [1, 2, 3, 4, 5, 6], "eval_accuracy": [nan, 0.25, nan, 0.5, nan, 0.75]})
+    assert target_curve(steps, "eval_accuracy", window=2).to_dict() == pytest.approx({4: 0.375, 6: 0.625})
+
+
 # Through the nightly gate: hand-made records of the learnable workload in a baseline folder.
 WORKLOAD = dataclasses.asdict(load_workload("gsm8k-format-grpo-tiny"))
 TARGET = WORKLOAD["target"]

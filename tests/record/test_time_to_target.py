@@ -143,3 +143,36 @@ def test_compare_overlapping_seeds_is_not_distinguishable():
 
 def test_infinite_times_are_runs_that_did_not_reach():
     assert olympic_score([math.inf, 1.0, 2.0, 3.0])["reached"] == 3
+
+
+EVAL_TARGET = {"metric": "eval_accuracy", "value": 0.5, "window": 2, "stop": True, "eval_every": 2, "eval_problems": 8}
+
+
+def test_eval_accuracy_is_judged_on_the_evaluations_alone():
+    # evaluations at steps 2, 4, 6: 0.25, 0.5, 0.75; the mean of the last 2 evaluations first reaches 0.5 at
+    # step 6 ((0.5 + 0.75) / 2 = 0.625; at step 4 it is 0.375); the NaN steps between count for nothing
+    steps = _steps([0.9] * 7)
+    steps["eval_accuracy"] = [math.nan, 0.25, math.nan, 0.5, math.nan, 0.75, math.nan]
+    found = time_to_target(steps, EVAL_TARGET, launched_unix_s=None, gpus=0)
+    assert found["reached"] and found["step"] == 6 and found["steps_run"] == 7
+    assert found["seconds"] == pytest.approx(12.0) and found["tokens"] == pytest.approx(600.0)
+    assert found["best_moving_mean"] == pytest.approx(0.625)
+    assert (found["eval_every"], found["eval_problems"]) == (2, 8)
+    assert found["curve"] == [
+        {"step": 2, "eval_accuracy": 0.25, "seconds": pytest.approx(4.0), "tokens": pytest.approx(200.0)},
+        {"step": 4, "eval_accuracy": 0.5, "seconds": pytest.approx(8.0), "tokens": pytest.approx(400.0)},
+        {"step": 6, "eval_accuracy": 0.75, "seconds": pytest.approx(12.0), "tokens": pytest.approx(600.0)},
+    ]
+
+
+def test_a_training_reward_high_enough_does_not_reach_an_eval_target():
+    steps = _steps([1.0] * 4)
+    steps["eval_accuracy"] = [math.nan, 0.0, math.nan, 0.25]
+    found = time_to_target(steps, EVAL_TARGET, None, gpus=0)
+    assert not found["reached"] and found["best_moving_mean"] == pytest.approx(0.125)
+    assert [point["step"] for point in found["curve"]] == [2, 4]
+
+
+def test_a_run_that_never_evaluated_says_so():
+    found = time_to_target(_steps([1.0] * 3), EVAL_TARGET, None, gpus=0)
+    assert not found["reached"] and "eval_accuracy" in found["why"]

@@ -79,3 +79,17 @@ def test_the_verdict_table_judges_each_pair_of_configurations():
     assert verl_trl[2] == "x3" and verl_trl[3] == "5/5 runs, reached 5/5" and verl_trl[4] == "0.0079"
     assert verl_trl[5] == "slower"
     assert openrlhf_trl[5].startswith("undecidable: at n = 5/1") and openrlhf_trl[4] == "–"
+
+
+def test_an_eval_target_draws_its_evaluations():
+    import math
+
+    from rlbench.reports.quality import _curve
+
+    run = _run("trl", [0.0] * 6, 0)
+    steps = run.steps.assign(eval_accuracy=[math.nan, 0.25, math.nan, 0.5, math.nan, 0.75])
+    target = {"metric": "eval_accuracy", "value": 0.5, "window": 2, "eval_every": 2, "eval_problems": 4}
+    run = dataclasses.replace(run, steps=steps, record={**run.record, "target": time_to_target(steps, target, 90, 0)})
+    curve = _curve(run)
+    assert curve["step"].tolist() == [2, 4, 6] and curve["quality"].tolist()[1:] == [0.375, 0.625]
+    assert "reached at step 6" in quality_view([run]).svg

@@ -17,7 +17,7 @@ import yaml
 from rlbench.harness.record.read import read_record
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from rlbench.workloads.datasets import load_split
-from tests.conftest import check_from_record, run_cli, run_to_target
+from tests.conftest import EVAL_CHECK, assert_eval_lands, check_from_record, eval_check_workload, run_cli, run_to_target
 
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow
@@ -28,12 +28,20 @@ def tiny_run(tmp_path_factory, model_cache):
     out = tmp_path_factory.mktemp("results")
     # As a user's first run: no data folder, no hub; the problems come from the copy rlbench ships.
     offline = {"RLBENCH_DATA_DIR": "", "HF_HUB_OFFLINE": "1"}
+    workload = str(eval_check_workload(tmp_path_factory.mktemp("workload")))  # one held-out evaluation, step 2
     result = run_cli(
-        "run", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--steps", "2", "--out", str(out), env=offline
+        "run", "--framework", "trl", "--workload", workload, "--steps", "2", "--out", str(out), env=offline
     )
     assert result.returncode == 0, result.stderr
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     return run_dir, result
+
+
+def test_eval_accuracy_comes_from_trls_own_evaluation(tiny_run):
+    """The shared run's held-out evaluation at step 2 ran through TRL's eval loop (its logged eval_reward)."""
+    run_dir, _ = tiny_run
+    assert_eval_lands(read_record(run_dir), "GRPOTrainer's evaluation")
+    assert (run_dir / "eval_prompts.jsonl").read_text().count("gsm8k/test/") == 4
 
 
 def test_record_is_complete(tiny_run, monkeypatch):
@@ -41,7 +49,7 @@ def test_record_is_complete(tiny_run, monkeypatch):
     record = read_record(run_dir)
     assert record["status"] == "succeeded" and record["error"] is None
     assert record["framework"]["name"] == "trl" and record["framework"]["version"]
-    assert record["workload"]["name"] == "gsm8k-grpo-tiny" and record["workload"]["steps"] == 2
+    assert record["workload"]["name"] == EVAL_CHECK and record["workload"]["steps"] == 2
     assert record["parallel"]["dp"] == 1 and record["seed"] == 0
     env = record["environment"]
     assert env["python"] and env["cpu_model"] and env["packages"]["torch"] and env["gpu_count"] == 0
@@ -69,7 +77,7 @@ def test_steps_are_measured_and_match_trl(tiny_run):
     assert (steps["time_gen_s"] + steps["time_update_actor_s"] <= steps["step_time_s"] + 1e-6).all()
     assert steps["reward_mean"].between(0, 1).all()
     raw = [json.loads(line) for line in (run_dir / "framework_metrics.jsonl").read_text().splitlines()]
-    logged = [line["trl"] for line in raw if "step" in line]
+    logged = [line["trl"] for line in raw if "step" in line and "eval" not in line]  # not the start or evaluation
     # TRL's num_tokens is cumulative prompt+completion tokens seen; ours is per step.
     trl_per_step = [logged[0]["num_tokens"]] + [b["num_tokens"] - a["num_tokens"] for a, b in zip(logged, logged[1:])]
     assert steps["total_tokens"].tolist() == trl_per_step

@@ -35,6 +35,17 @@ def test_wall_step_time_is_the_gap_between_stamps_and_stands_in_for_missing_boun
     assert "arrival stamps" in note
 
 
+def test_an_evaluation_before_the_steps_log_starts_its_window_earlier(tmp_path):
+    """verl validates after its step timer and before its log: the stand-in start counts the evaluation in."""
+    note_seen(tmp_path, [1], now=100.0)
+    note_seen(tmp_path, [2], now=110.0)
+    verl = pd.DataFrame(
+        {"step": [1, 2], "step_time_s": [3.0, 3.0], "time_eval_s": [math.nan, 2.5], "step_end_unix_s": [math.nan] * 2}
+    )
+    steps, _ = apply_stamps(verl, tmp_path)
+    assert steps["step_start_unix_s"].tolist() == pytest.approx([97.0, 104.5])
+
+
 def test_a_framework_with_its_own_boundaries_keeps_them(tmp_path):
     note_seen(tmp_path, [1, 2], now=50.0)
     trl = pd.DataFrame(

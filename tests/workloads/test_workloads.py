@@ -71,7 +71,8 @@ def _base_mapping():
         (("fixed_length",), "yes", "fixed_length"),
         (("algorithm", "kl_beta"), 0.1, "algorithm.kl_beta: unknown field"),
         (("target", "value"), 1.5, "target.value"),
-        (("target", "metric"), "eval_accuracy", "target.metric"),
+        (("target", "metric"), "accuracy", "target.metric"),
+        (("target", "eval_every"), 5, "target.eval_every: applies to metric eval_accuracy only"),
         (("target", "window"), 0, "target.window"),
         (("target", "stop"), "no", "target.stop"),
     ],
@@ -152,5 +153,61 @@ def test_the_learnable_workload_has_a_target_and_a_short_format_task():
     assert score(w.reward, " 7 and 3", "7") == 1.0 and score(w.reward, "no 3 then 7", "7") == 0.0
 
 
+@pytest.mark.parametrize(
+    "target,expected",
+    [
+        ({"eval_problems": 16}, "target.eval_every: is required with metric eval_accuracy"),
+        ({"eval_every": 5}, "target.eval_problems: is required with metric eval_accuracy"),
+        ({"eval_every": 5, "eval_problems": 0}, "target.eval_problems"),
+        ({"eval_every": 5, "eval_problems": 10_001}, "target.eval_problems: must be at most 10,000"),
+        ({"eval_every": 500, "eval_problems": 16}, r"target.eval_every: must be at most steps \(60\)"),
+    ],
+)
+def test_an_eval_accuracy_target_needs_its_evaluation_in_one_line(tmp_path, target, expected):
+    mapping = {
+        "include": str(WORKLOAD_DIR / "gsm8k-format-grpo-tiny.yaml"),
+        "name": "custom",
+        "target": {"metric": "eval_accuracy", "value": 0.4, **target},
+    }
+    with pytest.raises(RLBenchError, match=expected):
+        load_workload(str(_write(tmp_path, mapping)))
+
+
+def test_the_eval_variant_holds_out_the_test_split():
+    from rlbench.harness.spec.evaluation import evaluation_contract
+    from rlbench.workloads.prompts import select_eval_prompts, select_prompts, shuffled, workload_problems
+
+    w = load_workload("gsm8k-format-grpo-tiny-eval")
+    assert w.target.metric == "eval_accuracy" and w.target.evaluates and w.data.split == "train"
+    held_out = select_eval_prompts(w, None)
+    assert len(held_out) == w.target.eval_problems == 16
+    assert [p.uid for p in held_out] == [f"{w.data.dataset}/test/{i}" for i in range(16)]  # the first, in order
+    train_uids = {p.uid for p in select_prompts(w, shuffled(w, workload_problems(w), 0), None)}
+    assert not train_uids & {p.uid for p in held_out}  # never a training problem
+    assert held_out == select_eval_prompts(w, None)  # the same set for every run, in file order
+    contract = evaluation_contract(w)
+    assert contract["problems"] == 16 and contract["every_steps"] == 5 and contract["samples_per_problem"] == 1
+    assert evaluation_contract(load_workload("gsm8k-format-grpo-tiny")) is None
+    assert select_eval_prompts(load_workload("gsm8k-format-grpo-tiny"), None) == []
+
+
+def test_an_eval_target_on_a_workload_that_trains_on_the_test_split_is_refused(tmp_path):
+    from rlbench.workloads.prompts import select_eval_prompts
+
+    mapping = {
+        "include": str(WORKLOAD_DIR / "math-grpo-tiny.yaml"),
+        "name": "custom",
+        "target": {"metric": "eval_accuracy", "value": 0.4, "eval_every": 1, "eval_problems": 4},
+    }
+    workload = load_workload(str(_write(tmp_path, mapping)))
+    with pytest.raises(RLBenchError, match="trains on the test split, which eval_accuracy holds out"):
+        select_eval_prompts(workload, None)
+
+
 def test_a_workload_without_a_target_has_none():
     assert load_workload("gsm8k-grpo-tiny").target is None
+
+
+def test_fewer_steps_than_an_eval_target_evaluates_at_is_one_line():
+    with pytest.raises(RLBenchError, match=r"--steps 2: workload gsm8k-format-grpo-tiny-eval: target.eval_every"):
+        load_workload("gsm8k-format-grpo-tiny-eval").with_steps(2)
