@@ -19,6 +19,7 @@ fitted by least squares over the cells:
 * for every other column the slope is kept only where the data support it: it exceeds twice its
   standard error, propagated from each cell's spread (the standard error of its median); else
   the column is fixed only, the mean excess. A cell without a spread cannot support a slope.
+  The weight sync is fixed only: it moves the same bytes at any response length.
 A negative excess is clipped to 0: a floor cannot make a stage faster than its arithmetic. A
 column the framework does not log is absent from the cells and so from the floor (it adds 0).
 `predict(..., floor=...)` adds each column's floor to the model stage that pays it (MODEL_STAGE),
@@ -39,8 +40,10 @@ from dataclasses import dataclass
 
 from rlbench.harness.perfmodel.roofline import StageCost, empty_stage, largest_term
 
-# Generation always pays per decode step; any other column only where its cells show a slope.
+# Generation always pays per decode step; any other column only where its cells show a slope, except
+# the weight sync, which moves the weights, the same bytes at any response length.
 PER_DECODE_STEP = frozenset({"gen"})
+FIXED_ONLY = frozenset({"weight_sync"})
 UNSTAGED = "unstaged"  # the model stage that holds the step's time outside every timed stage
 # Measured column -> the model stage that pays its floor: generate's bookkeeping runs in the decode
 # loop, the Trainer's once per optimizer step beside the actor update, a Ray call beside the pass
@@ -169,7 +172,9 @@ def measure_floor(cells: list[Calibration], source: str = "") -> FrameworkFloor:
             for cell in cells
         ]
         _, slope, se_slope = _line(points)
-        supported = column in PER_DECODE_STEP or (se_slope is not None and slope > SLOPE_SIGMAS * se_slope)
+        supported = column in PER_DECODE_STEP or (
+            column not in FIXED_ONLY and se_slope is not None and slope > SLOPE_SIGMAS * se_slope
+        )
         slope = max(slope, 0.0) if supported else 0.0
         if supported:
             per_step[column] = slope

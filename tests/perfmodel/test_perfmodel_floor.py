@@ -63,24 +63,28 @@ def test_predict_adds_the_floor_to_the_stages_that_pay_it():
 
 
 def test_every_logged_column_gets_its_terms_and_a_slope_only_where_the_spread_supports_it():
-    # weight_sync: 0.1 s + 4 ms/token, medians known to 1 ms; update_actor: 0.2 s with +-5 ms wobble known only to
-    # 10 ms (no slope); other: 0.3 s outside the stages; ref logged by one cell only; reward by none.
+    # old_log_prob: 0.1 s + 4 ms/token, medians known to 1 ms; weight_sync the same rise (no slope: it moves the same
+    # bytes at any length); update_actor: 0.2 s with +-5 ms wobble known only to 10 ms (no slope); other: 0.3 s
+    # outside the stages; ref logged by one cell only; reward by none.
     cells = []
     for length, wobble in ((8, 0.005), (16, -0.005), (32, 0.005)):
         measured = {
             "gen": 0.05 + 0.002 * length,
-            "weight_sync": 0.1 + 0.004 * length + 0.01,
+            "old_log_prob": 0.1 + 0.004 * length + 0.01,
+            "weight_sync": 0.1 + 0.004 * length,
             "update_actor": 0.2 + wobble + 0.05,
             "other": 0.3,
         }
-        predicted = {"gen": 0.0, "weight_sync": 0.01, "update_actor": 0.05, "other": 0.0}
-        errors = {"gen": 0.001, "weight_sync": 0.001, "update_actor": 0.01, "other": 0.002}
+        predicted = {"gen": 0.0, "old_log_prob": 0.01, "weight_sync": 0.0, "update_actor": 0.05, "other": 0.0}
+        errors = {"gen": 0.001, "old_log_prob": 0.001, "weight_sync": 0.001, "update_actor": 0.01, "other": 0.002}
         if length == 8:
             measured["ref"], predicted["ref"], errors["ref"] = 0.5, 0.0, 0.001
         cells.append((length, measured, predicted, errors))
     floor = measure_floor(cells)
-    assert floor.per_decode_step_s["weight_sync"] == pytest.approx(0.004)
-    assert floor.fixed_s["weight_sync"] == pytest.approx(0.1)
+    assert floor.per_decode_step_s["old_log_prob"] == pytest.approx(0.004)
+    assert floor.fixed_s["old_log_prob"] == pytest.approx(0.1)
+    assert "weight_sync" not in floor.per_decode_step_s
+    assert floor.fixed_s["weight_sync"] == pytest.approx(0.1 + 0.004 * 56 / 3)
     assert "update_actor" not in floor.per_decode_step_s
     assert floor.fixed_s["update_actor"] == pytest.approx(0.2 + 0.005 / 3)
     assert floor.fixed_s["other"] == pytest.approx(0.3) and "other" not in floor.per_decode_step_s
@@ -89,13 +93,14 @@ def test_every_logged_column_gets_its_terms_and_a_slope_only_where_the_spread_su
     assert "ref" not in floor.fixed_s and "reward" not in floor.fixed_s and floor.seconds("ref", 64) == 0.0
     assert floor.to_dict()["pays"] == {
         "gen": "generation_decode",
+        "old_log_prob": "old_logprob",
         "other": "unstaged",
         "update_actor": "actor_update",
         "weight_sync": "weight_sync",
     }
     # the same rise with a spread 10x wider is within the noise: fixed only
-    noisy = [(length, m, p, {**e, "weight_sync": 0.05}) for length, m, p, e in cells]
-    assert "weight_sync" not in measure_floor(noisy).per_decode_step_s
+    noisy = [(length, m, p, {**e, "old_log_prob": 0.05}) for length, m, p, e in cells]
+    assert "old_log_prob" not in measure_floor(noisy).per_decode_step_s
 
 
 def test_predict_applies_every_columns_floor_to_the_stage_that_pays_it():
