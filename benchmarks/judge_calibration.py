@@ -21,6 +21,7 @@ from typing import Any
 def judge(floor_file: Path, run_dir: Path) -> dict[str, Any]:
     """One judged run: measured step (median, IQR, n), predicted before and after the floor, and per stage."""
     from rlbench.harness.errors import RLBenchError
+    from rlbench.harness.record.contention import other_cpu_cores
     from rlbench.harness.record.read import read_record
 
     cached = json.loads(floor_file.read_text())
@@ -49,6 +50,9 @@ def judge(floor_file: Path, run_dir: Path) -> dict[str, Any]:
         "ratio_before": measured / (after - floor),
         "ratio_after": measured / after,
         "stages": {name: s.get("measured_over_predicted") for name, s in stages.items()},
+        # other processes' CPU beside the framework (cores): a 2-core host shared with other work moves step times
+        "other_cores": other_cpu_cores(record)[0],
+        "calibration_other_cores": [other_cpu_cores(read_record(Path(c["record"])))[0] for c in cached["cells"]],
     }
 
 
@@ -56,17 +60,22 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The judged runs as a Markdown table."""
     lines = [
         "| framework | judged workload | L | n | measured step s (median, IQR) | predicted before s | ratio before "
-        "| predicted after s | ratio after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| predicted after s | ratio after | other cores (judged; calibration) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         low, high = r["iqr_s"]
         lines.append(
             f"| {r['framework']} | {r['workload']} | {r['response_len']} | {r['n']} | {r['measured_s']:.3f} "
             f"({low:.3f}-{high:.3f}) | {r['predicted_before_s']:.3f} | {r['ratio_before']:.2f} "
-            f"| {r['predicted_after_s']:.3f} | **{r['ratio_after']:.2f}** |"
+            f"| {r['predicted_after_s']:.3f} | **{r['ratio_after']:.2f}** | {_cores(r['other_cores'])}; "
+            f"{', '.join(map(_cores, r['calibration_other_cores']))} |"
         )
     return "\n".join(lines)
+
+
+def _cores(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def main(argv: list[str]) -> int:
