@@ -134,7 +134,9 @@ def apply_floor(stages: list[StageCost], floor: FrameworkFloor, response_len: in
 
 # (response_len, measured_s, predicted_s) by column, optionally with a 4th mapping: each measured
 # median's standard error (what lets a column other than generation show a per-decode-step slope).
-Calibration = tuple
+Calibration = (
+    tuple[int, dict[str, float], dict[str, float]] | tuple[int, dict[str, float], dict[str, float], dict[str, float]]
+)
 
 
 def _line(points: list[tuple[float, float, float]]) -> tuple[float, float, float | None]:

@@ -8,9 +8,11 @@ stage column: every column the framework logs, and "other", its step time outsid
 fitted term stands for, by framework (its stage columns: adapters/<name>/metrics.py):
 * TRL (one process): gen = HF `generate`'s per-token bookkeeping; update_actor = the Trainer's
   optimizer step, logging and metric gathering; reward/old_log_prob where logged = their Python.
-* verl (Ray, vLLM's HTTP server on the lane): gen = the agent loop's round trips to the rollout
-  server and the reward loop inside it; old_log_prob, update_actor = a Ray call to the FSDP worker
-  with the batch moved there and back; adv = the driver's advantage code; weight_sync = the
+* verl (Ray, vLLM's HTTP server on the lane): gen = the v1 trainer waiting for its rollout batch,
+  which its replay buffer polls every 2.0 s (so a short generation is measured as 2.0 s: the
+  agent loop's HTTP round trips to the rollout server and the reward loop run inside);
+  old_log_prob, update_actor = a Ray call to the FSDP worker with the batch moved there and
+  back; adv = the driver's advantage code; weight_sync = the
   update_weights path (gather, serialise, load into the engine); other = the driver's batching
   and metrics between stages.
 * OpenRLHF (Ray, vLLM engine actors): gen = generation and rewards through the engine actors;
