@@ -1,7 +1,8 @@
 """Predict one RL step: stages combined over the step's DAG, then throughput, MFU, memory, cost.
 
 DAG (stage groups: generation = prefill + decode; experience = reward + ref/old log-probs +
-values + advantage; training = actor + critic updates; sync = weight_sync):
+values + advantage; training = actor + critic updates; sync = weight_sync, and a calibrated floor's
+unstaged time, the framework's own work between the timed stages):
 * colocated: every group runs on the same GPUs, one after another: times add.
 * disaggregated, async_mode="off": separate pools, but each waits for the other: times add.
 * disaggregated, async_mode="one-step" (one-step-off-policy): generation of step k+1
@@ -26,8 +27,9 @@ Definitions:
   op latency (every datasheet row) the upper bound is None and the step time is the roofline,
   a lower bound with achievable=1.0.
 * floor: a framework's own per-step time that no hardware number prices (generate's per-token
-  bookkeeping, the Trainer's optimizer step and logging), measured by `rlbench calibrate`
-  (floor.py); when given it is added to the stages that pay it, so every figure above includes it.
+  bookkeeping, the Trainer's optimizer step and logging, Ray and HTTP hops, the weight-sync path),
+  measured by `rlbench calibrate` (floor.py) for every stage the framework logs and for the time
+  outside them; when given it is added to the stages that pay it, so every figure above includes it.
 * Bound and estimate, separately: step_time_bound_s is Brent's lower bound max(W/p, D t) combined
   over the DAG (on a datasheet row: the roofline at 100% of peak, what the hardware allows) and
   mfu_bound the MFU at that time, an upper bound on any run's MFU. step_time_estimate_s adds the
@@ -50,7 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rlbench.harness.perfmodel.arch import ModelArch, get_arch
-from rlbench.harness.perfmodel.floor import FrameworkFloor, apply_floor
+from rlbench.harness.perfmodel.floor import UNSTAGED, FrameworkFloor, apply_floor
 from rlbench.harness.perfmodel.hardware import Hardware, get_hardware
 from rlbench.harness.perfmodel.memory import MemoryEstimate, estimate_memory
 from rlbench.harness.perfmodel.overheads import (
@@ -79,7 +81,8 @@ GROUPS = {
     "generation": ("generation_prefill", "generation_decode"),
     "experience": ("reward", "ref_logprob", "old_logprob", "critic_values", "advantage"),
     "training": ("actor_update", "critic_update"),
-    "sync": ("weight_sync",),
+    # the framework's calibrated time outside every timed stage (floor.UNSTAGED), on the trainer's side of the step
+    "sync": ("weight_sync", UNSTAGED),
 }
 
 
@@ -200,7 +203,10 @@ def _combine(groups: dict[str, float | None], overlap: bool) -> float | None:
 
 def _group(stages: list[StageCost], attr: str) -> dict[str, float | None]:
     by_name = {s.name: getattr(s, attr) for s in stages}
-    return {group: _sum([by_name[n] for n in names]) for group, names in GROUPS.items()}
+    # the unstaged stage exists only with a calibrated floor that measured some: absent, it adds nothing
+    return {
+        group: _sum([by_name[n] for n in names if n in by_name or n != UNSTAGED]) for group, names in GROUPS.items()
+    }
 
 
 def _ratio(num: float, den: float | None) -> float | None:

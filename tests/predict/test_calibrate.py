@@ -134,7 +134,9 @@ def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
         assert inputs["shared_prefill"] is False and inputs["micro_batch_size"] == 16
         assert inputs["kv_cache"] == "concat"
     floor = cached["floor"]
-    assert set(floor["fixed_s"]) == {"gen", "update_actor"} and min(floor["fixed_s"].values()) >= 0
+    # every column TRL logged in both runs is fitted, and the step's time outside them ("other")
+    logged = set.intersection(*(set(c["measured_s"]) for c in cached["cells"]))
+    assert set(floor["fixed_s"]) == logged >= {"gen", "update_actor", "other"} and min(floor["fixed_s"].values()) >= 0
     # The Trainer's step (optimizer, logging) costs far more than a hidden-64 model's arithmetic.
     assert floor["fixed_s"]["update_actor"] > 0
 
@@ -156,3 +158,67 @@ def test_calibrate_runs_trl_and_caches_a_floor_that_predict_uses(tmp_path):
     stages = {s["name"]: s for s in json.loads(shown.stdout)["stages"]}
     assert stages["actor_update"]["floor_s"] == pytest.approx(floor["fixed_s"]["update_actor"])
     assert stages["generation_decode"]["floor_s"] > 0 or floor["fixed_s"]["gen"] == 0
+
+
+def _calibration_record(folder: Path, length: int, gen: float, floor: dict | None = None) -> Path:
+    """A succeeded record like a verl lane's at response length `length`: gen, adv, update_actor and weight_sync
+    timed, reward not; each step 0.5 s longer than its stages; its prediction.json (with `floor` if given)."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from rlbench.harness.record.store import write_run_json, write_steps
+    from rlbench.workloads.catalog import load_workload
+
+    folder.mkdir(parents=True)
+    workload = dataclasses.asdict(load_workload("gsm8k-grpo-tiny").with_steps(6)) | {"max_response_length": length}
+    workload["warmup_steps"] = 1
+    record = {"status": "succeeded", "framework": {"name": "trl"}, "workload": workload, "parallel": {"dp": 1}}
+    write_run_json(folder, record)
+    wobble = np.array([5.0, 0.0, 0.01, -0.01, 0.02, 0.0])  # a slow warm-up step, then a little noise
+    stages = {"gen": gen + wobble, "adv": 0.2 + wobble, "update_actor": 0.3 + wobble, "weight_sync": 0.1 + wobble}
+    columns = {f"time_{name}_s": values for name, values in stages.items()} | {"time_reward_s": np.full(6, np.nan)}
+    step = sum(stages.values()) + 0.5 + wobble
+    write_steps(folder, pd.DataFrame({"step": range(1, 7), "step_time_s": step, **columns}))
+    floor_s = (floor or {}).get("fixed_s", {})
+    predicted = [
+        {"name": name, "time_s": 0.01 + floor_s.get(column, 0.0), "floor_s": floor_s.get(column, 0.0)}
+        for column, name in (("gen", "generation_decode"), ("adv", "advantage"), ("update_actor", "actor_update"))
+    ] + [{"name": "generation_prefill", "time_s": 0.002}, {"name": "weight_sync", "time_s": 0.001}]
+    prediction = {"available": True, "stages": predicted, "step_time_s": sum(s["time_s"] for s in predicted)}
+    (folder / "prediction.json").write_text(json.dumps(prediction | ({"floor": floor} if floor else {})))
+    return folder
+
+
+def test_calibration_cells_take_every_logged_column_and_the_time_outside_them(tmp_path):
+    from rlbench.harness.sweep.calibrate import calibration_cell
+
+    # an earlier floor in the run's prediction is taken out: calibration compares with the model alone
+    cell = calibration_cell(_calibration_record(tmp_path / "r8", 8, 2.0, {"fixed_s": {"gen": 1.0}}))
+    assert set(cell["measured_s"]) == {"gen", "adv", "update_actor", "weight_sync", "other"}  # no reward logged
+    assert cell["measured_s"]["gen"] == pytest.approx(2.0) and cell["predicted_s"]["gen"] == pytest.approx(0.012)
+    assert cell["measured_s"]["other"] == pytest.approx(0.5)  # the median of step - stages over steps 2..6
+    assert cell["predicted_s"]["other"] == 0.0 and cell["predicted_s"]["weight_sync"] == pytest.approx(0.001)
+    assert cell["steps"] == 5 and all(0 < e < 0.05 for e in cell["measured_se_s"].values())
+
+
+def test_a_floor_is_judged_on_runs_outside_its_calibration(own_cache, tmp_path):
+    import sys
+
+    from rlbench.harness.errors import RLBenchError
+    from rlbench.harness.sweep.calibrate import fit_floor
+    from tests.conftest import PROJECT_ROOT
+
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import judge_calibration  # noqa: E402  (benchmarks/ is scripts, not a package)
+
+    runs = [_calibration_record(tmp_path / f"r{length}", length, 1.0 + 0.01 * length) for length in (8, 16)]
+    floor, cells, cache = fit_floor("trl", runs)
+    assert [Path(c["record"]) for c in cells] == runs
+    assert floor.per_decode_step_s["gen"] == pytest.approx(0.01) and floor.fixed_s["other"] > 0.4
+    with pytest.raises(RLBenchError, match="calibration runs"):
+        judge_calibration.judge(cache, runs[0])
+    judged = _calibration_record(tmp_path / "judged", 32, 1.32, floor.to_dict())
+    row = judge_calibration.judge(cache, judged)
+    assert row["n"] == 5 and row["ratio_before"] > 5 and row["ratio_after"] < row["ratio_before"]
