@@ -58,7 +58,7 @@ def test_parse_all_knobs():
 def test_every_knob_has_one_field_and_tp_is_the_trainers():
     assert KNOBS == (
         *("dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp"),
-        *("placement", "fuse", "async"),
+        *("placement", "fuse", "async", "partial_rollout"),
         *("nodes", "gpus_per_node"),
     )
     p = parse_parallel(["tp=2"])
