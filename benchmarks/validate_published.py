@@ -31,7 +31,8 @@ import yaml
 
 from rlbench.harness.perfmodel import ParallelShape, Prediction, WorkloadShape, get_arch, load_hf_config, predict
 from rlbench.harness.perfmodel.arch import ModelArch
-from rlbench.harness.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_tokens
+from rlbench.harness.perfmodel.hardware import get_hardware
+from rlbench.harness.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_steps, engine_tokens
 
 DEFAULT = Path(__file__).with_name("published_runs.yaml")
 # A published stage column -> the model's stages (perfmodel/predict.py STAGES) it covers. A run whose
@@ -138,12 +139,16 @@ TRAINER_COLUMNS = ("logprob_s", "old_log_prob_s", "ref_s", "values_s", "train_s"
 
 
 def fit(runs: list[dict[str, Any]], subset: list[str]) -> FittedTerms:
-    """FittedTerms from the training subset alone. decode_token_s (per engine mode) and refit_bytes_per_s: the
-    mean, over the subset's runs (of that mode) that published the stage, of what it measured beyond the
-    estimate without the fitted terms.
+    """FittedTerms from the training subset alone.
+    decode_step_s and decode_token_s (per engine mode): what the subset's runs of that mode measured in generation
+    beyond the estimate without the fitted terms, split over the busiest engine's decode steps and tokens by
+    least squares with both terms non-negative (_fit_decode); where the mode's runs do not differ in tokens per
+    step, the split cannot be told and the mean excess per token is the one term.
+    refit_bytes_per_s: the mean over the subset's colocated runs that published the refit of weights per GPU /
+    refit seconds.
     trainer_unit_s: the host time t per layer unit that minimises the squared log error of every trainer column
     the subset published, each stage then costing max(its estimate without the term, its depth x t)."""
-    per_token: dict[str, list[float]] = {}
+    decode_rows: dict[str, list[tuple[float, float, float]]] = {}
     refit_rates, trainer_rows = [], []
     for run in (r for r in runs if r["id"] in subset):
         work, layout = shapes(run)
@@ -152,7 +157,8 @@ def fit(runs: list[dict[str, Any]], subset: list[str]) -> FittedTerms:
         measured = run["measured"]
         if "gen_s" in measured:
             missing = measured["gen_s"] - _stages(p, _measured_stages(run, "gen_s"), True)
-            per_token.setdefault(work.engine_mode, []).append(max(0.0, missing) / engine_tokens(work, layout))
+            steps = engine_steps(arch, work, layout, get_hardware(run["hardware"]))
+            decode_rows.setdefault(work.engine_mode, []).append((steps, engine_tokens(work, layout), missing))
         if "refit_s" in measured and layout.placement == "colocated":
             refit_rates.append(arch.weight_bytes() / layout.rollout_tp / measured["refit_s"])
         by_name = {stage["name"]: stage for stage in p.to_dict()["stages"]}
@@ -164,12 +170,34 @@ def fit(runs: list[dict[str, Any]], subset: list[str]) -> FittedTerms:
     unknown = set(subset) - {r["id"] for r in runs}
     if unknown:
         raise ValueError(f"training_subset names runs that are not in the file: {', '.join(sorted(unknown))}")
+    decode = {mode: _fit_decode(rows) for mode, rows in sorted(decode_rows.items())}
     return FittedTerms(
-        decode_token_s={mode: sum(values) / len(values) for mode, values in sorted(per_token.items())},
+        decode_step_s={mode: step for mode, (step, _) in decode.items() if step},
+        decode_token_s={mode: token for mode, (_, token) in decode.items() if token},
         refit_bytes_per_s=sum(refit_rates) / len(refit_rates) if refit_rates else float("inf"),
         trainer_unit_s=_fit_unit(trainer_rows),
         fitted_on=tuple(subset),
     )
+
+
+def _fit_decode(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """(s per decode step, s per token) minimising sum(steps a + tokens b - excess)^2 with a, b >= 0 over rows of
+    (steps, tokens, excess). With one ratio of tokens to steps (one run, or runs alike) a and b cannot be told
+    apart: the mean excess per token, b alone, as the term was before it had a per-step part."""
+    rows = [(s, t, max(0.0, e)) for s, t, e in rows]
+    ratios = {round(t / s, 6) for s, t, _ in rows}
+    if len(ratios) < 2:
+        return 0.0, sum(e / t for _, t, e in rows) / len(rows)
+
+    def sse(a: float, b: float) -> float:
+        return sum((s * a + t * b - e) ** 2 for s, t, e in rows)
+
+    ss, tt, st = (sum(s * s for s, _, _ in rows), sum(t * t for _, t, _ in rows), sum(s * t for s, t, _ in rows))
+    se, te = sum(s * e for s, _, e in rows), sum(t * e for _, t, e in rows)
+    det = ss * tt - st * st
+    both = ((se * tt - te * st) / det, (te * ss - se * st) / det)
+    candidates = [(se / ss, 0.0), (0.0, te / tt)] + ([both] if min(both) >= 0 else [])
+    return min(candidates, key=lambda ab: sse(*ab))
 
 
 def _fit_unit(rows: list[tuple[float, list[tuple[float, float]]]]) -> float:
@@ -387,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         terms = fit(data["runs"], list(data.get("training_subset") or []))
         print(
-            f"FittedTerms(decode_token_s={ {m: float(f'{v:.3g}') for m, v in terms.decode_token_s.items()} }, "
+            f"FittedTerms(decode_step_s={ {m: float(f'{v:.3g}') for m, v in terms.decode_step_s.items()} }, "
+            f"decode_token_s={ {m: float(f'{v:.3g}') for m, v in terms.decode_token_s.items()} }, "
             f"refit_bytes_per_s={terms.refit_bytes_per_s:.3g}, "
             f"trainer_unit_s={terms.trainer_unit_s:.3g}, fitted_on={terms.fitted_on})"
         )

@@ -3,8 +3,11 @@
 Ring algorithms (nccl-tests doc/PERFORMANCE.md, "bus bandwidth"): over n ranks with a
 buffer of S bytes, all-reduce moves 2(n-1)/n * S per rank; all-gather and reduce-scatter
 move (n-1)/n * S (S = the full, gathered size); all-to-all sends (n-1)/n of the local
-buffer. Time = bytes / per-direction link bandwidth; latency (the alpha term) is ignored,
-so small-message collectives (decode-time TP all-reduces) are optimistic.
+buffer. Time = bytes / per-direction link bandwidth. Where a stage gives it, the collectives'
+latency (the alpha term, comm_latency_s) is kept apart: a decode step's TP all-reduces carry a
+few KB each and sit between the layers' kernels, so their latency adds to the step rather than
+overlapping it (roofline.build_stage). Training's collectives carry megabytes and keep the
+bandwidth term alone.
 
     from rlbench.harness.perfmodel import get_hardware
     from rlbench.harness.perfmodel.comm import all_reduce_bytes, link_bandwidth, ring_bandwidth
@@ -27,11 +30,45 @@ class Collective:
     kind: str  # e.g. "fsdp_all_gather", "tp_all_reduce", "dp_all_reduce", "weight_transfer"
     bytes_per_gpu: float
     bandwidth: float | None  # bytes/s per direction of the link it crosses; None: unknown
+    latency_s: float = 0.0  # the latency of every call of this kind, summed (0: not priced)
 
     def time_s(self) -> float | None:
         if self.bytes_per_gpu <= 0:
             return 0.0
         return None if not self.bandwidth else self.bytes_per_gpu / self.bandwidth
+
+
+# NCCL's own cost model of a collective's latency (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel, at
+# commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2), microseconds, for the LL protocol small messages use:
+# a base latency per algorithm and a per-hop latency per link type.
+NCCL_BASE_LAT_US = {"ring": 6.6, "tree": 6.8}
+NCCL_HOP_LAT_US = {"nvlink": {"ring": 0.6, "tree": 0.6}, "net": {"ring": 2.7, "tree": 5.0}}
+NCCL_NET_OVERHEAD_US = 1.0  # its per-step network post overhead on an x86 host (getNetOverhead; 2.0 on AMD)
+NCCL_SOURCE = "https://github.com/NVIDIA/nccl/blob/b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc"
+
+
+def all_reduce_latency_s(hw: Hardware, ranks: int) -> float:
+    """Latency of one small all-reduce over `ranks` GPUs packed node by node: the lower of NCCL's ring and tree
+    LL estimates (NCCL picks the faster). Inside one NVLink domain, 8 ranks: 15 us (vLLM's own custom
+    all-reduce measured 9-12 us at 4-32 KB for 2-8 H100s, sgl-project/sglang PR #2904); 16 ranks over two
+    nodes: 25 us, the tree's two network hops."""
+    if ranks <= 1:
+        return 0.0
+    nodes = -(-ranks // hw.gpus_per_node)
+    per_node = ranks // nodes
+    steps = 2 * (ranks - 1)
+    if nodes == 1:
+        ring = NCCL_BASE_LAT_US["ring"] + steps * NCCL_HOP_LAT_US["nvlink"]["ring"]
+        tree = NCCL_BASE_LAT_US["tree"] + 2 * (ranks - 1) * NCCL_HOP_LAT_US["nvlink"]["tree"]
+    else:
+        inter_steps = 2 * nodes
+        intra = max(NCCL_HOP_LAT_US["nvlink"]["ring"], NCCL_NET_OVERHEAD_US)
+        ring = NCCL_BASE_LAT_US["ring"] + (steps - inter_steps) * intra + inter_steps * NCCL_HOP_LAT_US["net"]["ring"]
+        tree = NCCL_BASE_LAT_US["tree"] + 2 * (
+            (per_node - 1) * NCCL_HOP_LAT_US["nvlink"]["tree"]
+            + max(1, (nodes - 1).bit_length()) * NCCL_HOP_LAT_US["net"]["tree"]
+        )
+    return min(ring, tree) * 1e-6
 
 
 def all_reduce_bytes(ranks: int, size: float) -> float:
@@ -86,10 +123,18 @@ def comm_time_s(collectives: tuple[Collective, ...]) -> float | None:
     return total
 
 
+def comm_latency_s(collectives: tuple[Collective, ...]) -> float:
+    """The summed latency of a stage's collectives: paid in sequence with its kernels."""
+    return sum(c.latency_s for c in collectives)
+
+
 def merge(collectives: list[Collective]) -> tuple[Collective, ...]:
     """Sum bytes of same-kind collectives over the same link; drop empty ones."""
-    merged: dict[tuple[str, float | None], float] = {}
+    merged: dict[tuple[str, float | None], tuple[float, float]] = {}
     for c in collectives:
         if c.bytes_per_gpu > 0:
-            merged[(c.kind, c.bandwidth)] = merged.get((c.kind, c.bandwidth), 0.0) + c.bytes_per_gpu
-    return tuple(Collective(kind=k, bytes_per_gpu=b, bandwidth=bw) for (k, bw), b in merged.items())
+            size, latency = merged.get((c.kind, c.bandwidth), (0.0, 0.0))
+            merged[(c.kind, c.bandwidth)] = (size + c.bytes_per_gpu, latency + c.latency_s)
+    return tuple(
+        Collective(kind=k, bytes_per_gpu=b, bandwidth=bw, latency_s=lat) for (k, bw), (b, lat) in merged.items()
+    )

@@ -33,16 +33,21 @@ what no datasheet states, and the estimate adds it, stage by stage:
   rollout_tp minus the weights, the sequence's KV at prompt + mean response (vLLM's own accounting);
   the limits come from the launch (WorkloadShape.engine_max_seqs, engine_memory_fraction).
 
-* Fitted terms (FittedTerms, FITTED): two costs no datasheet or micro-benchmark gives, fitted on the
+* Fitted terms (FittedTerms, FITTED): costs no datasheet or micro-benchmark gives, fitted on the
   declared training subset of benchmarks/published_runs.yaml (`training_subset`) and judged on the
   other runs (`python benchmarks/validate_published.py --fit` prints the fit; a test keeps FITTED
   equal to it):
-  - decode_token_s, by engine mode (as the step floor is): seconds per generated token of an engine
-    beyond the roofline and the step floor (sampling, detokenization, scheduling and output processing
-    of every live sequence, the tail of the batch); decode time += the busiest engine's tokens x it.
+  - decode_step_s and decode_token_s, by engine mode (as the step floor is): what an engine's decode
+    takes beyond the roofline and the step floor, as seconds per decode step of the busiest engine
+    (scheduling, the sampler, the step's host-device round trip and the attention kernels' distance
+    from the roofline, paid however few sequences are live: depth) and seconds per generated token
+    (detokenization and output processing of every live sequence: work). decode time += engine steps x
+    decode_step_s + the busiest engine's tokens x decode_token_s. The two are told apart only by subset
+    runs of one mode whose tokens per step differ; with one such run the cost goes on tokens.
   - refit_bytes_per_s: the rate at which a colocated engine takes its new weights from the trainer
     (gather, conversion to the engine's layout, CUDA IPC hand-off, the engine's wake-up); the
     colocated weight sync takes at least its weights per GPU / this rate.
+  - trainer_unit_s: host seconds per layer unit of a trainer pass.
 Every other constant comes from the measurement cited beside it, not from the published runs.
 
     from rlbench.harness.perfmodel.overheads import estimate_hardware, ENGINE_STEP_FLOOR_S
@@ -114,6 +119,8 @@ SOURCES = {
 
 @dataclass(frozen=True, slots=True)
 class FittedTerms:
+    # s per decode step of the busiest engine, by engine mode (a mode left out: no term)
+    decode_step_s: dict[str, float] = field(default_factory=dict)
     # s per generated token of the busiest engine, by engine mode (a mode left out: no term)
     decode_token_s: dict[str, float] = field(default_factory=dict)
     refit_bytes_per_s: float = math.inf  # colocated weight-sync rate per GPU (inf: no term)
@@ -122,16 +129,23 @@ class FittedTerms:
 
 
 NO_FITTED_TERMS = FittedTerms()
-# From `python benchmarks/validate_published.py --fit` on the training subset's two runs: NeMo-RL v0.3's
-# Llama-3.1-8B Megatron row (gen 58 s on CUDA graphs, refit 5 s on 8 GPUs; the one row the source gives its
-# command for) and verl's Qwen2.5-0.5B PPO run on 8 H100 (gen 8.3 s on an eager engine; four trainer passes
-# of 32-64 fixed-size micro-batches per GPU, 2.2-13 s). The per-token term of each engine mode comes from
-# that mode's run alone; the trainer unit from both runs' trainer passes (the 8B's are compute-bound).
+# From `python benchmarks/validate_published.py --fit` on the training subset's three runs: NeMo-RL v0.3's
+# Llama-3.1-8B and Llama-3.1-70B Megatron rows (gen 58 and 84 s on CUDA graphs, both 4,096 decode steps with
+# 204k and 51k tokens on the busiest engine; refit 5 s on 8 GPUs and 14 s on 64) and verl's Qwen2.5-0.5B PPO run
+# on 8 H100 (gen 8.3 s on an eager engine; four trainer passes of 32-64 fixed-size micro-batches per GPU,
+# 2.2-13 s). The two CUDA-graphs rows miss 28 and 30 s beyond the roofline at 4x apart in tokens: the fit puts
+# it all on decode steps (7.05 ms each), none on tokens. The eager mode has one run, so its term stays per
+# token; the trainer unit comes from every subset run's trainer passes (the 8B's and 70B's are compute-bound).
 FITTED = FittedTerms(
-    decode_token_s={"cuda_graphs": 1.38e-4, "eager": 8.07e-5},
-    refit_bytes_per_s=3.21e9,
+    decode_step_s={"cuda_graphs": 5.15e-3},
+    decode_token_s={"cuda_graphs": 3.48e-5, "eager": 8.07e-5},
+    refit_bytes_per_s=2.87e9,
     trainer_unit_s=1.78e-3,
-    fitted_on=("nemo-rl-0.3-llama3.1-8b-megatron", "verl-play-qwen2.5-0.5b-8xh100-ppo"),
+    fitted_on=(
+        "nemo-rl-0.3-llama3.1-8b-megatron",
+        "verl-play-qwen2.5-0.5b-8xh100-ppo",
+        "nemo-rl-0.3-llama3.1-70b-megatron",
+    ),
 )
 
 
@@ -145,15 +159,20 @@ def engine_tokens(shape: WorkloadShape, par: ParallelShape) -> float:
     return math.ceil(shape.sequences / par.rollout_replicas) * shape.mean_response
 
 
-def token_cost(stage: StageCost, tokens: float, terms: FittedTerms, mode: str) -> StageCost:
-    """The decode stage plus the engine's per-token cost in this engine mode (FittedTerms.decode_token_s)."""
-    per_token = terms.decode_token_s.get(mode, 0.0)
-    if stage.time_s is None or not per_token:
+def engine_cost(stage: StageCost, steps: int, tokens: float, terms: FittedTerms, mode: str) -> StageCost:
+    """The decode stage plus the engine's fitted per-step and per-token costs in this engine mode
+    (FittedTerms.decode_step_s, decode_token_s)."""
+    per_step, per_token = terms.decode_step_s.get(mode, 0.0), terms.decode_token_s.get(mode, 0.0)
+    if stage.time_s is None or not (per_step or per_token):
         return stage
+    added = [
+        f"+ {steps} steps x {per_step * 1e3:.2f} ms" if per_step else "",
+        f"+ {tokens:.0f} tokens x {per_token * 1e6:.0f} us" if per_token else "",
+    ]
     return dataclasses.replace(
         stage,
-        time_s=stage.time_s + tokens * per_token,
-        note=f"{stage.note}; + {tokens:.0f} tokens x {per_token * 1e6:.0f} us ({mode}, fitted)".lstrip("; "),
+        time_s=stage.time_s + steps * per_step + tokens * per_token,
+        note=f"{stage.note}; {' '.join(a for a in added if a)} ({mode}, fitted)".lstrip("; "),
     )
 
 

@@ -61,13 +61,13 @@ from rlbench.harness.perfmodel.overheads import (
     FITTED,
     SOURCES,
     FittedTerms,
+    engine_cost,
     engine_floor,
     engine_steps,
     engine_tokens,
     estimate_hardware,
     in_flight,
     refit_floor,
-    token_cost,
     trainer_hardware,
     trainer_mfu,
 )
@@ -244,8 +244,12 @@ def estimate_stages(
     # It runs as many steps as the engine needs for its tokens at the sequences it holds in flight.
     steps = engine_steps(arch, shape, parallel, hw)
     plain_decode = decode_stage(arch, shape, parallel, hw, achievable=a, engine_steps=steps)
-    decode = token_cost(
-        engine_floor(plain_decode, steps, shape.engine_mode), engine_tokens(shape, parallel), fitted, shape.engine_mode
+    decode = engine_cost(
+        engine_floor(plain_decode, steps, shape.engine_mode),
+        steps,
+        engine_tokens(shape, parallel),
+        fitted,
+        shape.engine_mode,
     )
     out = [
         decode
@@ -263,8 +267,9 @@ def estimate_stages(
         "op_latency_s": launch_row.op_latency_s,
         "trainer_op_latency_s": trainer_row.op_latency_s,
         "decode_steps": steps,
-        **generation_depth(arch, shape, parallel, hw, a),
+        **generation_brent(out, generation_depth(arch, shape, parallel, hw, a)),
         "sequences_in_flight": in_flight(arch, shape, parallel, hw),
+        "decode_step_s": fitted.decode_step_s.get(shape.engine_mode, 0.0),
         "decode_token_s": fitted.decode_token_s.get(shape.engine_mode, 0.0),
         "refit_bytes_per_s": fitted.refit_bytes_per_s,
         "trainer_unit_s": fitted.trainer_unit_s,
@@ -272,6 +277,25 @@ def estimate_stages(
         "sources": dict(SOURCES),
     }
     return out, terms
+
+
+def generation_brent(stages: list[StageCost], depth: dict[str, float]) -> dict[str, float]:
+    """Brent's bounds for generation apart: its work over the rollout pool W/p (prefill and decode at the
+    estimate's achievable fraction: the larger of compute, memory and links, the batch spread over every
+    engine) and its depth D (generation_depth), so max(W/p, D) <= generation <= W/p + D for a greedy schedule.
+    Where D reaches W/p, more GPUs stop helping generation."""
+    work = sum(
+        max(s.compute_time_s, s.memory_time_s, s.comm_time_s or 0.0)
+        for s in stages
+        if s.name in ("generation_prefill", "generation_decode")
+    )
+    d = depth["generation_depth_s"]
+    return {
+        **depth,
+        "generation_work_s": work,
+        "generation_brent_lower_s": max(work, d),
+        "generation_brent_upper_s": work + d,
+    }
 
 
 def generation_depth(

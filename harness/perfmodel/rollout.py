@@ -23,7 +23,10 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
   Depth: every step is one forward of the batch, L + 2 units (roofline.pass_units), so a
   decode of R steps has depth R * (L + 2): on a latency-bound device (a small model, a CPU)
   the span, not the roofline, sets the time.
-* Tensor parallelism: 2 all-reduces per layer of the batch's activations (Megatron-LM).
+* Tensor parallelism: 2 all-reduces per layer of the batch's activations (Megatron-LM), each
+  paying its latency (comm.all_reduce_latency_s, NCCL's cost model): a decode step's all-reduces
+  carry a few KB, so over thousands of steps their latency, not their bytes, is what they cost; an
+  engine spanning two nodes pays the network's.
 * Mixture of experts: a decode step reads the dense weights and only the experts its batch
   routes to, E(1 - (1 - k/E)^B) of E for B sequences under uniform routing
   (parallelism.experts_touched): at B = 1, k of E; at a few dozen sequences, nearly all.
@@ -40,7 +43,7 @@ import math
 
 from rlbench.harness.perfmodel import flops as fl
 from rlbench.harness.perfmodel.arch import ModelArch
-from rlbench.harness.perfmodel.comm import Collective, all_reduce_bytes, merge, ring_bandwidth
+from rlbench.harness.perfmodel.comm import Collective, all_reduce_bytes, all_reduce_latency_s, merge, ring_bandwidth
 from rlbench.harness.perfmodel.hardware import Hardware
 from rlbench.harness.perfmodel.parallelism import experts_touched
 from rlbench.harness.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
@@ -72,9 +75,13 @@ def _tp_all_reduces(
     if tp == 1:
         return []
     size = all_reduce_bytes(tp, tokens * arch.hidden * dtype_bytes)
+    calls = count * 2 * arch.layers
     return [
         Collective(
-            kind="tp_all_reduce", bytes_per_gpu=count * 2 * arch.layers * size, bandwidth=ring_bandwidth(hw, tp, 1)
+            kind="tp_all_reduce",
+            bytes_per_gpu=calls * size,
+            bandwidth=ring_bandwidth(hw, tp, 1),
+            latency_s=calls * all_reduce_latency_s(hw, tp),
         )
     ]
 

@@ -9,7 +9,8 @@ compute, memory and communication overlap perfectly (a lower bound), while colle
 stage run one after another. The exception is `serial_bytes`: bytes of memory-bound kernels that
 run between the matmuls rather than under them (decode attention reading the KV cache, and a
 cache copied to grow it). A device runs its kernels one after another, so those bytes' time adds
-to the rest: busiest = max(compute, other memory, comm) + serial memory.
+to the rest: busiest = max(compute, other memory, comm) + serial memory. So does the latency of
+collectives that sit between kernels (a decode step's TP all-reduces, comm.comm_latency_s).
 `busiest` is the same roofline applied to the work of the busiest
 device alone (a decode tail, a pipeline bubble, a batch that does not divide over replicas);
 the schedule is static, so that device sets the pace. `a` is the achievable fraction of peak,
@@ -45,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rlbench.harness.perfmodel.comm import Collective, comm_time_s
+from rlbench.harness.perfmodel.comm import Collective, comm_latency_s, comm_time_s
 from rlbench.harness.perfmodel.hardware import Hardware
 
 
@@ -183,9 +184,10 @@ def build_stage(
     matmul_rows x matmul_dim is the shape of the stage's typical matmul (tokens in flight x hidden):
     where the hardware row measured FLOP/s by shape (the CPU probe), compute runs at that rate
     (the forward + backward rate for a `training` stage; the streamed rate when the `weight_bytes`
-    one device reads per pass exceed its cache). `critical.serial_bytes` adds its time after
-    the overlapped terms (see the module docstring). `compute_fraction` scales the compute rate
-    alone (the estimate's trainer MFU, overheads.TRAINER_MFU); 1.0 for the bound."""
+    one device reads per pass exceed its cache). `critical.serial_bytes` and the latency of
+    `critical.comm` add their time after the overlapped terms (see the module docstring).
+    `compute_fraction` scales the compute rate alone (the estimate's trainer MFU, overheads.TRAINER_MFU);
+    1.0 for the bound."""
     if gpus < 1 or (flops <= 0 and bytes <= 0 and not comm):
         return empty_stage(name, gpus=max(gpus, 0), note=note)
     rate = hw.matmul_flops_per_s(matmul_rows, matmul_dim, training, weight_bytes)
@@ -198,7 +200,9 @@ def build_stage(
         d_serial = critical.serial_bytes / (hw.hbm_bytes_per_s * achievable)
         # The busiest device's serial kernels follow its overlapped work, so that device's time is
         # never below the stage's averages: W/p is `busiest` whenever serial bytes exist.
-        busiest = max(d_compute + critical.exposed_s, d_memory - d_serial, d_link) + d_serial
+        busiest = (
+            max(d_compute + critical.exposed_s, d_memory - d_serial, d_link) + d_serial + comm_latency_s(critical.comm)
+        )
         span, lower, upper, time = brent(max(compute, memory, link, busiest), depth, hw)
     return StageCost(
         name=name,

@@ -15,11 +15,18 @@ def _depth_line(terms: dict[str, Any]) -> list[str]:
     """Generation's depth term, where the estimate has one (GPU rows)."""
     if terms.get("generation_depth_s") is None:
         return []
-    return [
+    lines = [
         f"  gen. depth   {_fmt(terms['generation_depth_s'])} s   ({terms['decode_depth_steps']} decode steps to the "
         f"batch's longest response x {_fmt(terms['decode_step_least_s'] * 1e3)} ms, the least a step takes: "
         "generation's floor however many GPUs)"
     ]
+    if terms.get("generation_work_s") is not None:
+        lines.append(
+            f"  gen. Brent   {_fmt(terms['generation_brent_lower_s'])} .. {_fmt(terms['generation_brent_upper_s'])} s"
+            f"   (max(W/p, D) .. W/p + D: work over the rollout GPUs W/p {_fmt(terms['generation_work_s'])} s, "
+            f"depth D {_fmt(terms['generation_depth_s'])} s)"
+        )
+    return lines
 
 
 def stage_table(prediction: dict[str, Any]) -> str:
@@ -41,8 +48,8 @@ def stage_table(prediction: dict[str, Any]) -> str:
         f"  bound        {_fmt(prediction.get('step_time_bound_s'))} s   "
         "(what the hardware allows: roofline at 100% of peak)",
         f"  estimate     {_fmt(prediction.get('step_time_estimate_s'))} s   (bound plus overhead terms: achievable "
-        "fraction of peak, kernel launches, engine per-step floor; per-token decode cost, colocated refit rate "
-        "and the trainer's host time per layer fitted on published runs)",
+        "fraction of peak, kernel launches, engine per-step floor, TP all-reduce latency; per-step and per-token "
+        "decode cost, colocated refit rate and the trainer's host time per layer fitted on published runs)",
         *_depth_line(prediction.get("estimate_terms") or {}),
         f"tokens/s       {_fmt(prediction['tokens_per_s'], digits=4)}   (estimate "
         f"{_fmt(prediction.get('tokens_per_s_estimate'), digits=4)})",

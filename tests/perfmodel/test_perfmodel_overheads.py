@@ -209,12 +209,15 @@ def test_the_trainer_unit_protocol_runs_an_fsdp_trainer_and_gives_a_per_unit_tim
     assert not torch.distributed.is_initialized()  # the process group it started is gone
 
 
-def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor():
+def test_the_fitted_terms_add_per_step_and_per_token_decode_cost_and_a_colocated_refit_floor():
     shape = WorkloadShape(
         prompts_per_step=64, group_size=32, prompt_len=130, response_len=4096, fixed_length=False, mean_response_len=800
     )
     terms = overheads.FittedTerms(
-        decode_token_s={"cuda_graphs": 1e-4, "eager": 3e-4}, refit_bytes_per_s=2e9, fitted_on=("a-run",)
+        decode_step_s={"cuda_graphs": 5e-3},
+        decode_token_s={"cuda_graphs": 1e-4, "eager": 3e-4},
+        refit_bytes_per_s=2e9,
+        fitted_on=("a-run",),
     )
     for placement, rollout_gpus in (("colocated", 0), ("disaggregated", 8)):
         layout = ParallelShape(gpus=16, placement=placement, rollout_gpus=rollout_gpus)
@@ -224,7 +227,9 @@ def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor(
         after = {s.name: s.time_s for s in fitted.estimate_stages}
         tokens = overheads.engine_tokens(shape, layout)  # the busiest engine's share x the mean response
         assert tokens == pytest.approx(2048 / layout.rollout_replicas * 800)
-        assert after["generation_decode"] == pytest.approx(before["generation_decode"] + tokens * 1e-4)
+        steps = fitted.estimate_terms["decode_steps"]  # the depth: the cap, however many engines share the batch
+        assert steps == 4096
+        assert after["generation_decode"] == pytest.approx(before["generation_decode"] + steps * 5e-3 + tokens * 1e-4)
         weights = get_arch("Llama-3.1-8B").weight_bytes()
         if placement == "colocated":  # the engine takes its weights through the trainer's GPUs: the fitted rate
             assert after["weight_sync"] == pytest.approx(weights / 2e9)
@@ -241,7 +246,7 @@ def test_the_fitted_terms_add_per_token_decode_cost_and_a_colocated_refit_floor(
     )
     tokens = overheads.engine_tokens(eager_shape, layout)
     assert eager["generation_decode"] == pytest.approx(plain["generation_decode"] + tokens * 3e-4)
-    graphs_only = dataclasses.replace(terms, decode_token_s={"cuda_graphs": 1e-4})
+    graphs_only = dataclasses.replace(terms, decode_token_s={"cuda_graphs": 1e-4})  # and its per-step term
     unfitted = predict("Llama-3.1-8B", eager_shape, layout, "H100-SXM", fitted=graphs_only)
     assert {s.name: s.time_s for s in unfitted.estimate_stages}["generation_decode"] == pytest.approx(
         plain["generation_decode"]

@@ -75,9 +75,11 @@ def test_the_fitted_terms_are_the_fit_of_the_declared_training_subset_alone():
     subset = data["training_subset"]
     assert subset and list(FITTED.fitted_on) == subset
     terms = script.fit(data["runs"], subset)
-    assert FITTED.decode_token_s.keys() == terms.decode_token_s.keys()
-    for mode, value in terms.decode_token_s.items():
-        assert FITTED.decode_token_s[mode] == pytest.approx(value, rel=0.01)
+    for name in ("decode_step_s", "decode_token_s"):
+        fitted, refitted = getattr(FITTED, name), getattr(terms, name)
+        assert fitted.keys() == refitted.keys()
+        for mode, value in refitted.items():
+            assert fitted[mode] == pytest.approx(value, rel=0.01)
     assert FITTED.refit_bytes_per_s == pytest.approx(terms.refit_bytes_per_s, rel=0.01)
     assert FITTED.trainer_unit_s == pytest.approx(terms.trainer_unit_s, rel=0.01)
     for run in data["runs"]:
@@ -86,6 +88,23 @@ def test_the_fitted_terms_are_the_fit_of_the_declared_training_subset_alone():
     assert script.fit(data["runs"], subset) == terms
     with pytest.raises(ValueError, match="not in the file: nope"):
         script.fit(data["runs"], ["nope"])
+
+
+def test_the_decode_fit_splits_steps_from_tokens_only_where_the_runs_can_tell_them_apart():
+    """_fit_decode recovers a per-step and a per-token cost from runs whose tokens per step differ, keeps both
+    non-negative (a negative solution falls back to the better single term), and with one ratio of tokens to
+    steps puts the excess on tokens (the one-term rule)."""
+    fit_decode = _script()._fit_decode
+    rows = [(4096, 204_000, 4096 * 5e-3 + 204_000 * 3e-5), (4096, 51_000, 4096 * 5e-3 + 51_000 * 3e-5)]
+    step, token = fit_decode(rows)
+    assert step == pytest.approx(5e-3) and token == pytest.approx(3e-5)
+    # the run with more tokens missed less: a negative per-token cost is refused, the steps carry it all
+    step, token = fit_decode([(4096, 204_000, 28.0), (4096, 51_000, 30.0)])
+    assert token == 0.0 and step == pytest.approx(58.0 / (2 * 4096))
+    step, token = fit_decode([(1000, 50_000, 5.0)])  # one run: the split cannot be told
+    assert (step, token) == (0.0, pytest.approx(1e-4))
+    step, token = fit_decode([(1000, 50_000, 5.0), (2000, 100_000, 10.0)])  # the same ratio: still one term
+    assert (step, token) == (0.0, pytest.approx(1e-4))
 
 
 def test_the_trainer_unit_fit_recovers_a_host_bound_unit_and_refuses_one_that_helps_nothing():
