@@ -34,6 +34,7 @@ from rlbench.harness.perfmodel.names import lookup
 
 GB = 1e9
 TB = 1e12
+GiB = 2**30
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -199,6 +200,38 @@ HARDWARE: dict[str, Hardware] = {
             tdp_w=700,
             source="https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: BF16 1,979 TF with sparsity -> "
             f"989 dense; 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s); DGX H200 NICs as {_DGX_H100}",
+        ),
+        Hardware(
+            name="H800",
+            bf16_flops=989 * TB,
+            fp32_flops=None,  # not stated in the cited file
+            hbm_bytes_per_s=3.35 * TB,
+            hbm_bytes=80 * GiB,
+            intra_node_bytes_per_s=200 * GB,
+            inter_node_bytes_per_s=50 * GB,
+            host_link_bytes_per_s=_PCIE_GEN5_X16,
+            tdp_w=700,
+            source="NVIDIA's own system definition for its AIConfigurator, https://github.com/ai-dynamo/aiconfigurator/"
+            'blob/77f0282e967cf0521dbb3e9a67845c005f131b49/src/aiconfigurator/systems/h800_sxm.yaml ("H800 SXM is '
+            'the China-market variant of H100 SXM": bfloat16_tc_flops 989 TFLOPS, mem_bw 3,350 GB/s, 80 GiB, '
+            'power 700 W; NVLink "400 GB/s bidirectional ... 200 GB/s per direction"; inter_node_bw 50 GB/s per '
+            "GPU, one CX7 NDR 400 Gb/s each; pcie 5.0); NVIDIA's H800 datasheet PDF is not readable here",
+        ),
+        Hardware(
+            name="H20",
+            bf16_flops=148 * TB,
+            fp32_flops=None,  # not stated in the cited file
+            hbm_bytes_per_s=4.0 * TB,
+            hbm_bytes=96 * GiB,
+            intra_node_bytes_per_s=450 * GB,
+            inter_node_bytes_per_s=25 * GB,
+            host_link_bytes_per_s=_PCIE_GEN5_X16,
+            tdp_w=None,  # 350 W in the cited file, 400 W in other listings: unknown
+            source="NVIDIA's own system definition for its AIConfigurator, https://github.com/ai-dynamo/aiconfigurator/"
+            "blob/e9fbc0a58077e943842951a129545d15465fb8e8/src/aiconfigurator/systems/h20_sxm.yaml (float16_tc_flops "
+            "148 TFLOPS dense, int8/fp8 296; mem_bw 4,000 GB/s; 96 GiB; intra_node_bw 450 GB/s per direction; "
+            "inter_node_bw 25 GB/s per GPU; pcie 5.0; power 350 W, against 400 W at "
+            "https://huggingface.co/hardware/h20, so the TDP is left unknown); no NVIDIA H20 datasheet read here",
         ),
         Hardware(
             name="B200",

@@ -19,6 +19,8 @@ def test_rows_are_dense_peaks() -> None:
         "L40S": 733e12,
         "A40": 299.4e12,
         "MI300X": 2614.9e12,
+        "H800": 1979e12,
+        "H20": 296e12,  # AIConfigurator's int8/fp8 figure: Hopper's sparse bf16 equals its dense int8
     }
     for name, sparse in sparse_headline.items():
         assert get_hardware(name).bf16_flops == pytest.approx(sparse / 2, rel=0.02), name  # L40S: 362.05 vs 733
@@ -43,6 +45,8 @@ def test_every_row_cites_a_source() -> None:
         "L40S",
         "A40",
         "MI300X",
+        "H800",
+        "H20",
     }
     for hw in HARDWARE.values():
         assert "https://" in hw.source, hw.name
@@ -57,10 +61,13 @@ def test_unknown_hardware_suggests_and_never_guesses() -> None:
 
 
 def test_devices_without_a_datasheet_read_here_are_unknown_not_guessed() -> None:
-    """H20, H800 and L20 have no public NVIDIA datasheet whose figures could be read and cited (2026-12-06):
-    they stay unknown, so a run on one gets no prediction rather than a borrowed peak."""
-    for name in ("H20", "H800", "L20"):
-        assert find_hardware(name) is None
+    """L20 has no NVIDIA datasheet or NVIDIA-authored figure that could be read and cited (2026-12-07; the
+    figures found are a spec database's and code comments saying "No doc from NVIDIA"): it stays unknown, so a
+    run on one gets no prediction rather than a borrowed peak. H800 and H20 cite NVIDIA's AIConfigurator
+    system files, and leave unknown what those do not state (FP32; the H20's TDP, where sources disagree)."""
+    assert find_hardware("L20") is None
+    assert get_hardware("H800").fp32_flops is None and get_hardware("H20").tdp_w is None
+    assert get_hardware("H800").intra_node_bytes_per_s == 200e9  # NVLink halved against the H100's 450
 
 
 def test_aliases() -> None:
