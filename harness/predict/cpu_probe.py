@@ -3,7 +3,9 @@
 The performance model's "cpu" hardware row has no datasheet: its numbers are what this machine
 does, measured with torch (the library the frameworks compute with), best of several repeats,
 cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, threads, torch version and
-PROBE_VERSION (about 10 s on 2 cores). What each figure measures and why: docs/cpu-probe.md.
+PROBE_VERSION (about 10 s on 2 cores). A framework whose trainer workers run with fewer torch threads
+(a Ray actor's OMP_NUM_THREADS) gets a probe at that count, cached beside it. What each figure
+measures and why: docs/cpu-probe.md.
 
     python -m rlbench.harness.predict.cpu_probe
 """
@@ -34,10 +36,11 @@ LATENCY_REPEATS = 200  # ~0.3 ms each: many tries, so one lands between other pr
 UNIT = {"hidden": 64, "heads": 2, "kv_heads": 1, "head_dim": 32, "ffn": 172, "cache": 16}
 
 
-def _cache_file() -> Path:
+def _cache_file(threads: int | None = None) -> Path:
+    """The probe at this process's own thread count, or at another count (a framework's workers) beside it."""
     from rlbench.harness.settings import cache_root
 
-    return cache_root() / "cpu_probe.json"
+    return cache_root() / ("cpu_probe.json" if threads is None else f"cpu_probe-{threads}-threads.json")
 
 
 def _best_seconds(fn, repeats: int = REPEATS) -> float:
@@ -274,18 +277,21 @@ def measure() -> dict[str, Any]:
 _UNCACHED: dict[str, dict[str, Any]] = {}
 
 
-def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
+def cpu_peaks(refresh: bool = False, threads: int | None = None) -> dict[str, Any]:
     """Measured peaks of this CPU, from the cache when it matches this machine, torch and the probe (or from this
-    process's own uncached measurement of them)."""
+    process's own uncached measurement of them). threads: measure with torch at that many threads (a framework's
+    workers that run with fewer than this process), cached apart; None: this process's own."""
     import torch
 
+    own = torch.get_num_threads()
+    threads = own if threads is None else threads
     key = {
         "cpu_model": cpu_model(),
-        "threads": torch.get_num_threads(),
+        "threads": threads,
         "torch": package_version("torch"),
         "probe_version": PROBE_VERSION,
     }
-    cache = _cache_file()
+    cache = _cache_file(None if threads == own else threads)
     if not refresh and cache.is_file():
         try:
             cached = json.loads(cache.read_text())
@@ -297,7 +303,11 @@ def cpu_peaks(refresh: bool = False) -> dict[str, Any]:
     if not refresh and memo in _UNCACHED:
         return _UNCACHED[memo]
     busy = host_busy_pct()
-    result = measure() | key | {"host_busy_pct": busy}
+    torch.set_num_threads(threads)
+    try:
+        result = measure() | key | {"host_busy_pct": busy}
+    finally:
+        torch.set_num_threads(own)
     if busy > BUSY_HOST_PCT:  # a probe beside other work reads the machine slow for good: used now, never cached
         _UNCACHED[memo] = result
         return result
@@ -332,11 +342,12 @@ def best_flops_per_s(peaks: dict[str, Any] | None = None) -> float:
     return max([float(peaks["fp32_flops_per_s"]), *rates])
 
 
-def cpu_row(peaks: dict[str, Any] | None = None):
-    """The performance model's "cpu" Hardware row from the (cached) measurements."""
+def cpu_row(peaks: dict[str, Any] | None = None, threads: int | None = None):
+    """The performance model's "cpu" Hardware row from the (cached) measurements, at this process's threads or at
+    `threads`."""
     from rlbench.harness.perfmodel import cpu_hardware
 
-    peaks = peaks if peaks is not None else cpu_peaks()
+    peaks = peaks if peaks is not None else cpu_peaks(threads=threads)
     return cpu_hardware(
         peaks["fp32_flops_per_s"],
         peaks["mem_bytes_per_s"],
@@ -345,7 +356,7 @@ def cpu_row(peaks: dict[str, Any] | None = None):
         train_matmul_rates=tuple(tuple(row) for row in peaks.get("train_matmul_rates", ())),
         streamed_matmul_rates=tuple(tuple(row) for row in peaks.get("streamed_matmul_rates", ())),
         cache_bytes=peaks.get("cache_bytes"),
-        source=f"measured on {peaks['cpu_model']}: {peaks['method']}",
+        source=f"measured on {peaks['cpu_model']} at {peaks.get('threads')} torch threads: {peaks['method']}",
     )
 
 

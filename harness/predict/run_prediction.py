@@ -105,11 +105,15 @@ def predict_run(
         floor, why_not = None, f"no framework floor on {hardware.name}: `rlbench calibrate` measures it on the CPU"
     else:
         floor, why_not = load_floor(framework)
-    result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
+    trainer = None if environment.get("gpus") else trainer_row(framework)
+    result: Prediction = predict(
+        arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor, trainer_hardware=trainer
+    )
     return {
         "available": True,
         "hardware": hardware.name,
         "hardware_source": hardware.source,
+        **({"trainer_hardware_source": trainer.source} if trainer else {}),
         "inputs": {
             "prompt_len": shape.prompt_len,
             "padded_prompt_len": shape.padded_prompt_len,
@@ -122,6 +126,20 @@ def predict_run(
         "mfu_peak_flops_per_device": _mfu_peak(environment, result.peak_flops),
         **_sync_bound(environment, hardware),
     }
+
+
+def trainer_row(framework: str | None) -> Hardware | None:
+    """On a CPU run, the row a framework's trainer passes compute at when its workers run with fewer torch threads
+    than this process (a CPU lane's Ray actors: Adapter.cpu_trainer_threads); None where they run with the same."""
+    if not framework:
+        return None
+    import torch
+
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.harness.predict.cpu_probe import cpu_row
+
+    threads = getattr(get_adapter(framework), "cpu_trainer_threads", None)
+    return cpu_row(threads=threads) if threads and threads != torch.get_num_threads() else None
 
 
 def _sync_bound(environment: dict[str, Any], hardware: Hardware) -> dict[str, Any]:

@@ -142,3 +142,54 @@ def test_a_probe_measured_on_a_busy_host_is_used_but_never_cached(monkeypatch, t
     monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 3.0)
     assert cpu_probe.cpu_peaks(refresh=True)["host_busy_pct"] == 3.0 and (tmp_path / "cpu_probe.json").is_file()
     assert cpu_probe.best_flops_per_s({**fake, "matmul_rates": [[16, 64, 5e9]]}) == 5e9  # MFU's peak: the fastest
+
+
+def test_a_probe_at_a_frameworks_worker_threads_is_measured_at_them_and_cached_apart(monkeypatch, tmp_path) -> None:
+    """A CPU lane's Ray workers compute with 1 torch thread (Ray sets an actor's OMP_NUM_THREADS to its num_cpus):
+    their probe runs at that count, is cached beside this process's own, and leaves this process's threads as
+    they were."""
+    import torch
+
+    from rlbench.harness.predict import cpu_probe
+
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_probe, "_UNCACHED", {})
+    monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 0.0)
+    own = torch.get_num_threads()
+    monkeypatch.setattr(
+        cpu_probe,
+        "measure",
+        lambda: {"fp32_flops_per_s": 1e9 * torch.get_num_threads(), "mem_bytes_per_s": 1e9, "method": "fake"},
+    )
+    mine, one = cpu_probe.cpu_peaks(), cpu_probe.cpu_peaks(threads=1)
+    assert torch.get_num_threads() == own
+    assert (mine["threads"], one["threads"]) == (own, 1) and one["fp32_flops_per_s"] == 1e9
+    assert (tmp_path / "cpu_probe.json").is_file() and (tmp_path / "cpu_probe-1-threads.json").is_file()
+    assert cpu_probe.cpu_peaks(threads=1) == one  # from its own cache file
+    assert "at 1 torch threads" in cpu_probe.cpu_row(threads=1).source
+
+
+def test_a_cpu_lanes_trainer_passes_are_priced_at_its_workers_threads(monkeypatch) -> None:
+    """On a CPU run of a Ray-lane framework the trainer passes are priced at the row of its workers' threads, and
+    the prediction names that row; TRL's trainer runs in rlbench's own process and keeps the machine's row."""
+    import torch
+
+    from rlbench.harness.perfmodel import cpu_hardware
+    from rlbench.harness.predict import cpu_probe
+    from rlbench.harness.predict.run_prediction import predict_run
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.workloads.catalog import load_workload
+
+    if torch.get_num_threads() == 1:
+        pytest.skip("this process already runs one torch thread")
+    rows = {None: cpu_hardware(1e11, 1e10, op_latency_s=3e-4), 1: cpu_hardware(2e10, 1e10, op_latency_s=3e-4)}
+    monkeypatch.setattr(cpu_probe, "cpu_row", lambda threads=None: rows[threads])
+    args = (load_workload("gsm8k-grpo-tiny"), parse_parallel(()), "Qwen2.5-0.5B-Instruct", {})
+    by = {
+        framework: predict_run(*args, prompt_len=90, recompute_old_logprob=True, framework=framework)
+        for framework in ("trl", "openrlhf")
+    }
+    assert "trainer_hardware_source" not in by["trl"] and "trainer_hardware_source" in by["openrlhf"]
+    stage = {f: {s["name"]: s["time_s"] for s in p["stages"]} for f, p in by.items()}
+    assert stage["openrlhf"]["actor_update"] > stage["trl"]["actor_update"]  # a fifth of the peak: slower
+    assert stage["openrlhf"]["generation_decode"] == stage["trl"]["generation_decode"]  # the engine: the same row
