@@ -213,11 +213,12 @@ class LaneAdapter(Adapter):
     """An adapter whose framework also runs, without a GPU, through its CPU lane (rlbench.adapters.cpu_lane)."""
 
     runs_on_cpu = True
-    # torch threads the framework's trainer workers compute with on its CPU lane: Ray sets an actor's
-    # OMP_NUM_THREADS to its num_cpus (1 where the actor asks for none), so a Ray worker's forward and backward
-    # passes run on that many threads whatever the machine has. The CPU row prices those passes at a probe run
-    # at this count (cpu_probe.cpu_row(threads=...)); None: the process's own threads.
-    cpu_trainer_threads: int | None = 1
+    # torch threads the framework computes with on its CPU lane: its trainer and its vLLM engine run in Ray
+    # actors, and Ray sets an actor's OMP_NUM_THREADS to its num_cpus (1 where the actor asks for none; the lane
+    # leaves vLLM's own thread binding off), so every pass the model prices runs on that many threads whatever
+    # the machine has. A CPU prediction of the framework uses a probe run at this count
+    # (cpu_probe.cpu_row(threads=...)); None: the process's own threads.
+    cpu_worker_threads: int | None = 1
     label: str  # the framework's name in a lane's refusal, e.g. "OpenRLHF"
     lane_runs: str  # what the lane runs instead of --parallel knobs, for its refusals
 

@@ -327,13 +327,10 @@ def predict(
     achievable: float = 1.0,
     floor: FrameworkFloor | None = None,
     fitted: FittedTerms = FITTED,
-    trainer_hardware: Hardware | None = None,
 ) -> Prediction:
     """Predict one steady-state RL step; see the module docstring for every definition.
 
-    floor: a framework's measured per-step floor (floor.py), added to the stages that pay it.
-    trainer_hardware: a row that prices the trainer passes in place of `hardware` (a CPU lane's Ray workers,
-    which compute with fewer torch threads than the machine has: cpu_probe.cpu_row(threads=...))."""
+    floor: a framework's measured per-step floor (floor.py), added to the stages that pay it."""
     arch = get_arch(arch) if isinstance(arch, str) else arch
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     if not isinstance(achievable, (int, float)) or not 0 < achievable <= 1:
@@ -343,7 +340,7 @@ def predict(
     notes: list[str] = []
 
     def stages_of(layout: ParallelShape) -> list[StageCost]:
-        built = build_stages(arch, shape, layout, hw, achievable=achievable, trainer_hw=trainer_hardware)
+        built = build_stages(arch, shape, layout, hw, achievable=achievable)
         return apply_floor(built, floor, shape.longest_response(shape.sequences)) if floor is not None else built
 
     stages = stages_of(parallel)

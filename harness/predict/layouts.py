@@ -31,10 +31,8 @@ def predict_layout(
     hardware: Hardware,
     gpu_hour_usd: float | None = None,
     floor: FrameworkFloor | None = None,
-    trainer_hardware: Hardware | None = None,
 ) -> dict[str, Any]:
-    """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError.
-    trainer_hardware: the row the trainer passes run at (a CPU lane's workers: run_prediction.trainer_row)."""
+    """Prediction for `--parallel` pairs on `gpus` devices; an invalid layout is an RLBenchError."""
     from rlbench.harness.predict.nodes import on_nodes
     from rlbench.harness.spec.parallel import check_heads, check_model_split, parse_parallel
 
@@ -44,9 +42,7 @@ def predict_layout(
     hardware = on_nodes(hardware, parsed, gpus)
     try:
         layout = parallel_shape(parsed, gpus)
-        return predict(
-            arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor, trainer_hardware=trainer_hardware
-        ).to_dict()
+        return predict(arch, shape, layout, hardware, gpu_hour_usd=gpu_hour_usd, floor=floor).to_dict()
     except ValueError as exc:
         raise RLBenchError(str(exc)) from None
 

@@ -73,7 +73,7 @@ def predict_run(
         arch = arch_for(model)
     except RLBenchError as exc:
         return {"available": False, "reason": f"no architecture for model '{model}': {exc}"}
-    hardware = hardware_for(environment)
+    hardware = hardware_for(environment) if environment.get("gpus") else worker_row(framework) or hardware_for({})
     if hardware is None:
         gpu = environment["gpus"][0]["name"]
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
@@ -105,15 +105,11 @@ def predict_run(
         floor, why_not = None, f"no framework floor on {hardware.name}: `rlbench calibrate` measures it on the CPU"
     else:
         floor, why_not = load_floor(framework)
-    trainer = None if environment.get("gpus") else trainer_row(framework)
-    result: Prediction = predict(
-        arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor, trainer_hardware=trainer
-    )
+    result: Prediction = predict(arch, shape, parallel_shape(parallel, gpus), hardware, floor=floor)
     return {
         "available": True,
         "hardware": hardware.name,
         "hardware_source": hardware.source,
-        **({"trainer_hardware_source": trainer.source} if trainer else {}),
         "inputs": {
             "prompt_len": shape.prompt_len,
             "padded_prompt_len": shape.padded_prompt_len,
@@ -128,9 +124,9 @@ def predict_run(
     }
 
 
-def trainer_row(framework: str | None) -> Hardware | None:
-    """On a CPU run, the row a framework's trainer passes compute at when its workers run with fewer torch threads
-    than this process (a CPU lane's Ray actors: Adapter.cpu_trainer_threads); None where they run with the same."""
+def worker_row(framework: str | None) -> Hardware | None:
+    """On a CPU run, the row a framework computes at when its workers run with fewer torch threads than this
+    process (a CPU lane's Ray actors: Adapter.cpu_worker_threads); None where they run with the same."""
     if not framework:
         return None
     import torch
@@ -138,7 +134,7 @@ def trainer_row(framework: str | None) -> Hardware | None:
     from rlbench.adapters.registry import get_adapter
     from rlbench.harness.predict.cpu_probe import cpu_row
 
-    threads = getattr(get_adapter(framework), "cpu_trainer_threads", None)
+    threads = getattr(get_adapter(framework), "cpu_worker_threads", None)
     return cpu_row(threads=threads) if threads and threads != torch.get_num_threads() else None
 
 

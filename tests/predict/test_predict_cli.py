@@ -177,7 +177,7 @@ def test_a_single_layout_maps_every_knob_and_a_framework_refuses_what_run_would(
 
 
 def test_bad_input_is_one_line_exit_2():
-    result = run_cli(*BASE[:-3], "H20", "--gpus", "8")
+    result = run_cli(*BASE[:-3], "H2000", "--gpus", "8")
     assert result.returncode == 2 and "did you mean 'H200'" in result.stderr and "Traceback" not in result.stderr
     result = run_cli(*BASE, "--sweep", "tq=1,2")
     assert result.returncode == 2 and result.stderr.startswith("error: --sweep 'tq=1,2'")
