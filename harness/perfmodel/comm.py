@@ -44,7 +44,6 @@ class Collective:
 NCCL_BASE_LAT_US = {"ring": 6.6, "tree": 6.8}
 NCCL_HOP_LAT_US = {"nvlink": {"ring": 0.6, "tree": 0.6}, "net": {"ring": 2.7, "tree": 5.0}}
 NCCL_NET_OVERHEAD_US = 1.0  # its per-step network post overhead on an x86 host (getNetOverhead; 2.0 on AMD)
-NCCL_SOURCE = "https://github.com/NVIDIA/nccl/blob/b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2/src/graph/tuning.cc"
 
 
 def all_reduce_latency_s(hw: Hardware, ranks: int) -> float:

@@ -133,9 +133,10 @@ NO_FITTED_TERMS = FittedTerms()
 # Llama-3.1-8B and Llama-3.1-70B Megatron rows (gen 58 and 84 s on CUDA graphs, both 4,096 decode steps with
 # 204k and 51k tokens on the busiest engine; refit 5 s on 8 GPUs and 14 s on 64) and verl's Qwen2.5-0.5B PPO run
 # on 8 H100 (gen 8.3 s on an eager engine; four trainer passes of 32-64 fixed-size micro-batches per GPU,
-# 2.2-13 s). The two CUDA-graphs rows miss 28 and 30 s beyond the roofline at 4x apart in tokens: the fit puts
-# it all on decode steps (7.05 ms each), none on tokens. The eager mode has one run, so its term stays per
-# token; the trainer unit comes from every subset run's trainer passes (the 8B's and 70B's are compute-bound).
+# 2.2-13 s). Beyond the roofline and the TP all-reduce latency the two CUDA-graphs rows miss 28.2 and 22.9 s at
+# 4x apart in tokens: least squares puts most of it on decode steps (5.15 ms each) and the rest on tokens
+# (34.8 us). The eager mode has one run, so its term stays per token; the trainer unit comes from every subset
+# run's trainer passes (the 8B's and 70B's are compute-bound).
 FITTED = FittedTerms(
     decode_step_s={"cuda_graphs": 5.15e-3},
     decode_token_s={"cuda_graphs": 3.48e-5, "eager": 8.07e-5},

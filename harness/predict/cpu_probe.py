@@ -3,7 +3,7 @@
 The performance model's "cpu" hardware row has no datasheet: its numbers are what this machine
 does, measured with torch (the library the frameworks compute with), best of several repeats,
 cached in `$RLBENCH_CACHE/cpu_probe.json` keyed by CPU model, threads, torch version and
-PROBE_VERSION (about 10 s on 2 cores). A framework whose trainer workers run with fewer torch threads
+PROBE_VERSION (about 10 s on 2 cores). A framework whose workers run with fewer torch threads
 (a Ray actor's OMP_NUM_THREADS) gets a probe at that count, cached beside it. What each figure
 measures and why: docs/cpu-probe.md.
 

@@ -19,7 +19,7 @@ from rlbench.harness.predict.floor_cache import load_floor
 from rlbench.harness.predict.job_shape import launch_shape
 from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table
 from rlbench.harness.predict.response_lengths import lengths_from_record, parse_lengths, with_lengths
-from rlbench.harness.predict.run_prediction import hardware_for, worker_row
+from rlbench.harness.predict.run_prediction import hardware_for
 from rlbench.harness.spec.model_arch import arch_for
 from rlbench.harness.spec.parallel import knob_label, parse_grid
 from rlbench.workloads.catalog import load_workload
@@ -43,7 +43,7 @@ def plan_job(
     arch = arch_for(model_config)
     on_cpu = hardware.lower() == "cpu"  # a framework runs its CPU lane there: its lane's launch shape
     # on the CPU a lane framework computes in Ray actors at their own threads: its row is measured at them
-    row = (worker_row(framework) or hardware_for({})) if on_cpu else get_hardware(hardware)
+    row = hardware_for({}, framework) if on_cpu else get_hardware(hardware)
     loaded = load_workload(workload)
     floor, note = None, ""
     if framework:  # the framework's own launch of this workload (any row); its measured floor on the CPU row only

@@ -40,13 +40,21 @@ STAGE_MAP: dict[str, tuple[str, ...]] = {
 }
 
 
-def hardware_for(environment: dict[str, Any]) -> Hardware | None:
-    """The cited row of the run's GPU, the measured CPU row on a CPU run, None for an unknown GPU."""
+def hardware_for(environment: dict[str, Any], framework: str | None = None) -> Hardware | None:
+    """The cited row of the run's GPU, the measured CPU row on a CPU run, None for an unknown GPU. On a CPU run
+    of a framework whose workers compute with their own torch threads (a CPU lane's Ray actors:
+    Adapter.cpu_worker_threads), the CPU row measured at that many threads."""
     if environment.get("gpus"):
         return find_hardware(environment["gpus"][0]["name"])
     from rlbench.harness.predict.cpu_probe import cpu_row
 
-    return cpu_row()  # peaks and per-op latency measured on this machine, cached
+    threads = None
+    if framework:
+        from rlbench.adapters.registry import get_adapter
+
+        threads = getattr(get_adapter(framework), "cpu_worker_threads", None)
+    # peaks and per-op latency measured on this machine, cached (at the workers' threads, cached apart)
+    return cpu_row(threads=threads) if threads else cpu_row()
 
 
 def predict_run(
@@ -73,7 +81,7 @@ def predict_run(
         arch = arch_for(model)
     except RLBenchError as exc:
         return {"available": False, "reason": f"no architecture for model '{model}': {exc}"}
-    hardware = hardware_for(environment) if environment.get("gpus") else worker_row(framework) or hardware_for({})
+    hardware = hardware_for(environment, framework)
     if hardware is None:
         gpu = environment["gpus"][0]["name"]
         return {"available": False, "reason": f"GPU '{gpu}' is not in rlbench's cited hardware table"}
@@ -122,20 +130,6 @@ def predict_run(
         "mfu_peak_flops_per_device": _mfu_peak(environment, result.peak_flops),
         **_sync_bound(environment, hardware),
     }
-
-
-def worker_row(framework: str | None) -> Hardware | None:
-    """On a CPU run, the row a framework computes at when its workers run with fewer torch threads than this
-    process (a CPU lane's Ray actors: Adapter.cpu_worker_threads); None where they run with the same."""
-    if not framework:
-        return None
-    import torch
-
-    from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.predict.cpu_probe import cpu_row
-
-    threads = getattr(get_adapter(framework), "cpu_worker_threads", None)
-    return cpu_row(threads=threads) if threads and threads != torch.get_num_threads() else None
 
 
 def _sync_bound(environment: dict[str, Any], hardware: Hardware) -> dict[str, Any]:
