@@ -49,19 +49,61 @@ def model_cache(tmp_path_factory) -> Path:
     return path
 
 
+# This machine's CPU probe (harness/predict/cpu_probe.py), measured once and shared: each fresh RLBENCH_CACHE a test
+# makes would otherwise measure the machine again, about 20 s at 2 torch threads and 30 s at 1. The folder is
+# $RLBENCH_TEST_PROBES where set (.ci/run shares one across its nox sessions), else one per test session. A probe
+# is cached only when measured on a quiet host, and one whose key (CPU, threads, torch, probe version) does not
+# match is measured again by rlbench itself, so sharing changes no figure, only how often it is measured.
+PROBE_FILES = "cpu_probe*.json"
+_probe_store: list[Path] = []  # set by the session fixture below
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_cpu_probes(tmp_path_factory) -> Path:
+    shared = os.environ.get("RLBENCH_TEST_PROBES")
+    store = Path(shared) if shared else tmp_path_factory.mktemp("cpu-probes")
+    store.mkdir(parents=True, exist_ok=True)
+    _probe_store[:] = [store]
+    return store
+
+
+def _copy_probes(source: Path, target: Path) -> None:
+    """Every probe file of `source` that `target` lacks, each written whole (a temporary name, then renamed)."""
+    if not source.is_dir() or (target.exists() and not target.is_dir()):
+        return
+    for probe in source.glob(PROBE_FILES):
+        if (target / probe.name).exists():
+            continue
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            partial = target / f".{probe.name}.partial"
+            shutil.copyfile(probe, partial)
+            partial.replace(target / probe.name)
+        except OSError:  # a read-only or odd cache folder: the run measures for itself, as a user's would
+            return
+
+
 def run_cli(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """`python -m rlbench.harness ARGS` in a fresh process, as a user's shell would run it."""
+    """`python -m rlbench.harness ARGS` in a fresh process, as a user's shell would run it (its cache seeded
+    with the session's CPU probe, and any probe it measured kept for the next)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "rlbench.harness", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd or PROJECT_ROOT,
-        timeout=timeout,
-    )
+    cache = Path(full_env["RLBENCH_CACHE"]) if full_env.get("RLBENCH_CACHE") and _probe_store else None
+    if cache is not None:
+        _copy_probes(_probe_store[0], cache)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "rlbench.harness", *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd or PROJECT_ROOT,
+            timeout=timeout,
+        )
+    finally:
+        if cache is not None:
+            _copy_probes(cache, _probe_store[0])
 
 
 GOLDEN_RECORDS = PROJECT_ROOT / "tests" / "data" / "records"

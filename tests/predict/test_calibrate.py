@@ -87,6 +87,7 @@ def test_run_predictions_include_the_cached_floor(own_cache, monkeypatch):
 
     # A stand-in CPU row (peaks of the right order): no CPU probe needed for this check
     monkeypatch.setattr(cpu_probe, "cpu_row", lambda: cpu_hardware(1e11, 1e10, op_latency_s=3e-4))
+    monkeypatch.setattr(cpu_probe, "best_flops_per_s", lambda: 1e11)  # MFU's CPU peak, also the probe's
     workload = load_workload("gsm8k-grpo-tiny")
     args = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {})
     bare = predict_run(*args, prompt_len=90, recompute_old_logprob=False, framework="trl")
