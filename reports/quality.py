@@ -19,7 +19,7 @@ import seaborn as sns
 
 from rlbench.harness.record.spread import target_spread
 from rlbench.harness.record.target_compare import pairwise
-from rlbench.harness.record.time_to_target import moving_mean, training_seconds
+from rlbench.harness.record.time_to_target import metric_curve, training_seconds
 from rlbench.harness.spec.parallel import knob_label, knob_pairs, parse_parallel
 from rlbench.reports.load import RunView
 from rlbench.reports.svg import Tips, View
@@ -48,12 +48,11 @@ def _curve(run: RunView) -> pd.DataFrame:
     out = pd.DataFrame({"step": steps["step"]})
     out["seconds"] = training_seconds(steps)  # time to target's own rule, so a ring sits where the record says
     out["tokens"] = steps["total_tokens"].cumsum() if "total_tokens" in steps else None
-    metric = target["metric"]
-    values = steps[metric].astype(float) if metric in steps else pd.Series(float("nan"), index=steps.index)
-    if metric == "eval_accuracy":  # the evaluations alone: the window counts evaluations, not steps
-        out, values = out[values.notna()], values.dropna()  # seconds and tokens still count every step before
-    out["quality"] = moving_mean(values, int(target["window"]))
-    return out
+    if target["metric"] not in steps:
+        return out.assign(quality=float("nan"))
+    # the steps that logged the metric (the evaluations, for eval_accuracy); seconds and tokens count every step
+    quality = metric_curve(steps, target["metric"], int(target["window"]))
+    return out.loc[quality.index].assign(quality=quality)
 
 
 def quality_view(runs: list[RunView]) -> View:

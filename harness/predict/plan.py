@@ -18,7 +18,7 @@ from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.predict.floor_cache import load_floor
 from rlbench.harness.predict.job_shape import launch_shape
 from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table
-from rlbench.harness.predict.response_lengths import lengths_from_record, parse_lengths, with_lengths
+from rlbench.harness.predict.response_lengths import lengths_from_record, parse_lengths, refused, with_lengths
 from rlbench.harness.predict.run_prediction import hardware_for
 from rlbench.harness.spec.model_arch import arch_for
 from rlbench.harness.spec.parallel import knob_label, parse_grid
@@ -138,7 +138,7 @@ def response_lengths(
             try:
                 lengths = dataclasses.replace(lengths, cap=cap)
             except ValueError as exc:  # its mean beyond this workload's cap
-                raise RLBenchError(f"--lengths-from {run}: {str(exc).removeprefix('ResponseLengths.')}") from None
+                raise refused(f"--lengths-from {run}", exc) from None
             notes.append(f"the run's cap was {measured_cap} tokens, this workload's is {cap}: its tail is the run's")
         return (lengths, mean), [_length_note(lengths, mean, f"--lengths-from {run}"), *notes]
     return (None, None), []
@@ -173,7 +173,7 @@ def declared_prior(workload: Workload, model: str) -> ResponseLengths:
             source=prior.source,
         )
     except ValueError as exc:  # a cap below the prior's mean
-        raise RLBenchError(f"--lengths prior: {str(exc).removeprefix('ResponseLengths.')}") from None
+        raise refused("--lengths prior", exc) from None
 
 
 def measured_floor(framework: str) -> FrameworkFloor:

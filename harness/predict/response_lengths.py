@@ -23,6 +23,11 @@ from rlbench.harness.perfmodel.lengths import TAIL_Z, ResponseLengths
 QUANTILE_NAMES = {"p90": 0.9, "p99": 0.99}
 
 
+def refused(what: str, exc: ValueError) -> RLBenchError:
+    """The user's one line for figures ResponseLengths refused: `what` (the option that gave them), then why."""
+    return RLBenchError(f"{what}: {str(exc).removeprefix('ResponseLengths.')}")
+
+
 def parse_lengths(text: str, cap: int) -> ResponseLengths:
     """`mean=1500,p90=3300` (or p99=) as a distribution capped at the workload's max new tokens."""
     fields: dict[str, float] = {}
@@ -50,7 +55,7 @@ def parse_lengths(text: str, cap: int) -> ResponseLengths:
             source="--lengths",
         )
     except ValueError as exc:
-        raise RLBenchError(f"--lengths {text}: {str(exc).removeprefix('ResponseLengths.')}") from None
+        raise refused(f"--lengths {text}", exc) from None
 
 
 def lengths_from_record(steps: Any, warmup_steps: int, cap: int, run: str) -> tuple[ResponseLengths | None, float]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlbench.harness.record.time_to_target import moving_mean
+from rlbench.harness.record.time_to_target import metric_curve
 
 REFERENCE_RUNS = 5  # MLPerf Training's run count for most benchmarks: the first 5 clean runs are the reference
 MIN_REFERENCE_RUNS = 3  # fewer runs than this give no band: min..max of 2 runs says little about a third
@@ -36,10 +36,9 @@ def target_curve(steps: pd.DataFrame, metric: str, window: int) -> pd.Series | N
     None when the steps do not log the metric."""
     if steps is None or steps.empty or "step" not in steps or metric not in steps:
         return None
-    # only the steps that logged it: an eval_accuracy target's window counts evaluations, not steps
-    ordered = steps.sort_values("step").dropna(subset=[metric])
-    curve = moving_mean(ordered[metric].astype(float).reset_index(drop=True), window)
-    curve.index = ordered["step"].astype(int).to_numpy()
+    ordered = steps.sort_values("step").reset_index(drop=True)
+    curve = metric_curve(ordered, metric, window)
+    curve.index = ordered.loc[curve.index, "step"].astype(int).to_numpy()
     return curve.dropna()
 
 

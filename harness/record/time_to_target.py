@@ -11,9 +11,10 @@ single lucky step is not learning. The run's cost to get there is counted up to 
 * `cost_usd`: `gpu_hours` at the run's $/GPU-hour (and `energy_j` at $/kWh where one is set), priced by
   `price_target` where rlbench knows a price, else None with `cost_why`.
 
-For `eval_accuracy` the curve is the held-out evaluations, logged on the steps where the framework ran one
-(NaN elsewhere): the target is reached at the first evaluation where the mean of the last `window` evaluations
-is at least its value, and `curve` lists each evaluation's step, accuracy, training seconds and tokens so far.
+Only the steps that logged the metric count (`metric_curve`). For `eval_accuracy` those are the held-out
+evaluations, logged on the steps where the framework ran one (NaN elsewhere): the target is reached at the
+first evaluation where the mean of the last `window` evaluations is at least its value, and `curve` lists
+each evaluation's step, accuracy, training seconds and tokens so far.
 
     reached = time_to_target(steps, {"metric": "reward_mean", "value": 0.4, "window": 3}, launched_unix_s, gpus=0)
     reached["reached"], reached["step"], reached["seconds"]
@@ -34,6 +35,14 @@ def moving_mean(values: pd.Series, window: int) -> pd.Series:
     return values.rolling(window, min_periods=window).mean()
 
 
+def metric_curve(ordered: pd.DataFrame, metric: str, window: int) -> pd.Series:
+    """The curve a target is judged on, from steps in step order: at each step that logged `metric`, the mean of
+    its last `window` logged values (NaN until `window` are in), indexed by `ordered`'s rows. Steps that logged
+    nothing count for nothing, so an eval_accuracy target's window counts evaluations, not steps. The one rule
+    for time to target, the nightly's convergence band and the report's quality curves."""
+    return moving_mean(ordered[metric].astype(float).dropna(), window)
+
+
 def time_to_target(
     steps: pd.DataFrame, target: dict[str, Any], launched_unix_s: float | None, gpus: int
 ) -> dict[str, Any]:
@@ -45,11 +54,9 @@ def time_to_target(
     if steps.empty or metric not in steps or "step" not in steps:
         return {**out, "reached": False, "steps_run": int(len(steps)), "why": f"no step logged {metric}"}
     ordered = steps.sort_values("step").reset_index(drop=True)
-    values = ordered[metric].astype(float)
-    if metric == "eval_accuracy":  # only the steps that evaluated; the window counts evaluations
-        values = values.dropna()
-        out["curve"] = _curve(ordered, values.index)
-    smoothed = moving_mean(values, window)
+    smoothed = metric_curve(ordered, metric, window)
+    if metric == "eval_accuracy":
+        out["curve"] = _curve(ordered, smoothed.index)
     hits = smoothed.index[smoothed >= value]
     best = smoothed.max()
     out["best_moving_mean"] = None if not math.isfinite(best) else float(best)

@@ -176,3 +176,22 @@ def test_a_training_reward_high_enough_does_not_reach_an_eval_target():
 def test_a_run_that_never_evaluated_says_so():
     found = time_to_target(_steps([1.0] * 3), EVAL_TARGET, None, gpus=0)
     assert not found["reached"] and "eval_accuracy" in found["why"]
+
+
+def test_a_step_that_logged_no_reward_counts_for_nothing_in_every_reader():
+    """Time to target, the nightly's convergence curve and the report's quality curve share one rule: the window
+    spans the steps that logged the metric (here step 3 logged no reward: the mean at step 4 is of steps 1, 2, 4)."""
+    from pathlib import Path
+
+    from rlbench.harness.record.convergence import target_curve
+    from rlbench.reports.load import RunView
+    from rlbench.reports.quality import _curve
+
+    steps = _steps([0.3, 0.6, math.nan, 0.6, 0.0])
+    found = time_to_target(steps, TARGET, None, gpus=0)
+    assert found["reached"] and found["step"] == 4 and found["tokens"] == pytest.approx(400.0)
+    assert target_curve(steps, "reward_mean", 3).to_dict() == pytest.approx({4: 0.5, 5: 0.4})
+    run = RunView(Path("."), {"target": TARGET}, steps, None, None, None, "run")
+    drawn = _curve(run).dropna(subset=["quality"])
+    assert drawn["step"].tolist() == [4, 5] and drawn["quality"].tolist() == pytest.approx([0.5, 0.4])
+    assert drawn["seconds"].tolist() == pytest.approx([8.0, 10.0])  # seconds still count the step without one
