@@ -144,6 +144,33 @@ def test_a_probe_measured_on_a_busy_host_is_used_but_never_cached(monkeypatch, t
     assert cpu_probe.best_flops_per_s({**fake, "matmul_rates": [[16, 64, 5e9]]}) == 5e9  # MFU's peak: the fastest
 
 
+def test_a_probe_that_other_work_ran_beside_is_used_but_never_cached(monkeypatch, tmp_path) -> None:
+    """The host is checked while the probe runs too, not only for 0.3 s before it: other processes' share is the
+    host's busy CPU time less the probe's own."""
+    import psutil
+
+    from rlbench.harness.predict import cpu_probe
+
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(cpu_probe, "_UNCACHED", {})
+    monkeypatch.setattr(cpu_probe, "host_busy_pct", lambda: 0.0)  # quiet when it started
+    monkeypatch.setattr(cpu_probe, "measure", lambda: {"fp32_flops_per_s": 1e9, "mem_bytes_per_s": 1e9})
+    monkeypatch.setattr(psutil, "cpu_count", lambda *args, **kwargs: 2)
+
+    def clock(*readings):
+        ticks = iter(readings)  # (host busy CPU s, the probe's own CPU s, wall s)
+        monkeypatch.setattr(cpu_probe, "cpu_clock", lambda: next(ticks))
+
+    clock((100.0, 50.0, 0.0), (118.0, 60.0, 10.0))  # 18 busy core-seconds in 10 s of 2 cores, 10 the probe's
+    beside = cpu_probe.cpu_peaks()
+    assert beside["host_busy_pct"] == pytest.approx(40.0) and not (tmp_path / "cpu_probe.json").exists()
+    clock((100.0, 50.0, 0.0), (111.0, 60.0, 10.0))  # 1 core-second of others in 20: 5%
+    alone = cpu_probe.cpu_peaks(refresh=True)
+    assert alone["host_busy_pct"] == pytest.approx(5.0) and (tmp_path / "cpu_probe.json").is_file()
+    clock((100.0, 50.0, 0.0), (100.5, 50.0, 0.5))  # under 1 s the 10 ms ticks say nothing
+    assert cpu_probe.others_busy_pct(cpu_probe.cpu_clock()) == 0.0
+
+
 def test_a_probe_at_a_frameworks_worker_threads_is_measured_at_them_and_cached_apart(monkeypatch, tmp_path) -> None:
     """A CPU lane's Ray workers compute with 1 torch thread (Ray sets an actor's OMP_NUM_THREADS to its num_cpus):
     their probe runs at that count, is cached beside this process's own, and leaves this process's threads as
