@@ -12,6 +12,7 @@ mapping, what is refused and how metrics are read: docs/adapters/openrlhf.md.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from types import MappingProxyType
@@ -44,7 +45,13 @@ from rlbench.adapters.openrlhf.config import (
     read_resolved,
     run_flags,
 )
-from rlbench.adapters.openrlhf.metrics import eval_accuracy, normalize, read_scalars, read_span_log
+from rlbench.adapters.openrlhf.metrics import (
+    eval_accuracy,
+    normalize,
+    read_forward_widths,
+    read_scalars,
+    read_span_log,
+)
 from rlbench.adapters.openrlhf.reward import REWARD_LOG_ENV
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
@@ -371,8 +378,13 @@ class OpenRLHFAdapter(LaneAdapter):
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)
+        widths = read_forward_widths(run_dir / SPANS_LOG)  # the policy's padded width, where it pads
         rows = [
-            {**normalize(step, values, end), "eval_accuracy": eval_accuracy(values)}
+            {
+                **normalize(step, values, end),
+                "eval_accuracy": eval_accuracy(values),
+                "trainer_padded_width": widths.get(step, math.nan),
+            }
             for step, (values, end) in sorted(steps.items())
             if "train/timing/step_total" in values
         ]  # eval points ride on their step's row

@@ -177,9 +177,20 @@ def _samples_generator(module: ModuleType) -> None:
     generator.generate_samples = generate_samples
 
 
+def log_forward(step: int, rows: int, width: int) -> None:
+    """Append one policy forward pass's batch shape (rows x the width every row is computed at) to the span log;
+    the adapter's reader takes the lines with a "forward" key, the span reader skips them."""
+    path = os.environ.get(SPANS_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"step": step, "forward": {"rows": rows, "width": width}, "pid": os.getpid()}) + "\n")
+
+
 def _actor_model(module: ModuleType) -> None:
     """A policy rank's step opens with its first forward pass (make_experience's old log-probs); the reference
-    model, the same class in another process, is left alone (no ActorPPOTrainer there)."""
+    model, the same class in another process, is left alone (no ActorPPOTrainer there). Without packing each
+    pass computes a right-padded batch, every row at its longest sequence: its shape is logged, as the
+    performance model prices that width (with packing the pads are removed before the model runs)."""
     actor = require(module, "Actor", RELEASE)
     forward = require(actor, "forward", RELEASE)
 
@@ -187,6 +198,9 @@ def _actor_model(module: ModuleType) -> None:
     def stepped(self, *args, **kwargs):
         if _STATE["policy"]:
             _actor_step_begins()
+            sequences = kwargs.get("sequences", args[0] if args else None)
+            if not getattr(self, "packing_samples", True) and getattr(sequences, "ndim", 0) == 2:
+                log_forward(_STATE["syncs"] + 1, *map(int, sequences.shape))
         return forward(self, *args, **kwargs)
 
     actor.forward = stepped

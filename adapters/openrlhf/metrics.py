@@ -96,6 +96,29 @@ def _span(line: object) -> dict[str, object] | None:
     return {"step": step, "stage": line["stage"], "start_unix_s": float(start), "end_unix_s": float(end)}
 
 
+def read_forward_widths(path: Path) -> dict[int, float]:
+    """{step: the mean width, in tokens, at which the policy's forward passes of that step computed each row}
+    (rows x width summed over the step's calls, over its rows), from the span log's "forward" lines (hooks.py:
+    OpenRLHF without packing pads each batch to its longest sequence); {} where none was logged. A damaged
+    line is skipped."""
+    cells: dict[int, list[float]] = {}
+    if not path.is_file():
+        return {}
+    for text in path.read_text(errors="replace").splitlines():
+        try:
+            line = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        shape = line.get("forward") if isinstance(line, dict) else None
+        step = line.get("step") if isinstance(shape, dict) else None
+        rows, width = (shape.get("rows"), shape.get("width")) if isinstance(shape, dict) else (None, None)
+        if not (isinstance(step, int) and isinstance(rows, int) and isinstance(width, int) and rows > 0 and width > 0):
+            continue
+        total = cells.setdefault(step, [0.0, 0.0])
+        total[0], total[1] = total[0] + rows * width, total[1] + rows
+    return {step: positions / rows for step, (positions, rows) in cells.items()}
+
+
 def read_span_log(path: Path) -> pd.DataFrame | None:
     """The span log's calls (SPAN_COLUMNS), ordered by start; None when there is none. Each line names its step
     as the trainer counted it when the call began, so no line is placed by time. A line cut short (the

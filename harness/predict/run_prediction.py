@@ -68,12 +68,16 @@ def predict_run(
     shape_fields: dict[str, Any] | None = None,
     framework: str | None = None,
     padded_prompt_len: float | None = None,
+    trainer_padded_width: float | None = None,
 ) -> dict[str, Any]:
     """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
 
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
     padded_prompt_len: the measured prompt width of a left-padded batch (TRL's padded_prompt_tokens
     per response), None or NaN where the framework does not pad.
+    trainer_padded_width: the measured positions per sequence of the training passes alone, where the engine
+    pages but the trainer pads (OpenRLHF without packing: trainer_padded_width); its prompt part replaces any
+    declared trainer_padded_prompt_len.
     framework: on a CPU run, with a floor cached for it on this machine (`rlbench calibrate`), the
     prediction includes it; "floor" says which, or why there is none (never on a GPU row).
     Without shape_fields the neutral launch shape (neutral_fields) is used."""
@@ -107,6 +111,9 @@ def predict_run(
     shape = dataclasses.replace(shape, **shape_fields)
     if padded_prompt_len is not None and not math.isnan(padded_prompt_len):
         shape = dataclasses.replace(shape, padded_prompt_len=max(shape.prompt_len, round(padded_prompt_len)))
+    if trainer_padded_width is not None and not math.isnan(trainer_padded_width):
+        measured = max(shape.prompt_len, round(trainer_padded_width - shape.response_len))
+        shape = dataclasses.replace(shape, trainer_padded_prompt_len=measured)
     if not framework:
         floor, why_not = None, "no framework given"
     elif environment.get("gpus"):  # measured on this machine's CPU: a CPU-row feature only
@@ -124,6 +131,7 @@ def predict_run(
             "response_len": shape.response_len,
             "gpus": gpus,
             **(shape_fields or {}),
+            "trainer_padded_prompt_len": shape.trainer_padded_prompt_len,  # a measured width wins over a declared
         },
         "floor": floor.to_dict() if floor else {"reason": why_not},
         **result.to_dict(),

@@ -103,6 +103,14 @@ STEP_METRICS: dict[str, Metric] = {
             "prompt positions computed on: rows x the batch's longest prompt "
             "(a left-padded batch, as TRL's generate and loss run it; NaN where the framework packs or pages)",
         ),
+        _m(
+            "trainer_padded_width",
+            "tokens",
+            "neutral",
+            "positions per sequence the policy's training passes computed on: each forward call's rows x its "
+            "longest sequence, over its rows (a right-padded batch, as OpenRLHF runs without packing; NaN where "
+            "the framework packs, or does not say)",
+        ),
         _m("response_tokens", "tokens", "neutral", "generated tokens over all responses of the step"),
         _m("total_tokens", "tokens", "neutral", "prompt_tokens + response_tokens"),
         _m("num_responses", "count", "neutral", "responses generated in the step"),

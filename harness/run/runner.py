@@ -610,12 +610,13 @@ def _prediction(
     spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any], steps: pd.DataFrame
 ) -> dict[str, Any]:
     """The model's prediction for this run's exact work: its measured mean prompt length (and the
-    padded width where the framework pads), and the old-log-prob pass only where the framework
+    padded widths where the framework pads), and the old-log-prob pass only where the framework
     ran one (TRL skips it when updates align with generation)."""
     prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
     padded = (
         (steps["padded_prompt_tokens"] / steps["num_responses"]).median() if "padded_prompt_tokens" in steps else None
     )
+    width = steps["trainer_padded_width"].median() if "trainer_padded_width" in steps else None
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
         prediction = predict_run(
@@ -628,6 +629,7 @@ def _prediction(
             shape_fields=adapter.launch_shape(spec, lane=adapter.lane(spec) is not None),
             framework=spec.framework,
             padded_prompt_len=None if padded is None else float(padded),
+            trainer_padded_width=None if width is None else float(width),
         )
         if prediction.get("available"):
             prediction["canonical"] = canonical_work(spec.workload, spec.parallel, model, environment, prompt_len)

@@ -68,6 +68,12 @@ def test_stage_times_come_from_openrlhfs_own_logger(openrlhf_run):
     # make_experience is a stage now, not "other": the model prices the old-log-prob pass OpenRLHF runs
     prediction = json.loads((openrlhf_run / "prediction.json").read_text())
     assert prediction["available"] and {s["name"]: s["time_s"] for s in prediction["stages"]}["old_logprob"] > 0
+    # Without packing every row of a policy pass is computed at its batch's longest sequence (4 prompts of
+    # different lengths here): the hook's logged width, at least the mean sequence, prices the training passes.
+    mean_sequence = steps["total_tokens"] / steps["num_responses"]
+    assert (steps["trainer_padded_width"] > mean_sequence).all(), steps["trainer_padded_width"].tolist()
+    padded = prediction["inputs"]["trainer_padded_prompt_len"]
+    assert padded == round(steps["trainer_padded_width"].median() - 32) > prediction["inputs"]["prompt_len"]
 
 
 def test_every_sync_delivers_the_actors_weights_and_the_optimizer_stepped(openrlhf_run):

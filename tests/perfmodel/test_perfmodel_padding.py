@@ -112,3 +112,41 @@ def test_a_trainer_that_pads_while_the_engine_pages_pays_the_padded_width_on_tra
         assert pads.stage(stage).bytes == packed.stage(stage).bytes
     with pytest.raises(ValueError, match=r"WorkloadShape\.trainer_padded_prompt_len"):
         dataclasses.replace(ppo, trainer_padded_prompt_len=80)
+
+
+def test_openrlhf_logs_the_width_its_policy_computed_and_the_prediction_takes_it(tmp_path, monkeypatch) -> None:
+    """OpenRLHF without packing right-pads each batch to its longest sequence: rlbench's hook logs each policy
+    forward's rows x width; the step's mean width prices the training passes, never generation."""
+    import json
+
+    from rlbench.adapters.openrlhf.metrics import read_forward_widths, read_span_log
+    from rlbench.harness.predict.run_prediction import predict_run
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.workloads.catalog import load_workload
+
+    log = tmp_path / "spans.jsonl"
+    lines = [
+        {"step": 1, "forward": {"rows": 16, "width": 150}},
+        {"step": 1, "forward": {"rows": 8, "width": 120}},  # (16 x 150 + 8 x 120) / 24 = 140
+        {"step": 1, "stage": "gen", "start_unix_s": 1.0, "end_unix_s": 2.0},
+        {"step": 2, "forward": {"rows": 0, "width": 150}},  # nothing computed: no width
+        {"step": 2, "forward": {"rows": "16", "width": 150}},
+    ]
+    log.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"step": 3, "forward": {"rows": 1')
+    assert read_forward_widths(log) == {1: pytest.approx(140.0)}
+    assert read_forward_widths(tmp_path / "none.jsonl") == {}
+    assert read_span_log(log)["stage"].tolist() == ["gen"]  # the span reader skips the shapes
+
+    monkeypatch.setenv("RLBENCH_CACHE", str(tmp_path))
+    workload = load_workload("gsm8k-grpo-tiny")
+    args = (workload, parse_parallel(()), "Qwen2.5-0.5B-Instruct", {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})
+    bare = predict_run(*args, prompt_len=90, recompute_old_logprob=True, trainer_padded_width=math.nan)
+    assert bare["inputs"]["trainer_padded_prompt_len"] is None
+    width = 90 + workload.max_response_length + 30.4  # 30 pad positions per row, rounded
+    pads = predict_run(*args, prompt_len=90, recompute_old_logprob=True, trainer_padded_width=width)
+    assert pads["inputs"]["trainer_padded_prompt_len"] == 120 and pads["inputs"]["padded_prompt_len"] is None
+    times = {name: {s["name"]: s["time_s"] for s in p["stages"]} for name, p in (("bare", bare), ("pads", pads))}
+    for stage in ("old_logprob", "actor_update"):
+        assert times["pads"][stage] > times["bare"][stage]
+    for stage in ("generation_prefill", "generation_decode"):
+        assert times["pads"][stage] == times["bare"][stage]
