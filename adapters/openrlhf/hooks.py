@@ -45,9 +45,13 @@ def _profile() -> dict[str, Any] | None:
 
 def log_span(step: int, stage: str, start: float, end: float) -> None:
     """Append one span line; a short line appended in one write does not interleave with other processes'."""
+    _append({"step": step, "stage": stage, "start_unix_s": start, "end_unix_s": end, "pid": os.getpid()})
+
+
+def _append(line: dict[str, Any]) -> None:
+    """One JSON line onto the span log, in one write, where the run names one."""
     path = os.environ.get(SPANS_ENV)
     if path:
-        line = {"step": step, "stage": stage, "start_unix_s": start, "end_unix_s": end, "pid": os.getpid()}
         with open(path, "a") as f:
             f.write(json.dumps(line) + "\n")
 
@@ -180,10 +184,7 @@ def _samples_generator(module: ModuleType) -> None:
 def log_forward(step: int, rows: int, width: int) -> None:
     """Append one policy forward pass's batch shape (rows x the width every row is computed at) to the span log;
     the adapter's reader takes the lines with a "forward" key, the span reader skips them."""
-    path = os.environ.get(SPANS_ENV)
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps({"step": step, "forward": {"rows": rows, "width": width}, "pid": os.getpid()}) + "\n")
+    _append({"step": step, "forward": {"rows": rows, "width": width}, "pid": os.getpid()})
 
 
 def _actor_model(module: ModuleType) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -96,24 +97,36 @@ def _span(line: object) -> dict[str, object] | None:
     return {"step": step, "stage": line["stage"], "start_unix_s": float(start), "end_unix_s": float(end)}
 
 
+def _json_lines(path: Path) -> Iterator[object]:
+    """Each line of the span log that parses as JSON; a line cut short (the process killed mid-write) or
+    unreadable is skipped."""
+    if not path.is_file():
+        return
+    for text in path.read_text(errors="replace").splitlines():
+        try:
+            yield json.loads(text)
+        except json.JSONDecodeError:
+            continue
+
+
+def _forward(line: object) -> tuple[int, int, int] | None:
+    """One "forward" line (hooks.log_forward) as (step, rows, width), or None for what is not one."""
+    shape = line.get("forward") if isinstance(line, dict) else None
+    if not isinstance(shape, dict):
+        return None
+    fields = (line.get("step"), shape.get("rows"), shape.get("width"))
+    if not all(isinstance(value, int) and value > 0 for value in fields):
+        return None
+    return fields
+
+
 def read_forward_widths(path: Path) -> dict[int, float]:
     """{step: the mean width, in tokens, at which the policy's forward passes of that step computed each row}
     (rows x width summed over the step's calls, over its rows), from the span log's "forward" lines (hooks.py:
     OpenRLHF without packing pads each batch to its longest sequence); {} where none was logged. A damaged
     line is skipped."""
     cells: dict[int, list[float]] = {}
-    if not path.is_file():
-        return {}
-    for text in path.read_text(errors="replace").splitlines():
-        try:
-            line = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        shape = line.get("forward") if isinstance(line, dict) else None
-        step = line.get("step") if isinstance(shape, dict) else None
-        rows, width = (shape.get("rows"), shape.get("width")) if isinstance(shape, dict) else (None, None)
-        if not (isinstance(step, int) and isinstance(rows, int) and isinstance(width, int) and rows > 0 and width > 0):
-            continue
+    for step, rows, width in filter(None, map(_forward, _json_lines(path))):
         total = cells.setdefault(step, [0.0, 0.0])
         total[0], total[1] = total[0] + rows * width, total[1] + rows
     return {step: positions / rows for step, (positions, rows) in cells.items()}
@@ -123,16 +136,7 @@ def read_span_log(path: Path) -> pd.DataFrame | None:
     """The span log's calls (SPAN_COLUMNS), ordered by start; None when there is none. Each line names its step
     as the trainer counted it when the call began, so no line is placed by time. A line cut short (the
     process killed mid-write) or unreadable is skipped: the calls before it count."""
-    if not path.is_file():
-        return None
-    rows = []
-    for text in path.read_text(errors="replace").splitlines():
-        try:
-            row = _span(json.loads(text))
-        except json.JSONDecodeError:
-            continue
-        if row is not None:
-            rows.append(row)
+    rows = [row for row in map(_span, _json_lines(path)) if row is not None]
     if not rows:
         return None
     return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)).sort_values(["start_unix_s", "step"], ignore_index=True)
