@@ -37,9 +37,15 @@ VLLM_CPU_ENV = {
     # vLLM pins its threads to cores by default; the trainer shares those cores on the lane.
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
+# vLLM's CPU backend pages its KV cache in blocks of 128 tokens (platforms/cpu.py, where no block size is given;
+# CUDA's default is 16), and prefix caching shares whole blocks only: a prompt shorter than a block is prefilled by
+# every sample of its group. The performance model prices that (WorkloadShape.prefix_block_tokens).
+VLLM_CPU_BLOCK_TOKENS = 128
 VLLM_CPU_SETTINGS = {
     "KV cache": f"{KV_CACHE_GIB} GiB of host memory, VLLM_CPU_KVCACHE_SPACE "
     "(GPU: a fraction of GPU memory, gpu_memory_utilization)",
+    "KV block": f"{VLLM_CPU_BLOCK_TOKENS} tokens, vLLM's CPU default: prefix caching shares a prompt's whole "
+    "blocks only, so each sample of a shorter prompt prefills it (GPU: 16 tokens)",
     "vLLM threads": "not pinned to cores, VLLM_CPU_OMP_THREADS_BIND=nobind (GPU: n/a)",
 }
 # A lane run listens on loopback only. Both frameworks' ray.init() start a local Ray, whose node address Ray

@@ -5,10 +5,12 @@ The pool (all GPUs when colocated, `rollout_gpus` when disaggregated) runs
 
 * Prefill: the G samples of a prompt share its KV cache (vLLM's n > 1 / prefix caching),
   so each prompt is prefilled once (shared_prefill=False: every sequence, as Hugging Face
-  generate does with G repeated rows). A left-padded batch (padded_prompt_len) prefills and
-  caches its pads as well. Compute-bound for prompts of hundreds of tokens.
-  The head runs on the last prompt position only (flops.prefill_flops). One forward of the
-  replica's batch: depth L + 2 units.
+  generate does with G repeated rows). Sharing is by whole KV blocks: each other sample still
+  prefills the tokens after the prompt's last whole block (unshared_prompt_len; vLLM's CUDA
+  block is 16 tokens, its CPU block 128, so a CPU lane's short prompts are prefilled by every
+  sample). A left-padded batch (padded_prompt_len) prefills and caches its pads as well.
+  Compute-bound for prompts of hundreds of tokens. The head runs on the last prompt position
+  only (flops.prefill_flops). One forward of the replica's batch: depth L + 2 units.
 * Decode: each step of an engine streams its weight shard from HBM once and reads the KV
   cache of every live sequence; FLOPs are 2N + 4*L*A*t per token. Memory-bound until the
   per-engine batch approaches peak / bandwidth (about 295 sequences on an H100).
@@ -96,37 +98,62 @@ def step_weight_bytes(arch: ModelArch, batch: float, dtype_bytes: int = 2) -> fl
     return weights - experts + experts * experts_touched(arch.moe_experts, arch.moe_top_k, batch) / arch.moe_experts
 
 
+def unshared_prompt_len(width: float, block_tokens: int) -> float:
+    """Prompt tokens each further sample of a prompt computes itself under prefix caching: what follows the
+    prompt's last whole cached block (a hit stops at width - 1, so at least the last token); the whole prompt
+    when it is shorter than a block."""
+    if width <= 0:
+        return 0.0
+    return width - block_tokens * math.floor((width - 1) / block_tokens)
+
+
 def prefill_stage(
     arch: ModelArch, shape: WorkloadShape, par: ParallelShape, hw: Hardware, *, achievable: float
 ) -> StageCost:
     if shape.prompt_len == 0:
         return empty_stage("generation_prefill", note="no prompt tokens")
     tp, replicas, pool = par.rollout_tp, par.rollout_replicas, par.rollout_pool_gpus
-    # a replica prefills what it decodes; without prefix sharing every sequence is prefilled
-    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill else shape.sequences
-    per_replica = math.ceil(prefills / replicas)
     width = shape.computed_prompt_len  # a left-padded batch prefills its pads too
+    # A replica prefills what it decodes. With prefix sharing, one sample per prompt prefills the whole prompt
+    # and each other sample the part after its whole cached blocks; without, every sequence the whole prompt.
+    prefills = max(shape.prompts_per_step, min(shape.sequences, replicas)) if shape.shared_prefill else shape.sequences
+    tails = shape.sequences - prefills
+    tail = unshared_prompt_len(width, shape.prefix_block_tokens) if tails else 0.0
+    per_replica, tails_per_replica = math.ceil(prefills / replicas), math.ceil(tails / replicas)
     per_prompt = fl.prefill_flops(arch, width)
-    kv_write = width * arch.kv_bytes_per_token(shape.dtype_bytes)
+    per_tail = fl.sequence_forward_flops(arch, tail, start=width - tail, head_positions=min(tail, 1)) if tail else 0.0
+    kvb = arch.kv_bytes_per_token(shape.dtype_bytes)
     weights = arch.weight_bytes(shape.dtype_bytes)
     busy = min(replicas, prefills)  # replicas with work
-    comm = merge(_tp_all_reduces(arch, hw, tp, per_replica * width, 1, shape.dtype_bytes))
-    critical = Work(flops=per_replica * per_prompt / tp, bytes=(weights + per_replica * kv_write) / tp, comm=comm)
+    rows = per_replica * width + tails_per_replica * tail
+    comm = merge(_tp_all_reduces(arch, hw, tp, rows, 1, shape.dtype_bytes))
+    critical = Work(
+        flops=(per_replica * per_prompt + tails_per_replica * per_tail) / tp,
+        bytes=(weights + rows * kvb) / tp,
+        comm=comm,
+    )
+    if not shape.shared_prefill:
+        note = "every sequence prefilled (no prefix sharing)"
+    elif tail:
+        note = (
+            f"prompt KV shared by the group's samples in whole {shape.prefix_block_tokens}-token blocks; "
+            f"each other sample prefills {tail:g} of its {width:g} prompt tokens"
+        )
+    else:
+        note = "prompt KV shared by the group's samples"
     return build_stage(
         "generation_prefill",
         hw=hw,
         achievable=achievable,
         gpus=pool,
-        flops=prefills * per_prompt,
-        bytes=busy * weights + prefills * kv_write,
+        flops=prefills * per_prompt + tails * per_tail,
+        bytes=busy * weights + (prefills * width + tails * tail) * kvb,
         comm=comm,
         depth=pass_units(arch.layers),
         critical=critical,
-        matmul_rows=per_replica * width,
+        matmul_rows=rows,
         matmul_dim=arch.hidden,
-        note="prompt KV shared by the group's samples"
-        if shape.shared_prefill
-        else "every sequence prefilled (no prefix sharing)",
+        note=note,
     )
 
 

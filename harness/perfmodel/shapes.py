@@ -97,6 +97,12 @@ class WorkloadShape:
     # True: a prompt's G samples share one prefill (vLLM n > 1, prefix caching); False: every
     # sequence is prefilled (Hugging Face generate on G repeated rows: TRL without vLLM).
     shared_prefill: bool = True
+    # The rollout engine's KV block, in tokens. Prefix caching shares whole blocks only, and the
+    # last prompt token is always computed (vLLM v1/core/kv_cache_manager.py: a cache hit stops
+    # at prompt length - 1), so with shared_prefill each further sample of a prompt still
+    # prefills the rest of its prompt (rollout.unshared_prompt_len). 16: vLLM's default
+    # (config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE); its CPU backend's is 128 (platforms/cpu.py).
+    prefix_block_tokens: int = 16
     # Bytes per weight, activation and KV element as the framework computes: 2 for bf16/fp16
     # (every GPU recipe here), 4 for fp32 (the frameworks' CPU path).
     dtype_bytes: int = 2
@@ -164,6 +170,7 @@ class WorkloadShape:
             "shared_prefill",
         ):
             _boolean(own, field, getattr(self, field))
+        _positive(own, "prefix_block_tokens", self.prefix_block_tokens)
         if self.micro_batch_tokens is not None:
             _positive(own, "micro_batch_tokens", self.micro_batch_tokens)
         if self.mini_batch_prompts is not None:

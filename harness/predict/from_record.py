@@ -34,6 +34,7 @@ _LAUNCH_FIELDS = (
     "micro_batch_size",
     "micro_batch_tokens",
     "shared_prefill",
+    "prefix_block_tokens",
     "dtype_bytes",
     "kv_cache",
     "engine_mode",

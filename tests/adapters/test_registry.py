@@ -72,3 +72,7 @@ def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_th
     assert launch_shape(workload, "trl", (), lane=True) == launch_shape(workload, "trl", ())  # TRL has no lane
     assert launch_shape(workload, "openrlhf", ()).update_offload  # colocated: --ds.enable_sleep
     assert not launch_shape(workload, "openrlhf", (), lane=True).update_offload  # the lane has no sleep mode
+    # vLLM's CPU build pages in 128-token blocks, its CUDA build in 16: prefix sharing follows the block
+    for framework in ("verl", "openrlhf"):
+        assert launch_shape(workload, framework, (), lane=True).prefix_block_tokens == 128
+        assert launch_shape(workload, framework, ()).prefix_block_tokens == 16

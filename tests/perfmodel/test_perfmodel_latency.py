@@ -8,6 +8,8 @@ import json
 import pytest
 
 from rlbench.harness.perfmodel import ParallelShape, WorkloadShape, cpu_hardware, get_arch, get_hardware, predict
+from rlbench.harness.perfmodel.flops import prefill_flops, sequence_forward_flops
+from rlbench.harness.perfmodel.rollout import unshared_prompt_len
 from rlbench.harness.perfmodel.roofline import Work, build_stage, pass_units
 
 ARCH = get_arch("Qwen2.5-0.5B-Instruct")  # 24 layers
@@ -62,9 +64,26 @@ def test_latency_bounds_small_models_and_scales_with_steps() -> None:
 
 
 def test_shared_prefill_flag() -> None:
+    # 64-token prompts in 16-token blocks: each other sample recomputes the last block only
     shared = predict(ARCH, WORK, ParallelShape(gpus=1), CPU).stage("generation_prefill")
     every = predict(ARCH, dataclasses.replace(WORK, shared_prefill=False), ParallelShape(gpus=1), CPU)
-    assert every.stage("generation_prefill").flops == pytest.approx(4 * shared.flops)  # G = 4 rows per prompt
+    per_prompt = prefill_flops(ARCH, 64)
+    tail = sequence_forward_flops(ARCH, 16, start=48, head_positions=1)
+    assert shared.flops == pytest.approx(4 * per_prompt + 12 * tail)  # 4 prompts, 3 other samples of each
+    assert every.stage("generation_prefill").flops == pytest.approx(16 * per_prompt)  # G = 4 rows per prompt
+
+
+def test_prefix_sharing_is_by_whole_blocks() -> None:
+    # vLLM's cache hit stops at the prompt's last token, and a partial block is never shared
+    assert [unshared_prompt_len(w, 16) for w in (1, 15, 16, 17, 512, 520)] == [1, 15, 16, 1, 16, 8]
+    assert unshared_prompt_len(95, 128) == 95  # vLLM's CPU block: a short prompt is not shared at all
+    cpu_block = dataclasses.replace(WORK, prefix_block_tokens=128)
+    shared = predict(ARCH, cpu_block, ParallelShape(gpus=1), CPU).stage("generation_prefill")
+    every = predict(ARCH, dataclasses.replace(cpu_block, shared_prefill=False), ParallelShape(gpus=1), CPU)
+    assert shared.flops == pytest.approx(every.stage("generation_prefill").flops)
+    assert "each other sample prefills 64 of its 64 prompt tokens" in shared.note
+    with pytest.raises(ValueError, match=r"WorkloadShape\.prefix_block_tokens"):
+        dataclasses.replace(WORK, prefix_block_tokens=0)
 
 
 def test_hardware_rejects_bad_latency() -> None:
