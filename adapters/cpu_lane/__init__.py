@@ -41,6 +41,8 @@ VLLM_CPU_ENV = {
 # CUDA's default is 16), and prefix caching shares whole blocks only: a prompt shorter than a block is prefilled by
 # every sample of its group. The performance model prices that (WorkloadShape.prefix_block_tokens).
 VLLM_CPU_BLOCK_TOKENS = 128
+# What a lane's vLLM changes in the model's launch shape (Adapter.lane_shape): that block, and no CUDA graphs.
+VLLM_CPU_SHAPE = {"prefix_block_tokens": VLLM_CPU_BLOCK_TOKENS, "engine_mode": "eager"}
 VLLM_CPU_SETTINGS = {
     "KV cache": f"{KV_CACHE_GIB} GiB of host memory, VLLM_CPU_KVCACHE_SPACE "
     "(GPU: a fraction of GPU memory, gpu_memory_utilization)",

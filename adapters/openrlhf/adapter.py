@@ -370,8 +370,8 @@ class OpenRLHFAdapter(LaneAdapter):
 
     def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
         """The CPU lane launches without --ds.enable_sleep (CPU_LANE_FLAGS): nothing is swapped; vLLM's CPU build
-        pages in its own block size."""
-        return {"update_offload": False, "prefix_block_tokens": cpu_lane.VLLM_CPU_BLOCK_TOKENS}
+        pages in its own block size, eager."""
+        return {"update_offload": False, **cpu_lane.VLLM_CPU_SHAPE}
 
     def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
         """Each timed stage call's real start and end, as hooks.py stamped them in OpenRLHF's processes."""

@@ -439,11 +439,8 @@ class VerlAdapter(LaneAdapter):
     def lane_shape(self, spec: RunSpec) -> dict[str, Any]:
         """The lane trains without use_remove_padding (CPU_LANE): verl's dataset left-pads every prompt to
         data.max_prompt_length and the training passes compute the padded rows; vLLM pages without the pads, in
-        its CPU build's block size."""
-        return {
-            "trainer_padded_prompt_len": spec.workload.max_prompt_length,
-            "prefix_block_tokens": cpu_lane.VLLM_CPU_BLOCK_TOKENS,
-        }
+        its CPU build's block size, eager."""
+        return {"trainer_padded_prompt_len": spec.workload.max_prompt_length, **cpu_lane.VLLM_CPU_SHAPE}
 
     def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
         """Stage calls from Ray's timeline (metrics.py), which verl writes after training; its

@@ -7,7 +7,8 @@ The run gives what it measured and the model gives how that scales:
   framework's own per-step work), carried over unchanged;
 * modelled: how each stage's estimate moves from the run's layout to the target's (the work-depth model).
 A stage the run did not time is the model's estimate alone. On other hardware than the run's the ratios
-are not carried (an efficiency measured on one device says nothing of another): only the lengths are.
+are not carried (an efficiency measured on one device says nothing of another): only the lengths and the
+prompt length are, and the launch shape is the framework's on that device (not a CPU lane's).
 
 At the run's own layout the prediction is the measured step by construction for a synchronous run; the
 consistency line compares the two anyway, so a stage the mapping misses shows up there.
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import Hardware, ParallelShape, find_hardware, get_hardware, predict
+from rlbench.harness.perfmodel import Hardware, ParallelShape, WorkloadShape, find_hardware, get_hardware, predict
 from rlbench.harness.perfmodel.predict import combine_stages
-from rlbench.harness.predict.job_shape import parallel_shape, workload_shape
+from rlbench.harness.predict.job_shape import framework_fields, parallel_shape, workload_shape
 from rlbench.harness.predict.response_lengths import lengths_from_record, with_lengths
 from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.harness.record.schema import PREDICTION_FILE
@@ -97,10 +98,15 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     if lengths is None and workload.fixed_length:
         mean = None  # every response at the cap, as the run generated them
     shape = with_lengths(shape, lengths, mean)
+    target_shape = shape
+    if not same_hardware:
+        on_cpu = hardware is not None and hardware.lower() == "cpu"
+        launched = _launched_on(shape, record["framework"]["name"], workload, target_parallel, on_cpu)
+        target_shape = with_lengths(launched, lengths, mean)
     source_layout, target_layout = _layout(source_parallel, source_gpus), _layout(target_parallel, target_gpus)
     try:
         at_source = predict(arch, shape, source_layout, measured_on)
-        at_target = predict(arch, shape, target_layout, target)
+        at_target = predict(arch, target_shape, target_layout, target)
     except ValueError as exc:
         raise RLBenchError(f"--from-record {run}: {exc}") from None
     summary = record["summary"]
@@ -172,7 +178,14 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
         "basis": {
             "measured": measured_terms,
             "modelled": ["how each stage moves from the run's layout to this one"]
-            + ([] if same_hardware else [f"every stage's rate on {target.name} (the run was on {measured_on.name})"]),
+            + (
+                []
+                if same_hardware
+                else [
+                    f"every stage's rate on {target.name} (the run was on {measured_on.name})",
+                    f"the framework's launch on {target.name}",
+                ]
+            ),
         },
         "consistency": at_run,
         "lengths": None
@@ -188,6 +201,16 @@ def _shape(workload: Any, own: dict[str, Any], steps: Any):
     shape = workload_shape(workload, prompt_len=inputs.get("prompt_len"), recompute_old_logprob=recompute)
     fields = {k: inputs[k] for k in _LAUNCH_FIELDS if inputs.get(k) is not None}
     return dataclasses.replace(shape, **fields)
+
+
+def _launched_on(
+    shape: WorkloadShape, framework: str, workload: Any, parallel: Parallelism, on_cpu: bool
+) -> WorkloadShape:
+    """The run's measured prompt length with its framework's launch on another device (its CPU lane's on the CPU
+    row), as `rlbench predict --framework` prices it there: a lane's padding, KV block and eager engine are the
+    lane's, not what the framework launches on a GPU."""
+    base = workload_shape(workload, prompt_len=shape.prompt_len, recompute_old_logprob=shape.recompute_old_logprob)
+    return dataclasses.replace(base, **framework_fields(framework, workload, parallel, lane=on_cpu))
 
 
 def _layout(parallel: Parallelism, gpus: int) -> ParallelShape:

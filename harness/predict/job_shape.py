@@ -97,10 +97,13 @@ def engine_fields(workload: Workload, parallel: Parallelism, fields: dict[str, A
 
 
 def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any]) -> str:
-    """'eager' for Hugging Face generate (no paged cache) or an engine launched with enforce_eager."""
+    """'eager' for Hugging Face generate (no paged cache), a launch that says so (vLLM's CPU build on a lane) or an
+    engine launched with enforce_eager."""
     from rlbench.harness.spec.equal_work import contract
 
-    if fields.get("kv_cache") == "concat" or contract(workload, parallel).engine.enforce_eager:
+    if fields.get("kv_cache") == "concat" or fields.get("engine_mode") == "eager":
+        return "eager"
+    if contract(workload, parallel).engine.enforce_eager:
         return "eager"
     return "cuda_graphs"
 

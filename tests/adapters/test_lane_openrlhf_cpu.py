@@ -68,6 +68,7 @@ def test_stage_times_come_from_openrlhfs_own_logger(openrlhf_run):
     # make_experience is a stage now, not "other": the model prices the old-log-prob pass OpenRLHF runs
     prediction = json.loads((openrlhf_run / "prediction.json").read_text())
     assert prediction["available"] and {s["name"]: s["time_s"] for s in prediction["stages"]}["old_logprob"] > 0
+    assert prediction["inputs"]["engine_mode"] == "eager"  # the lane's vLLM CPU build: no CUDA graphs
     # Without packing every row of a policy pass is computed at its batch's longest sequence (4 prompts of
     # different lengths here): the hook's logged width, at least the mean sequence, prices the training passes.
     mean_sequence = steps["total_tokens"] / steps["num_responses"]

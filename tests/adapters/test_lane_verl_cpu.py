@@ -53,6 +53,8 @@ def test_record_is_complete_and_names_the_lane(verl_run):
     assert any("platform_manager.py" in s for s in shims) and any("dispatch_cpu_unquantized_gemm" in s for s in shims)
     assert "trainer.device" in lane["substituted"] and "collectives" in lane["substituted"]
     assert {"run.json", "steps.parquet", "prediction.json", "telemetry.parquet"} <= set(record["files"])
+    inputs = json.loads((verl_run / "prediction.json").read_text())["inputs"]
+    assert (inputs["engine_mode"], inputs["prefix_block_tokens"]) == ("eager", 128)  # the lane's vLLM CPU build
 
 
 def test_eval_accuracy_comes_from_verls_own_validation(verl_run):

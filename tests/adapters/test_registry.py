@@ -73,6 +73,32 @@ def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_th
     assert launch_shape(workload, "openrlhf", ()).update_offload  # colocated: --ds.enable_sleep
     assert not launch_shape(workload, "openrlhf", (), lane=True).update_offload  # the lane has no sleep mode
     # vLLM's CPU build pages in 128-token blocks, its CUDA build in 16: prefix sharing follows the block
+    # and has no CUDA graphs: the lane's engine is eager
     for framework in ("verl", "openrlhf"):
-        assert launch_shape(workload, framework, (), lane=True).prefix_block_tokens == 128
-        assert launch_shape(workload, framework, ()).prefix_block_tokens == 16
+        lane, gpu = launch_shape(workload, framework, (), lane=True), launch_shape(workload, framework, ())
+        assert (lane.prefix_block_tokens, lane.engine_mode) == (128, "eager")
+        assert (gpu.prefix_block_tokens, gpu.engine_mode) == (16, "cuda_graphs")
+        assert lane.engine_max_seqs == gpu.engine_max_seqs  # the equal-work limits stay
+
+
+def test_a_lane_runs_prediction_records_its_eager_engine_with_the_equal_work_limits():
+    """A lane run's prediction.json states the engine the lane ran (eager), beside the contract's sequence limit."""
+    from rlbench.adapters.registry import get_adapter
+    from rlbench.harness.predict.run_prediction import predict_run
+    from rlbench.harness.spec.equal_work import MAX_NUM_SEQS
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.harness.spec.runspec import RunSpec
+    from rlbench.workloads.catalog import load_workload
+
+    workload = load_workload("gsm8k-grpo-tiny")
+    spec = RunSpec(framework="verl", workload=workload, parallel=parse_parallel(()))
+    inputs = predict_run(
+        workload,
+        spec.parallel,
+        "Qwen2.5-0.5B-Instruct",
+        {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]},
+        prompt_len=90,
+        recompute_old_logprob=True,
+        shape_fields=get_adapter("verl").launch_shape(spec, lane=True),
+    )["inputs"]
+    assert inputs["engine_mode"] == "eager" and inputs["engine_max_seqs"] == MAX_NUM_SEQS

@@ -4,10 +4,12 @@ and what was modelled said, and its own layout predicted back against its measur
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from rlbench.harness.record.schema import PREDICTION_FILE
 from tests.conftest import run_cli
 
 RECORD = Path(__file__).parents[1] / "data" / "records" / "trl-tiny"
@@ -35,6 +37,28 @@ def test_another_device_carries_the_lengths_only_and_says_so():
     assert data["step_time_s"] == pytest.approx(data["step_time_model_only_s"])
     text = run_cli("predict", "--from-record", str(RECORD), "--hardware", "H100-SXM", "--gpus", "8").stdout
     assert "step time" in text and "modelled:" in text
+
+
+def test_another_device_prices_the_frameworks_launch_there_not_the_runs(tmp_path):
+    """A CPU lane's launch (here: training passes padded to 4x the prompt) is priced at the run's own layout only."""
+    padded = tmp_path / "padded"
+    shutil.copytree(RECORD, padded)
+    prediction = json.loads((padded / PREDICTION_FILE).read_text())
+    prediction["inputs"]["trainer_padded_prompt_len"] = 4 * prediction["inputs"]["prompt_len"]
+    (padded / PREDICTION_FILE).write_text(json.dumps(prediction))
+
+    def plan(run: Path, *extra: str) -> dict:
+        result = run_cli("predict", "--from-record", str(run), "--json", *extra)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    def update(data: dict) -> float:
+        return next(row["model_at_run_s"] for row in data["stages"] if row["stage"] == "update_actor")
+
+    assert update(plan(padded)) > update(plan(RECORD))  # where the run ran, its padding is priced
+    on_gpus = ("--hardware", "H100-SXM", "--gpus", "8")
+    assert plan(padded, *on_gpus)["step_time_s"] == pytest.approx(plan(RECORD, *on_gpus)["step_time_s"])
+    assert "the framework's launch on H100-SXM" in plan(padded, *on_gpus)["basis"]["modelled"]
 
 
 @pytest.mark.parametrize(
