@@ -90,8 +90,15 @@ class TRLAdapter(Adapter):
         vllm = package_version("vllm")
         return True, f"GPU, vLLM {vllm} rollout" if vllm else "GPU, transformers generate (no vLLM installed)"
 
+    def _on_gpu(self) -> bool:
+        return self.plans_gpu or bool(gpus()[0])
+
     def _use_vllm(self) -> bool:
-        return bool(gpus()[0]) and package_version("vllm") is not None
+        if gpus()[0]:
+            return package_version("vllm") is not None
+        # planning a GPU machine's launch from one without a GPU: rlbench's TRL GPU environment installs vLLM
+        # (benchmarks/gpu-envs/trl.txt), whatever this machine has
+        return self.plans_gpu
 
     def refuse_knobs(self, spec: RunSpec) -> None:
         """What TRL 1.16 cannot honour, whatever the machine: one line naming the knob and the reason."""
@@ -136,8 +143,7 @@ class TRLAdapter(Adapter):
     def grpo_config(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         """Keyword arguments of `trl.GRPOConfig` for this run (validated by TRL's own dataclass in tests)."""
         w, p = spec.workload, spec.parallel
-        use_vllm = self._use_vllm()
-        on_gpu = bool(gpus()[0])
+        use_vllm, on_gpu = self._use_vllm(), self._on_gpu()
         length = w.max_response_length
         if not w.fixed_length:
             generation_kwargs = None

@@ -58,11 +58,14 @@ def neutral_fields(shape: WorkloadShape, parallel: Parallelism | None = None) ->
 def framework_fields(framework: str, workload: Workload, parallel: Parallelism, lane: bool = False) -> dict[str, Any]:
     """What a framework's launch fixes beyond the workload: its adapter's `model_shape` (micro-batching,
     packing, KV cache, dtype) and the rollout engine's mode from the equal-work contract every adapter
-    launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager)."""
+    launches with (CUDA graphs unless enforce_eager; Hugging Face generate, kv_cache "concat", is eager).
+    `lane`: the launch on this machine's CPU (its CPU lane's where it has one); otherwise a GPU machine's,
+    whatever this machine has (`Adapter.gpu_planner`)."""
     from rlbench.adapters.registry import get_adapter
     from rlbench.harness.spec.runspec import RunSpec
 
-    fields = get_adapter(framework).launch_shape(
+    adapter = get_adapter(framework)
+    fields = (adapter if lane else adapter.gpu_planner()).launch_shape(
         RunSpec(framework=framework, workload=workload, parallel=parallel), lane
     )
     return {**fields, **engine_fields(workload, parallel, fields)}

@@ -63,13 +63,22 @@ def test_each_adapter_states_the_shape_its_launch_fixes(framework, expected):
 def test_verls_cpu_lane_shape_pads_its_training_passes_and_predict_uses_it_on_the_cpu_row_only():
     """The lane trains without use_remove_padding: prompts left-padded to max_prompt_length in training alone."""
     from rlbench.harness.predict.job_shape import launch_shape
+    from rlbench.harness.spec.environment import gpus
     from rlbench.workloads.catalog import load_workload
 
     workload = load_workload("gsm8k-grpo-tiny")
     lane = launch_shape(workload, "verl", (), lane=True)
     assert lane.trainer_padded_prompt_len == workload.max_prompt_length and lane.padded_prompt_len is None
     assert launch_shape(workload, "verl", ()).trainer_padded_prompt_len is None  # a GPU launch packs
-    assert launch_shape(workload, "trl", (), lane=True) == launch_shape(workload, "trl", ())  # TRL has no lane
+    # TRL has no lane: on the CPU row its CPU launch (Hugging Face generate, fp32); on a GPU row its GPU
+    # environment's (vLLM, the workload's dtype: bf16 here), whatever this machine has
+    trl_cpu = launch_shape(workload, "trl", (), lane=True)
+    trl_gpu = launch_shape(load_workload("gsm8k-grpo"), "trl", ())
+    if not gpus()[0]:
+        assert (trl_cpu.kv_cache, trl_cpu.shared_prefill, trl_cpu.dtype_bytes) == ("concat", False, 4)
+        assert trl_cpu.engine_mode == "eager"
+    assert (trl_gpu.kv_cache, trl_gpu.shared_prefill, trl_gpu.dtype_bytes) == ("paged", True, 2)
+    assert trl_gpu.engine_mode == "cuda_graphs"
     assert launch_shape(workload, "openrlhf", ()).update_offload  # colocated: --ds.enable_sleep
     assert not launch_shape(workload, "openrlhf", (), lane=True).update_offload  # the lane has no sleep mode
     # vLLM's CPU build pages in 128-token blocks, its CUDA build in 16: prefix sharing follows the block
