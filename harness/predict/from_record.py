@@ -98,12 +98,13 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     if lengths is None and workload.fixed_length:
         mean = None  # every response at the cap, as the run generated them
     shape = with_lengths(shape, lengths, mean)
+    source_layout, target_layout = _layout(source_parallel, source_gpus), _layout(target_parallel, target_gpus)
     target_shape = shape
     if not same_hardware:
         on_cpu = hardware is not None and hardware.lower() == "cpu"
-        launched = _launched_on(shape, record["framework"]["name"], workload, target_parallel, on_cpu)
+        launch_parallel = dataclasses.replace(target_parallel, dp=target_layout.data_parallel)
+        launched = _launched_on(shape, record["framework"]["name"], workload, launch_parallel, on_cpu)
         target_shape = with_lengths(launched, lengths, mean)
-    source_layout, target_layout = _layout(source_parallel, source_gpus), _layout(target_parallel, target_gpus)
     try:
         at_source = predict(arch, shape, source_layout, measured_on)
         at_target = predict(arch, target_shape, target_layout, target)

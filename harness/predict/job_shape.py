@@ -71,6 +71,21 @@ def framework_fields(framework: str, workload: Workload, parallel: Parallelism, 
     return {**fields, **engine_fields(workload, parallel, fields)}
 
 
+def with_derived_dp(pairs: tuple[str, ...] | list[str], gpus: int) -> tuple[str, ...]:
+    """`pairs` with the data-parallel degree that `gpus` devices give where the pairs name none: a framework's
+    per-device batch follows it (TRL's per_device_train_batch_size). Unchanged where the layout is invalid
+    (predict_layout says why)."""
+    from rlbench.harness.spec.parallel import parse_parallel
+
+    if any(pair.partition("=")[0].strip() == "dp" for pair in pairs):
+        return tuple(pairs)
+    try:
+        dp = parallel_shape(parse_parallel(pairs), gpus).data_parallel
+    except (RLBenchError, ValueError):
+        return tuple(pairs)
+    return (*pairs, f"dp={dp}")
+
+
 def launch_shape(
     workload: Workload, framework: str | None, pairs: tuple[str, ...] | list[str], lane: bool = False
 ) -> WorkloadShape:

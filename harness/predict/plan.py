@@ -16,7 +16,7 @@ from rlbench.harness.perfmodel import FrameworkFloor, get_hardware
 from rlbench.harness.perfmodel.lengths import ResponseLengths
 from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.predict.floor_cache import load_floor
-from rlbench.harness.predict.job_shape import launch_shape
+from rlbench.harness.predict.job_shape import launch_shape, with_derived_dp
 from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table
 from rlbench.harness.predict.response_lengths import lengths_from_record, parse_lengths, refused, with_lengths
 from rlbench.harness.predict.run_prediction import hardware_for
@@ -68,7 +68,8 @@ def plan_job(
     if not grid and not every:
         if framework:  # what `rlbench run --framework` would refuse, refused here too
             refuse_for_framework(framework, loaded, parallel)
-        shape = with_lengths(launch_shape(loaded, framework, parallel, on_cpu), *priced)
+        launched = launch_shape(loaded, framework, with_derived_dp(parallel, gpus), on_cpu)
+        shape = with_lengths(launched, *priced)
         result = predict_layout(arch, shape, parallel, gpus, row, gpu_hour_usd, floor)
         result["notes"] = [note, *length_note, *result["notes"]]
         return result, False

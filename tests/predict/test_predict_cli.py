@@ -192,6 +192,22 @@ def test_framework_launch_shape_on_a_gpu_row_without_its_floor():
     assert data["estimate_terms"]["engine_mode"] == "cuda_graphs"  # verl's vLLM, CUDA graphs (enforce_eager off)
 
 
+def test_trl_on_a_gpu_row_is_its_gpu_launch_at_the_dp_the_gpus_give():
+    """Planned from this CPU machine: vLLM with CUDA graphs (TRL's GPU environment), and a per-device micro-batch
+    of the mini-batch over dp = 8, as `--parallel dp=8` states it."""
+    trl = (*BASE[:4], "gsm8k-grpo", *BASE[5:], "--framework", "trl", "--json")  # TRL runs GRPO only
+
+    def plan(*extra: str) -> dict:
+        result = run_cli(*trl, *extra)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    derived, stated = plan(), plan("--parallel", "dp=8")
+    assert derived["estimate_terms"]["engine_mode"] == "cuda_graphs"
+    assert derived["memory_per_gpu_gb"] == stated["memory_per_gpu_gb"] < 80
+    assert derived["step_time_estimate_s"] == stated["step_time_estimate_s"]
+
+
 def test_bound_and_estimate_are_both_given_and_labelled():
     result = run_cli(*BASE, "--json")
     assert result.returncode == 0, result.stderr
