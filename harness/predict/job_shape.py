@@ -119,11 +119,8 @@ def engine_mode(workload: Workload, parallel: Parallelism, fields: dict[str, Any
     engine launched with enforce_eager."""
     from rlbench.harness.spec.equal_work import contract
 
-    if fields.get("kv_cache") == "concat" or fields.get("engine_mode") == "eager":
-        return "eager"
-    if contract(workload, parallel).engine.enforce_eager:
-        return "eager"
-    return "cuda_graphs"
+    eager = fields.get("kv_cache") == "concat" or fields.get("engine_mode") == "eager"
+    return "eager" if eager or contract(workload, parallel).engine.enforce_eager else "cuda_graphs"
 
 
 def parallel_shape(parallel: Parallelism, gpus: int | None = None) -> ParallelShape:

@@ -106,8 +106,8 @@ def predict_run(
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
     if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
         shape_fields = neutral_fields(shape, parallel)
-    else:  # the engine's equal-work limits, under what the launch itself fixed (a lane's eager engine)
-        shape_fields = {**engine_fields(workload, parallel, shape_fields), **shape_fields}
+    else:  # the launch's own fields with the engine's equal-work mode and limits, as framework_fields has them
+        shape_fields = {**shape_fields, **engine_fields(workload, parallel, shape_fields)}
     shape = dataclasses.replace(shape, **shape_fields)
     if padded_prompt_len is not None and not math.isnan(padded_prompt_len):
         shape = dataclasses.replace(shape, padded_prompt_len=max(shape.prompt_len, round(padded_prompt_len)))
