@@ -74,16 +74,18 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     measured_on: Hardware | None = find_hardware(gpu_names[0]) if gpu_names else cpu_row()
     if measured_on is None:
         raise RLBenchError(f"--from-record {run}: its GPU '{gpu_names[0]}' is not in the cited hardware table")
+    on_cpu = hardware is not None and hardware.lower() == "cpu"
     if hardware is None:
         target = measured_on
     else:
-        target = cpu_row() if hardware.lower() == "cpu" else get_hardware(hardware)
+        target = cpu_row() if on_cpu else get_hardware(hardware)
     same_hardware = target.name == measured_on.name
 
-    # the run's own knobs, then the ones given
+    # the run's own knobs, each knob given replacing the run's (a knob given twice is still refused)
     knobs = {**record["parallel"]}
+    named = {pair.partition("=")[0].strip() for pair in pairs}
     source_parallel = parse_parallel(knob_pairs(knobs))
-    target_parallel = parse_parallel(knob_pairs(knobs) + list(pairs))
+    target_parallel = parse_parallel(knob_pairs({k: v for k, v in knobs.items() if k not in named}) + list(pairs))
     source_gpus = source_parallel.world_size if gpu_names else 1
     if not gpu_names and (gpus or 1) > 1 and same_hardware:
         raise RLBenchError(
@@ -101,7 +103,6 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     source_layout, target_layout = _layout(source_parallel, source_gpus), _layout(target_parallel, target_gpus)
     target_shape = shape
     if not same_hardware:
-        on_cpu = hardware is not None and hardware.lower() == "cpu"
         launch_parallel = dataclasses.replace(target_parallel, dp=target_layout.data_parallel)
         launched = _launched_on(shape, record["framework"]["name"], workload, launch_parallel, on_cpu)
         target_shape = with_lengths(launched, lengths, mean)

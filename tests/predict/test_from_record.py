@@ -61,6 +61,16 @@ def test_another_device_prices_the_frameworks_launch_there_not_the_runs(tmp_path
     assert "the framework's launch on H100-SXM" in plan(padded, *on_gpus)["basis"]["modelled"]
 
 
+def test_a_knob_given_replaces_the_runs_own_and_twice_is_still_refused():
+    """The record states every knob (tp=1 among them): `--parallel tp=2` is the target's tp, not a clash."""
+    base = ("predict", "--from-record", str(RECORD), "--hardware", "H100-SXM", "--gpus", "8")
+    result = run_cli(*base, "--parallel", "tp=2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["parallel"]["tp"] == 2
+    twice = run_cli(*base, "--parallel", "tp=2", "--parallel", "tp=4")
+    assert twice.returncode == 2 and "--parallel tp= is given twice (tp=2 and tp=4)" in twice.stderr
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
