@@ -119,6 +119,18 @@ class Adapter(ABC):
 
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
+        check_dp_split(spec)
+
+
+def check_dp_split(spec: RunSpec) -> None:
+    """Every framework splits a mini-batch's responses evenly over its data-parallel ranks: refuse a dp that
+    cannot (framework-neutral, so said once here for every adapter)."""
+    w, dp = spec.workload, spec.parallel.dp
+    responses = w.mini_batch_prompts * w.algorithm.group_size
+    if responses % dp:
+        raise RLBenchError(
+            f"--parallel dp={dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
+        )
 
     def cpu_refusal(self, spec: RunSpec) -> str | None:
         """Why this machine, without a GPU, cannot run `spec` (no CPU lane, or one that does not take it), one

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 
-from rlbench.adapters.base import Adapter
+from rlbench.adapters.base import Adapter, LaneAdapter
 from rlbench.harness.errors import RLBenchError
 
 ADAPTERS: dict[str, str] = {
@@ -31,3 +31,8 @@ def get_adapter(name: str) -> Adapter:
         raise RLBenchError(f"unknown framework '{name}'; {hint}available: {', '.join(available())}")
     module_name, class_name = ADAPTERS[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)()
+
+
+def lanes() -> list[str]:
+    """The frameworks with a CPU lane: those whose adapter declares one (a `LaneAdapter`)."""
+    return [name for name in available() if isinstance(get_adapter(name), LaneAdapter)]

@@ -255,7 +255,8 @@ def synthetic_record(folder: Path, step_times, version: int = 1, data: dict | No
     import numpy as np
     import pandas as pd
 
-    from rlbench.harness.record.store import write_run_json, write_steps
+    from rlbench.harness.record.run_record import write_run_json
+    from rlbench.harness.record.store import write_steps
     from rlbench.workloads.catalog import load_workload
 
     folder.mkdir(parents=True)

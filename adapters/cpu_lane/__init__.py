@@ -162,14 +162,6 @@ def lane_module(framework: str) -> ModuleType:
     return importlib.import_module(LANE_MODULE.format(framework))
 
 
-def lanes() -> list[str]:
-    """The frameworks with a CPU lane: those whose adapter declares one (a `LaneAdapter`)."""
-    from rlbench.adapters.base import LaneAdapter
-    from rlbench.adapters.registry import available, get_adapter
-
-    return [name for name in available() if isinstance(get_adapter(name), LaneAdapter)]
-
-
 def boot() -> None:
     """Apply the shims of the lane named in $RLBENCH_CPU_LANE to this process, then install the hooks of the
     module named in $RLBENCH_HOOKS (called by sitecustomize)."""

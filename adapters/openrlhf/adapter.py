@@ -179,11 +179,6 @@ class OpenRLHFAdapter(LaneAdapter):
                 f"on the trainer's dp*tp*cp = {trainer} GPUs, so rollout_tp must divide {trainer}; "
                 "raise dp"
             )
-        responses = w.mini_batch_prompts * w.algorithm.group_size
-        if responses % p.dp:
-            raise RLBenchError(
-                f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
-            )
         available = accelerators.gpu_count()
         if available and p.cp > 1 and package_version("ring-flash-attn") is None:
             raise RLBenchError(

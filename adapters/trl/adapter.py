@@ -133,12 +133,6 @@ class TRLAdapter(Adapter):
                 f"--parallel rollout_tp={parallel.rollout_tp}: TRL's colocated vLLM groups the "
                 f"dp={parallel.dp} training processes, so rollout_tp must divide dp"
             )
-        completions = workload.mini_batch_prompts * workload.algorithm.group_size
-        if completions % parallel.dp:
-            raise RLBenchError(
-                f"--parallel dp={parallel.dp}: must divide the {completions} responses of one "
-                f"mini-batch of workload {workload.name}"
-            )
 
     def grpo_config(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         """Keyword arguments of `trl.GRPOConfig` for this run (validated by TRL's own dataclass in tests)."""

@@ -217,11 +217,6 @@ class VerlAdapter(LaneAdapter):
                 f"GPUs wide on the trainer's {trainer} GPUs (dp*tp*pp*cp*sp), so rollout_tp must "
                 f"divide {trainer}; raise dp"
             )
-        responses = w.mini_batch_prompts * w.algorithm.group_size
-        if responses % p.dp:
-            raise RLBenchError(
-                f"--parallel dp={p.dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
-            )
         available = accelerators.gpu_count()
         # Without GPUs only --dry-run gets past the launch; a multi-node layout is checked against the cluster's nodes.
         if available and p.nodes == 1 and trainer + rollout > available:

@@ -19,7 +19,7 @@ def user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from rlbench.harness.run.runner import RunInterrupted
+        from rlbench.harness.run.exceptions import RunInterrupted
         from rlbench.harness.run.stop_signals import RunStop, describe
 
         try:

@@ -1,9 +1,11 @@
 """A run's side of a Ray cluster: join it, check the layout fits, place one agent per node, stage the
 run's inputs on every node, sample every node while the framework runs, and bring back what it left there.
 
-The runner calls, in order: `ClusterSession.open` (before launch; refuses a layout the cluster cannot hold),
-`stage` and `start_sampling`, `poll` while the framework runs (agents' rows go to a journal beside the
-telemetry, so a crash keeps them), then `finish` (outputs back, rows into telemetry.parquet) and `close`.
+A run calls, in order: `join_for_run` (before launch; refuses a layout the cluster cannot hold), `stage_run`
+and `start_sampling`, `poll` while the framework runs (agents' rows go to a journal beside the telemetry, so a
+crash keeps them), then `finish_run` (outputs back, rows into telemetry.parquet, the cluster left). The
+session's fields are written by its own methods only; what the record says of the cluster is `describe`'s and
+`finish_run`'s.
 No shared filesystem is assumed: an agent writes a staged file only where its content differs, and brings
 back only files the driver's run folder lacks, so on one machine or a shared filesystem nothing moves.
 
@@ -18,10 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rlbench.adapters.base import Adapter
 from rlbench.harness.cluster.node_agent import WATCHED_PACKAGES, NodeAgent
 from rlbench.harness.cluster.ray_cluster import ClusterNode, check_fits, cluster_nodes, connect
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
+from rlbench.harness.spec.inputs import RunInputs
+from rlbench.harness.spec.parallel import knob_label
+from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry.store import add_rows
 
 DRAIN_EVERY_S = 5.0  # how much of a node's telemetry a crash of rlbench can lose
@@ -29,6 +35,26 @@ CALL_TIMEOUT_S = 120.0  # one agent call; a node that does not answer in this ti
 NODE_JOURNAL = "telemetry.nodes.partial.jsonl"
 NODE_MARKER, DRIVER_MARKER = ".rlbench-node", ".rlbench-driver"
 STAGE_LIMIT_BYTES = 2 * 2**30  # a model folder larger than this is not copied: it must already be on every node
+
+
+def join_for_run(spec: RunSpec, adapter: Adapter) -> ClusterSession | None:
+    """The Ray cluster of `--ray-address`, checked against the layout before anything is recorded; None where the
+    run needs none (or its framework runs on this host: a Ray job's cell); a multi-node layout without one is
+    refused."""
+    p = spec.parallel
+    if not spec.ray_address:
+        if p.nodes > 1:
+            raise RLBenchError(
+                f"--parallel nodes={p.nodes}: a multi-node run joins a running Ray cluster; give --ray-address "
+                "HOST:PORT of its head (or set RAY_ADDRESS), or use nodes=1"
+            )
+        return None
+    if not adapter.brings_own_ray:  # it runs on this host (its nodes knob is refused): a Ray job's cell, say
+        return None
+    layout = knob_label(p.non_default())
+    return ClusterSession.open(
+        spec.ray_address, nodes=p.nodes, gpus_each=p.gpus_on_each_node(adapter.job_gpus(spec)), layout=layout
+    )
 
 
 class ClusterSession:
@@ -125,6 +151,33 @@ class ClusterSession:
         (run_dir / DRIVER_MARKER).write_text(secrets.token_hex(8))
         written = self._call_all("stage", files)
         return {label: [path for path in paths if not path.endswith(NODE_MARKER)] for label, paths in written.items()}
+
+    def stage_run(self, adapter: Adapter, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> None:
+        """The run's inputs onto every node; a file that cannot be read is noted, and the framework then fails
+        where a node lacks it (its own error in framework.log)."""
+        try:
+            written = self.stage(run_dir, adapter.node_inputs(spec, inputs, run_dir))
+        except OSError as exc:
+            self.notes.append(f"staging the run's inputs: {exc.strerror or exc}")
+            return
+        self.staged = {label: len(paths) for label, paths in written.items()}
+
+    def finish_run(self, run_dir: Path, telemetry: Path, stop_driver_sampler: Any = None) -> dict[str, Any]:
+        """What the framework left on other nodes comes back, every node's telemetry joins `telemetry` (after the
+        driver's own rows: `stop_driver_sampler` first), and the run leaves the cluster; run.json's `cluster`
+        fields of the run's end. A node that fails here is noted, never fatal to the record."""
+        brought: dict[str, list[str]] = {}
+        rows = 0
+        try:
+            brought = self.collect(run_dir)
+            if stop_driver_sampler is not None:
+                stop_driver_sampler()
+            rows = self.finish(telemetry)
+        except (OSError, ValueError, RLBenchError) as exc:
+            self.notes.append(f"finishing on the cluster: {type(exc).__name__}: {exc}")
+        finally:
+            self.close()
+        return {"staged": self.staged, "collected": brought, "node_rows": rows, "notes": self.notes}
 
     def start_sampling(self, run_dir: Path, rate_hz: float) -> None:
         """Every node's agent samples its host and the framework's processes; GPUs only by the first agent on

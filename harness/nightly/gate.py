@@ -29,7 +29,8 @@ from rlbench.harness.record.compare import compare_records, configuration_key, d
 from rlbench.harness.record.contention import contention
 from rlbench.harness.record.convergence import REFERENCE_RUNS, check_text, reference_check, target_curve
 from rlbench.harness.record.read import read_record
-from rlbench.harness.record.schema import Status, headline
+from rlbench.harness.record.schema import headline
+from rlbench.harness.record.status import NightStatus, RunStatus
 from rlbench.harness.record.store import RUN_FILE, new_unique_dir, utc_now, write_json
 
 NIGHT_FILE, REPORT_FILE, HISTORY_FILE = "nightly.json", "report.html", "history.html"
@@ -46,7 +47,7 @@ def _same_configuration(baseline_dir: Path, record: dict[str, Any]) -> list[tupl
         except RLBenchError:
             continue  # a damaged record, or one of a newer schema: never a silent baseline
         same_data = digest is None or data_digest(candidate) in (None, digest)  # unknown in older records
-        if candidate.get("status") == Status.SUCCEEDED and configuration_key(candidate) == key and same_data:
+        if candidate.get("status") == RunStatus.SUCCEEDED and configuration_key(candidate) == key and same_data:
             found.append((candidate.get("started_at") or "", run_json.parent, candidate))
     return sorted(found, key=lambda found: found[:2])
 
@@ -132,7 +133,7 @@ def judge(record_dir: Path, baseline_dir: Path, threshold: float) -> dict[str, A
 def promotion_refusal(night: dict[str, Any]) -> str | None:
     """Why `--update-baseline` must not copy this night into the baseline, or None: only a night that passed,
     measured on a host nobody else was using, may become what later nights are judged against."""
-    if night["status"] != Status.PASSED:
+    if night["status"] != NightStatus.PASSED:
         return f"the night {night['status']}"
     contended = [e for e in night["benchmarks"] if e.get("contended")]
     if contended:
@@ -142,7 +143,8 @@ def promotion_refusal(night: dict[str, Any]) -> str | None:
 
 
 def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> dict[str, Any]:
-    from rlbench.harness.run.runner import RunFailed, RunInterrupted, execute
+    from rlbench.harness.run.exceptions import RunFailed, RunInterrupted
+    from rlbench.harness.run.runner import execute
     from rlbench.harness.spec.runspec import build_run_spec
 
     entry: dict[str, Any] = {**dataclasses.asdict(bench), "record": None}
@@ -150,13 +152,13 @@ def _run_one(bench: Benchmark, night_dir: Path, echo: Callable[[str], None]) -> 
         spec = build_run_spec(
             bench.framework, bench.workload, bench.parallel, steps=bench.steps, seed=bench.seed, out=night_dir
         )
-        entry.update(status=Status.SUCCEEDED, record=str(execute(spec, echo=echo)))
+        entry.update(status=NightStatus.SUCCEEDED, record=str(execute(spec, echo=echo)))
     except RunInterrupted:
         raise
     except RunFailed as exc:
-        entry.update(status=Status.FAILED, error=str(exc), record=str(exc.run_dir))
+        entry.update(status=NightStatus.FAILED, error=str(exc), record=str(exc.run_dir))
     except RLBenchError as exc:  # refused before launch: unknown workload, knob, framework not installed
-        entry.update(status=Status.NOT_RUN, error=str(exc))
+        entry.update(status=NightStatus.NOT_RUN, error=str(exc))
     return entry
 
 
@@ -175,7 +177,7 @@ def run_night(
         "ended_at": None,
         "threshold": config.threshold,
         "baseline_dir": str(config.baseline),
-        "status": Status.RUNNING,
+        "status": NightStatus.RUNNING,
         "benchmarks": [],
     }
     write_json(night_dir / NIGHT_FILE, night)
@@ -183,15 +185,15 @@ def run_night(
         for bench in config.matrix:
             echo(f"nightly: {bench.framework} on {bench.workload} {' '.join(bench.parallel)}".rstrip())
             entry = _run_one(bench, night_dir, echo)
-            if entry["status"] == Status.SUCCEEDED:
+            if entry["status"] == NightStatus.SUCCEEDED:
                 try:
                     entry.update(judge(Path(entry["record"]), config.baseline, config.threshold))
                 except RLBenchError as exc:  # e.g. the new record is damaged: this benchmark failed, the night goes on
-                    entry.update(status=Status.FAILED, error=f"comparison with the baseline: {exc}")
+                    entry.update(status=NightStatus.FAILED, error=f"comparison with the baseline: {exc}")
             night["benchmarks"].append(entry)
             write_json(night_dir / NIGHT_FILE, night)  # a killed job still leaves what finished
     except BaseException:
-        night.update(status=Status.INTERRUPTED, ended_at=utc_now())
+        night.update(status=NightStatus.INTERRUPTED, ended_at=utc_now())
         write_json(night_dir / NIGHT_FILE, night)
         raise
     entries = night["benchmarks"]
@@ -238,13 +240,13 @@ def run_night(
 def night_status(entries: list[dict[str, Any]]) -> str:
     """regressed > failed > undecidable > passed: the worst outcome among the night's benchmarks."""
     if any(e.get("regressed") for e in entries):
-        return Status.REGRESSED
-    if any(e["status"] != Status.SUCCEEDED for e in entries):
-        return Status.FAILED
+        return NightStatus.REGRESSED
+    if any(e["status"] != NightStatus.SUCCEEDED for e in entries):
+        return NightStatus.FAILED
     # Too few steps to decide is the matrix's fault, not a pass: a gate that cannot fail must not say "passed".
     if any(e.get("undecidable") for e in entries):
-        return Status.UNDECIDABLE
-    return Status.PASSED
+        return NightStatus.UNDECIDABLE
+    return NightStatus.PASSED
 
 
 def night_rows(results: Path) -> tuple[list[str], list[list[str]]]:
@@ -262,9 +264,9 @@ def night_rows(results: Path) -> tuple[list[str], list[list[str]]]:
         what = [f"{e.get('framework')} {e.get('workload')}" for e in entries]
         regressed = [f"{w}: {', '.join(e['regressed'])}" for w, e in zip(what, entries) if e.get("regressed")]
         other = [
-            f"{w}: {e.get('status') if e.get('status') != Status.SUCCEEDED else 'undecidable'}"
+            f"{w}: {e.get('status') if e.get('status') != NightStatus.SUCCEEDED else 'undecidable'}"
             for w, e in zip(what, entries)
-            if e.get("status") != Status.SUCCEEDED or e.get("undecidable")
+            if e.get("status") != NightStatus.SUCCEEDED or e.get("undecidable")
         ]
         baseline = (
             f"refused: {night['baseline_refused']}"
@@ -301,7 +303,7 @@ def format_night(night: dict[str, Any]) -> str:
     lines = []
     for e in night["benchmarks"]:
         what = f"{e['framework']} {e['workload']} {' '.join(e['parallel'])}".strip()
-        if e["status"] != Status.SUCCEEDED:
+        if e["status"] != NightStatus.SUCCEEDED:
             lines.append(f"{what}: {e['status']}: {e.get('error', '')[:200]}")
         elif e.get("baseline") is None:
             lines.append(f"{what}: ok, no baseline yet")

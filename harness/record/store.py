@@ -25,17 +25,8 @@ from typing import Any
 import pandas as pd
 
 from rlbench.harness.atomic import replacing, write_bytes
-from rlbench.harness.record.schema import (
-    RUN_FIELDS,
-    RUN_FILE,
-    SCHEMA_VERSION,
-    SPAN_COLUMNS,
-    SPANS_FILE,
-    STEP_METRICS,
-    STEPS_FILE,
-    RunRecord,
-    Status,
-)
+from rlbench.harness.record.schema import RUN_FILE, SPAN_COLUMNS, SPANS_FILE, STEP_METRICS, STEPS_FILE
+from rlbench.harness.record.status import RunStatus
 
 HEARTBEAT_S = 30.0  # how often a live runner touches its run.json
 STALE_AFTER_S = 600.0  # a heartbeat this old means the runner is gone (20 missed beats: a busy machine, a slow NFS)
@@ -94,26 +85,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     write_bytes(path, text.encode() + b"\n")
 
 
-def _versioned(record: RunRecord) -> dict[str, Any]:
-    unknown = sorted(set(record) - RUN_FIELDS)
-    assert not unknown, f"run.json fields outside rlbench.harness.record.schema.RunRecord: {unknown}"  # add them there
-    return {"schema_version": SCHEMA_VERSION, **record}
-
-
-def write_run_json(run_dir: Path, record: RunRecord) -> None:
-    write_json(run_dir / RUN_FILE, _versioned(record))
-
-
-def write_run_json_in_place(run_dir: Path, record: RunRecord) -> None:
-    """Last resort on a full disk, where the atomic write has no room for its second copy: overwrite the
-    existing run.json in place, compactly (no indent), so it fits in the blocks the file already holds."""
-    text = json.dumps(
-        _finite(_versioned(record)),
-        default=_json_default,
-        allow_nan=False,
-        separators=(",", ":"),
-    )
-    with (run_dir / RUN_FILE).open("r+b") as handle:
+def write_json_in_place(path: Path, data: dict[str, Any]) -> None:
+    """Last resort on a full disk, where the atomic write has no room for its second copy: overwrite the existing
+    file in place, compactly (no indent), so it fits in the blocks the file already holds."""
+    text = json.dumps(_finite(data), default=_json_default, allow_nan=False, separators=(",", ":"))
+    with path.open("r+b") as handle:
         handle.write(text.encode() + b"\n")
         handle.truncate()
         handle.flush()
@@ -199,7 +175,7 @@ def effective_status(record: dict[str, Any], run_dir: str | Path | None = None, 
     elsewhere, run.json's mtime, which a live runner touches every heartbeat_s; for records without
     either, whether started_at + timeout_s is long past (the runner would have stopped the run by then)."""
     status = record.get("status")
-    if status != Status.RUNNING:
+    if status != RunStatus.RUNNING:
         return str(status)
     now = time.time() if now is None else now
     runner = record.get("runner") if isinstance(record.get("runner"), dict) else {}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.schema import Status
+from rlbench.harness.record.status import CellStatus
 from rlbench.harness.record.store import new_unique_dir, utc_now, write_json
 
 INDEX_FILE, LOCK_FILE = "sweep.json", ".lock"
@@ -31,12 +31,12 @@ SWEEP_SCHEMA_VERSION = 2  # 2: `tp` is the trainer's tensor parallelism; version
 
 # Cell states. `failed` and `refused` are finished results: resume keeps them.
 PENDING, RUNNING, SUCCEEDED, FAILED, REFUSED, INTERRUPTED = (
-    Status.PENDING,
-    Status.RUNNING,
-    Status.SUCCEEDED,
-    Status.FAILED,
-    Status.REFUSED,
-    Status.INTERRUPTED,
+    CellStatus.PENDING,
+    CellStatus.RUNNING,
+    CellStatus.SUCCEEDED,
+    CellStatus.FAILED,
+    CellStatus.REFUSED,
+    CellStatus.INTERRUPTED,
 )
 TO_RUN = (PENDING, RUNNING, INTERRUPTED)  # `running` in a loaded index: its sweep process died
 

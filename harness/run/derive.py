@@ -121,3 +121,42 @@ def weight_sync_rate(steps: pd.DataFrame, prediction: dict[str, Any]) -> pd.Seri
         return pd.Series(np.nan, index=steps.index, dtype=float)
     seconds = steps["time_weight_sync_s"].where(steps["time_weight_sync_s"] > 0)
     return weights_gb / seconds
+
+
+def time_to_first_step(launched_unix_s: float | None, steps: pd.DataFrame) -> float | None:
+    """Launch to the end of the first step (its writer's stamp, else rlbench's arrival stamp); None without one."""
+    if launched_unix_s is None or steps.empty:
+        return None
+    first = steps.sort_values("step").iloc[0]
+    for column in ("step_end_unix_s", "step_seen_unix_s"):
+        end = first.get(column)
+        if end is not None and math.isfinite(end) and end >= launched_unix_s:
+            return float(end - launched_unix_s)
+    return None
+
+
+def response_lengths(steps: pd.DataFrame, workload: Workload) -> dict[str, Any] | None:
+    """run.json's `response_lengths`: each step's generated lengths as the framework's own rollout data gives
+    them (mean, longest, share stopped at the cap; None where it does not log one), beside the workload's cap."""
+    if steps.empty:
+        return None
+
+    def value(row: Any, column: str) -> float | None:
+        number = getattr(row, column, math.nan)
+        return float(number) if number is not None and math.isfinite(number) else None
+
+    rows = [
+        {
+            "step": int(row.step),
+            "mean": value(row, "response_length_mean"),
+            "max": value(row, "response_length_max"),
+            "clipped_share": value(row, "response_clipped_fraction"),
+        }
+        for row in steps.sort_values("step").itertuples()
+    ]
+    return {
+        "cap": workload.max_response_length,
+        "fixed_length": workload.fixed_length,
+        "steps": rows,
+        "n": len(rows),
+    }

@@ -186,3 +186,44 @@ def _entry(kind: str, message: str, tail: list[str], evidence: str | None) -> di
     if evidence:
         entry["evidence"] = evidence
     return entry
+
+
+def run_error(
+    kind: str | None,
+    returncode: int | None,
+    signum: int | None,
+    run_dir: Path,
+    oom_kills_before: int | None,
+    telemetry: Path | None = None,
+) -> dict[str, Any] | None:
+    """run.json's `error` for a framework process that ended as `kind` (framework_process.Outcome's; None: it
+    succeeded): the framework's own failures classified from evidence, the runner's reasons with the log's tail."""
+    from rlbench.harness.run.stop_signals import describe
+
+    if kind is None:
+        return None
+    if kind == "framework_error" and returncode:
+        return classify(returncode, run_dir, oom_kills_before, telemetry)
+    tail = log_tail(run_dir)
+    if kind == "interrupted":
+        signum = signum or signal.SIGINT
+        return {
+            "kind": "interrupted",
+            "message": f"interrupted by {describe(signum)}",
+            "signal": signal.Signals(signum).name,
+            "log_tail": tail,
+        }
+    if kind == "timeout":
+        return {"kind": "timeout", "message": "the framework ran past its timeout and was stopped", "log_tail": tail}
+    if kind == "launch_error":
+        return {
+            "kind": "launch_error",
+            "message": (tail or ["the framework could not be started"])[-1],
+            "log_tail": tail,
+        }
+    # exited 0 without logging every step: not a complete benchmark
+    return {
+        "kind": "framework_error",
+        "message": "the framework exited 0 but logged fewer steps than asked",
+        "log_tail": tail,
+    }

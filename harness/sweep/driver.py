@@ -26,8 +26,8 @@ from typing import Any
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.out_dir import check_writable
 from rlbench.harness.record.read import read_record
-from rlbench.harness.record.schema import Status
 from rlbench.harness.record.spread import cell_label, group_spread
+from rlbench.harness.record.status import CellStatus
 from rlbench.harness.record.store import utc_now
 from rlbench.harness.record.sweep_index import (
     INDEX_FILE,
@@ -42,11 +42,11 @@ from rlbench.harness.record.sweep_index import (
     locked,
     save_index,
 )
-from rlbench.harness.run.runner import RunInterrupted
+from rlbench.harness.run.exceptions import RunInterrupted
 from rlbench.harness.settings import run_timeout_s
 from rlbench.harness.spec.parallel import knob_pairs, parse_grid, parse_parallel
 from rlbench.harness.spec.runspec import RunSpec
-from rlbench.harness.sweep.executors import Executor, RunResult, Terminated, failure
+from rlbench.harness.sweep.executors.executor import Executor, RunResult, Terminated, failure
 
 
 class SweepInterrupted(RunInterrupted):
@@ -149,13 +149,15 @@ def open_sweep(request: SweepRequest | None, executor: Executor, out: Path, resu
 
 def cells_to_run(index: dict[str, Any]) -> int:
     """Cells of the index not yet ended (succeeded, failed or refused)."""
-    return sum(cell["status"] not in (Status.SUCCEEDED, Status.FAILED, Status.REFUSED) for cell in index["cells"])
+    return sum(
+        cell["status"] not in (CellStatus.SUCCEEDED, CellStatus.FAILED, CellStatus.REFUSED) for cell in index["cells"]
+    )
 
 
 def succeeded(index: dict[str, Any]) -> bool:
     """A sweep succeeds when no cell failed and at least one ran to the end."""
     statuses = [cell["status"] for cell in index["cells"]]
-    return Status.FAILED not in statuses and Status.SUCCEEDED in statuses
+    return CellStatus.FAILED not in statuses and CellStatus.SUCCEEDED in statuses
 
 
 def parse_list(text: str) -> tuple[str, ...]:
@@ -320,7 +322,9 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 try:
                     spec = build_spec(request, cell, sweep_dir, workloads)
                 except RLBenchError as exc:  # e.g. a workload file removed before a resume
-                    result = RunResult(Status.FAILED, None, failure("launch_error", str(exc)), {"kind": executor.kind})
+                    result = RunResult(
+                        CellStatus.FAILED, None, failure("launch_error", str(exc)), {"kind": executor.kind}
+                    )
                 else:
                     result = executor.run(spec, run_args(request, cell), echo)
                 _finish_cell(cell, result)
@@ -335,7 +339,7 @@ def run(sweep_dir: Path, executor: Executor, echo: Callable[[str], None] = print
                 current.update(
                     status=INTERRUPTED, reason=f"interrupted: {how} before the run started", ended_at=utc_now()
                 )
-            index["status"] = Status.INTERRUPTED
+            index["status"] = CellStatus.INTERRUPTED
             raise SweepInterrupted(
                 f"sweep interrupted; finished records are kept; continue with: rlbench sweep --resume {sweep_dir}"
             ) from None
@@ -383,7 +387,7 @@ def final_report(sweep_dir: Path, index: dict[str, Any], echo: Callable[[str], N
             "reason": cell.get("reason") or "",
         }
         for cell in index["cells"]
-        if not cell.get("record") and cell.get("status") == Status.REFUSED
+        if not cell.get("record") and cell.get("status") == CellStatus.REFUSED
     ]
     try:
         return render_report(records, sweep_dir / "report.html", not_run=not_run)

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from rlbench.adapters import cpu_lane
+from rlbench.adapters import cpu_lane, registry
 from rlbench.adapters.cpu_lane import UpstreamChanged, after_import, require, vllm_shims
 
 
@@ -52,7 +52,7 @@ def test_vllm_version_lookup_answers_for_the_cpu_build_only(monkeypatch):
 
 
 def test_every_lane_lists_its_shims_with_the_upstream_code():
-    for framework in cpu_lane.lanes():
+    for framework in registry.lanes():
         shims = cpu_lane.lane_module(framework).SHIMS
         assert shims and all(s.upstream and s.works_around for s in shims)
         described = cpu_lane.describe(framework, {"collectives": "gloo"})

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from rlbench.adapters.base import LaneAdapter
-from rlbench.adapters.registry import ADAPTERS, available, get_adapter
+from rlbench.adapters.registry import ADAPTERS, available, get_adapter, lanes
 from tests.conftest import PROJECT_ROOT
 
 EVERY_FOLDER = {"__init__.py", "adapter.py", "config.py", "metrics.py", "machine.py", "launcher.py"}
@@ -42,6 +42,6 @@ def test_every_framework_folder_has_the_shape():
 def test_a_lane_module_declares_its_shims():
     from rlbench.adapters import cpu_lane
 
-    for name in cpu_lane.lanes():
+    for name in lanes():
         shims = cpu_lane.lane_module(name)
         assert shims.SHIMS and callable(shims.install), name

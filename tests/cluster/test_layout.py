@@ -105,23 +105,23 @@ def test_trl_refuses_nodes_with_the_reason(tmp_path):
 
 def test_a_multi_node_run_without_a_cluster_is_refused(tmp_path):
     from rlbench.adapters.registry import get_adapter
-    from rlbench.harness.run.runner import _join_cluster
+    from rlbench.harness.cluster.session import join_for_run
     from rlbench.harness.spec.runspec import build_run_spec
 
     spec = build_run_spec("verl", "math-grpo", ["nodes=2", "dp=16"], steps=None, seed=0, out=tmp_path)
     with pytest.raises(RLBenchError, match="nodes=2: a multi-node run joins a running Ray cluster; give --ray-address"):
-        _join_cluster(spec, get_adapter("verl"))
+        join_for_run(spec, get_adapter("verl"))
 
 
 def test_a_clusters_figures_are_per_the_jobs_gpus_of_its_nodes_model():
     """rlbench may run on a host without GPUs: per-GPU figures, the prediction's hardware row and the price come
     from the nodes' GPUs; a CPU lane's cluster (no NVML GPUs) keeps this host's machine."""
-    from rlbench.harness.run.runner import _job_machine
+    from rlbench.harness.run.job_prediction import job_machine
 
     here = {"gpus": [], "gpu_count": 0, "cpu": "x"}
     nodes = {"nodes": [{"label": "node0", "gpu_models": {"0": "NVIDIA H100 80GB HBM3"}}, {"label": "node1"}]}
-    machine = _job_machine(here, nodes, 16)
+    machine = job_machine(here, nodes, 16)
     assert machine["gpu_count"] == 16 and machine["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
     assert machine["cpu"] == "x" and here["gpu_count"] == 0
-    assert _job_machine(here, {"nodes": [{"label": "node0", "gpu_models": {}}]}, 2) is here
-    assert _job_machine(here, None, 2) is here
+    assert job_machine(here, {"nodes": [{"label": "node0", "gpu_models": {}}]}, 2) is here
+    assert job_machine(here, None, 2) is here

@@ -15,7 +15,8 @@ import signal
 import time
 from pathlib import Path
 
-import rlbench.harness.run.runner
+import rlbench.harness.run.resolve
+import rlbench.harness.run.watch
 from rlbench.adapters.registry import ADAPTERS
 from rlbench.harness.cli import main
 
@@ -23,19 +24,25 @@ ADAPTERS["fake"] = "tests.fault.framework:FakeAdapter"
 faulthandler.register(signal.SIGUSR1)  # `kill -USR1` shows where a hung test run is
 
 
-def _pause_before(name: str) -> None:
-    real = getattr(rlbench.harness.run.runner, name)
+def _pause_before(phase, name: str) -> None:
+    real = getattr(phase, name)
 
     def paused(*args, **kwargs):
         Path(os.environ["FAULT_PAUSE_MARKER"]).touch()
         time.sleep(60)  # the test's signal lands here
         return real(*args, **kwargs)
 
-    setattr(rlbench.harness.run.runner, name, paused)
+    setattr(phase, name, paused)
 
 
 if os.environ.get("FAULT_PAUSE_AT"):
-    _pause_before({"inputs": "prepare_inputs", "launch": "launch"}[os.environ["FAULT_PAUSE_AT"]])
+    # the phase module that calls each: resolve makes the inputs, watch launches the framework
+    _pause_before(
+        *{
+            "inputs": (rlbench.harness.run.resolve, "prepare_inputs"),
+            "launch": (rlbench.harness.run.watch, "launch"),
+        }[os.environ["FAULT_PAUSE_AT"]]
+    )
 
 if __name__ == "__main__":
     main()

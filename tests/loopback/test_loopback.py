@@ -89,9 +89,9 @@ ray.shutdown()
 @pytest.mark.slow
 def test_a_cpu_lane_frameworks_own_ray_listens_on_loopback():
     pytest.importorskip("ray")
-    from rlbench.adapters import cpu_lane
+    from rlbench.adapters import cpu_lane, registry
 
-    for framework in cpu_lane.lanes():  # every lane's processes get the same settings
+    for framework in registry.lanes():  # every lane's processes get the same settings
         assert cpu_lane.LOOPBACK_ENV.items() <= cpu_lane.lane_env(framework).items()
     env = {**os.environ, **cpu_lane.lane_env("verl"), "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)

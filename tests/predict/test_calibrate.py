@@ -169,7 +169,8 @@ def _calibration_record(folder: Path, length: int, gen: float, floor: dict | Non
     import numpy as np
     import pandas as pd
 
-    from rlbench.harness.record.store import write_run_json, write_steps
+    from rlbench.harness.record.run_record import write_run_json
+    from rlbench.harness.record.store import write_steps
     from rlbench.workloads.catalog import load_workload
 
     folder.mkdir(parents=True)

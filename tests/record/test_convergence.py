@@ -11,7 +11,8 @@ import pytest
 
 from rlbench.harness.nightly.gate import format_night, judge, night_status
 from rlbench.harness.record.convergence import band, reference_check, target_curve
-from rlbench.harness.record.store import write_run_json, write_steps
+from rlbench.harness.record.run_record import write_run_json
+from rlbench.harness.record.store import write_steps
 from rlbench.harness.record.time_to_target import time_to_target
 from rlbench.workloads.catalog import load_workload
 

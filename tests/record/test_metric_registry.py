@@ -1,4 +1,5 @@
-"""One metric registry (record.schema.STEP_METRICS) feeds every headline list, and one Status type every state."""
+"""One metric registry (record.schema.STEP_METRICS) feeds every headline list; a run, a sweep cell and a night each
+have a status type of their own."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import typing
 import pytest
 
 from rlbench.harness.nightly.gate import format_night, night_status
-from rlbench.harness.record.schema import STEP_METRICS, TERMINAL_STATUSES, Status, View, headline
+from rlbench.harness.record.schema import STEP_METRICS, View, headline
 from rlbench.harness.record.spread import METRICS as SWEEP_METRICS
+from rlbench.harness.record.status import TERMINAL_STATUSES, CellStatus, NightStatus, RunStatus
 from rlbench.reports.headline import RUN_METRICS
 from rlbench.reports.history import HISTORY_METRICS
 from rlbench.reports.repeats import POOLED_METRICS
@@ -74,13 +76,22 @@ def test_the_nightly_line_shows_exactly_the_nightly_metrics():
 
 
 def test_a_status_is_its_string_on_disk_and_in_messages():
-    assert json.loads(json.dumps({"status": Status.SUCCEEDED})) == {"status": "succeeded"}
-    assert Status("interrupted") is Status.INTERRUPTED and "failed" == Status.FAILED
-    assert f"{Status.REFUSED}" == "refused" and str(Status.ABANDONED) == "abandoned"
+    assert json.loads(json.dumps({"status": RunStatus.SUCCEEDED})) == {"status": "succeeded"}
+    assert RunStatus("interrupted") is RunStatus.INTERRUPTED and "failed" == RunStatus.FAILED
+    assert f"{CellStatus.REFUSED}" == "refused" and str(RunStatus.ABANDONED) == "abandoned"
     assert set(TERMINAL_STATUSES) == {"succeeded", "failed", "interrupted"}
 
 
+def test_a_run_a_cell_and_a_night_have_states_of_their_own():
+    """A run is never refused or pending and a night is never pending: each state belongs to its thing's type."""
+    runs, cells, nights = ({s.value for s in kind} for kind in (RunStatus, CellStatus, NightStatus))
+    assert "refused" in cells and "refused" not in runs | nights
+    assert "pending" in cells and "pending" not in runs | nights
+    assert {"passed", "regressed", "undecidable", "not run"} <= nights and not {"passed", "regressed"} & (runs | cells)
+    assert CellStatus.SUCCEEDED == RunStatus.SUCCEEDED  # the same word for the same state: a cell is its run's
+
+
 def test_a_nights_status_is_a_status():
-    succeeded = {"status": Status.SUCCEEDED, "regressed": []}
-    assert night_status([succeeded, {"status": "not run"}]) is Status.FAILED
-    assert night_status([{**succeeded, "undecidable": ["mfu"]}]) is Status.UNDECIDABLE
+    succeeded = {"status": NightStatus.SUCCEEDED, "regressed": []}
+    assert night_status([succeeded, {"status": "not run"}]) is NightStatus.FAILED
+    assert night_status([{**succeeded, "undecidable": ["mfu"]}]) is NightStatus.UNDECIDABLE

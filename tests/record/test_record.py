@@ -9,9 +9,17 @@ import pandas as pd
 import pytest
 
 from rlbench.harness.atomic import write_bytes
-from rlbench.harness.record.read import FIELD_CHECKS, DamagedRecord, read_record, read_run_json, read_steps
-from rlbench.harness.record.schema import RUN_FIELDS, SCHEMA_VERSION, STEP_METRICS, SchemaError, migrate
-from rlbench.harness.record.store import new_run_dir, summarize, write_run_json, write_steps
+from rlbench.harness.record.read import DamagedRecord, read_record, read_run_json, read_steps
+from rlbench.harness.record.run_record import (
+    FIELD_CHECKS,
+    RUN_FIELDS,
+    SCHEMA_VERSION,
+    SchemaError,
+    migrate,
+    write_run_json,
+)
+from rlbench.harness.record.schema import STEP_METRICS
+from rlbench.harness.record.store import new_run_dir, summarize, write_steps
 from tests.conftest import GOLDEN_RECORDS
 
 GOLDEN = GOLDEN_RECORDS / "trl-tiny"  # a real record of schema version 1, kept as it was written

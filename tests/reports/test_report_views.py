@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from rlbench.harness.record.store import summarize, write_run_json, write_steps
+from rlbench.harness.record.run_record import write_run_json
+from rlbench.harness.record.store import summarize, write_steps
 from rlbench.harness.record.sweep_index import save_index
 from rlbench.reports.curves import curves_view
 from rlbench.reports.html import render_report

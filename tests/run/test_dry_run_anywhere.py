@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rlbench.adapters import cpu_lane
+from rlbench.adapters import registry
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.cli import main
 from rlbench.harness.errors import RLBenchError
@@ -34,7 +34,7 @@ HEADLINE = {
     "openrlhf": ("math-grpo", "-m openrlhf.cli.train_ppo_ray"),
     "trl": ("gsm8k-grpo", "-m rlbench.adapters.trl.launcher"),
 }
-LANES = tuple(cpu_lane.lanes())  # the frameworks whose adapter declares a CPU lane
+LANES = tuple(registry.lanes())  # the frameworks whose adapter declares a CPU lane
 # Settings only a GPU launch has (a lane turns them off), per framework with a CPU lane.
 GPU_ONLY = {"verl": "actor_rollout_ref.model.use_remove_padding=true", "openrlhf": "--ds.packing_samples"}
 PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")

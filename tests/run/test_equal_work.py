@@ -390,7 +390,7 @@ def test_predict_refuses_and_skips_the_same_layouts():
 
 
 def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
-    from rlbench.harness.record.store import write_run_json
+    from rlbench.harness.record.run_record import write_run_json
     from rlbench.reports.html import render_report
     from tests.conftest import synthetic_record
 
@@ -410,7 +410,7 @@ def test_the_report_lists_each_runs_terms_differences_first(tmp_path):
 
 def test_compare_says_when_the_equal_work_terms_moved(tmp_path):
     from rlbench.harness.record.compare import compare_records
-    from rlbench.harness.record.store import write_run_json
+    from rlbench.harness.record.run_record import write_run_json
     from tests.conftest import synthetic_record
 
     manifest = get_adapter("verl").equal_work(_spec("verl", "gsm8k-grpo"))

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from rlbench.harness.record.read import read_record
-from rlbench.harness.record.schema import TERMINAL_STATUSES
+from rlbench.harness.record.status import TERMINAL_STATUSES
 from rlbench.harness.record.store import effective_status
 from tests.conftest import PROJECT_ROOT, run_cli
 
@@ -304,7 +304,7 @@ def test_read_only_disk_while_recording(small_tmpfs):
 def test_effective_status_from_pid_heartbeat_or_timeout(tmp_path):
     import socket
 
-    from rlbench.harness.record.store import write_run_json
+    from rlbench.harness.record.run_record import write_run_json
 
     now = time.time()
     here = {

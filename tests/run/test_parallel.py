@@ -147,7 +147,7 @@ def test_experts_and_layers_bound_ep_and_pp():
 
 def test_an_old_records_tp_is_the_rollouts():
     """Version-1 records written before the split carry {"tp": N} for the rollout engine, and no rollout_tp."""
-    from rlbench.harness.record.schema import migrate
+    from rlbench.harness.record.run_record import migrate
 
     old = {"dp": 2, "tp": 4, "pp": 1, "sp": 1, "placement": "colocated", "async": "off"}
     moved = migrate({"schema_version": 1, "parallel": old})["parallel"]
@@ -174,7 +174,7 @@ def test_old_records_load_and_compare_with_new_ones(tmp_path):
 
     from rlbench.harness.record.compare import configuration_key
     from rlbench.harness.record.read import read_record
-    from rlbench.harness.record.schema import SCHEMA_VERSION
+    from rlbench.harness.record.run_record import SCHEMA_VERSION
     from rlbench.reports.load import base_label
 
     def read(name: str, record: dict) -> dict:

@@ -22,12 +22,12 @@ import yaml
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
 from rlbench.harness.record.read import read_record, read_run_json
+from rlbench.harness.record.run_record import write_run_json
 from rlbench.harness.record.spread import format_summary, group_spread, spread
-from rlbench.harness.record.store import write_run_json
 from rlbench.harness.record.sweep_index import INDEX_FILE, create_sweep_dir, load_index, locked
 from rlbench.harness.spec.parallel import parse_grid
 from rlbench.harness.sweep.driver import SweepInterrupted, SweepRequest, check_resume, expand, run, start
-from rlbench.harness.sweep.executors import RunResult, failure
+from rlbench.harness.sweep.executors.executor import RunResult, failure
 from rlbench.harness.sweep.executors.record_transfer import pack, strip_blocks, unpack
 from rlbench.workloads.catalog import WORKLOAD_DIR
 from tests.conftest import PROJECT_ROOT, run_cli

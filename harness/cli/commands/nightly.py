@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from rlbench.harness.cli.user_errors import user_errors
-from rlbench.harness.record.schema import Status
+from rlbench.harness.record.status import NightStatus
 
 
 @click.command()
@@ -31,5 +31,5 @@ def nightly(config_path: Path, update_baseline: bool) -> None:
     )
     click.echo(format_night(night))
     click.echo(str(night_dir))
-    if night["status"] != Status.PASSED:
+    if night["status"] != NightStatus.PASSED:
         sys.exit(1)

@@ -69,7 +69,8 @@ def sweep(
     from rlbench.harness.record.spread import format_summary, refusals
     from rlbench.harness.record.sweep_index import load_index
     from rlbench.harness.sweep import driver as sweeps
-    from rlbench.harness.sweep.executors import make_executor, sigterm_as_ctrl_c
+    from rlbench.harness.sweep.executors import make_executor
+    from rlbench.harness.sweep.executors.executor import sigterm_as_ctrl_c
 
     request = sweeps.request_from_options(resume=resume, **grid_options)  # --framework ... --repeats, by name
     executor = make_executor(executor_kind, ray_address, envs)

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.schema import Status
+from rlbench.harness.record.status import RunStatus
 from rlbench.harness.spec.runspec import RunSpec
-from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.sweep.executors.executor import RunResult, failure, result_from_record
 from rlbench.harness.sweep.executors.local import LocalExecutor, _run_dirs
 
 CHECK_TIMEOUT_S = 600  # a dry run there imports the framework and may build the tiny model
@@ -92,17 +92,17 @@ class EnvironmentExecutor:
         except KeyboardInterrupt:
             process.send_signal(signal.SIGINT)
             process.wait()
-            status = Status.INTERRUPTED
+            status = RunStatus.INTERRUPTED
         else:
             status = (
-                Status.SUCCEEDED
+                RunStatus.SUCCEEDED
                 if process.returncode == 0
-                else (Status.INTERRUPTED if process.returncode == 130 else Status.FAILED)
+                else (RunStatus.INTERRUPTED if process.returncode == 130 else RunStatus.FAILED)
             )
         created = sorted(_run_dirs(spec.out) - before)
         if not created:
             return RunResult(
-                Status.INTERRUPTED if status == Status.INTERRUPTED else Status.FAILED,
+                RunStatus.INTERRUPTED if status == RunStatus.INTERRUPTED else RunStatus.FAILED,
                 None,
                 failure(
                     "launch_error", f"{python} -m rlbench.harness run exited {process.returncode} before recording"

@@ -20,10 +20,11 @@ from pathlib import Path
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.read import read_run_json
-from rlbench.harness.record.schema import Status
-from rlbench.harness.record.store import RUN_FILE, utc_now, write_run_json
+from rlbench.harness.record.run_record import write_run_json
+from rlbench.harness.record.status import RunStatus
+from rlbench.harness.record.store import RUN_FILE, utc_now
 from rlbench.harness.spec.runspec import RunSpec, check_ray_address
-from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.sweep.executors.executor import RunResult, failure, result_from_record
 
 
 def _run_dirs(out: Path) -> set[Path]:
@@ -52,14 +53,14 @@ def _stop_own_framework() -> None:
 def _settle_interrupted(run_dir: Path) -> None:
     """A Ctrl-C that lands while the framework is being started escapes the runner's own handling and
     leaves run.json saying "running" (and possibly the framework alive): stop it and say what happened."""
-    from rlbench.harness.run.runner import log_tail
+    from rlbench.harness.run.failure_cause import log_tail
 
     record = read_run_json(run_dir)
-    if record.get("status") != Status.RUNNING:
+    if record.get("status") != RunStatus.RUNNING:
         return
     _stop_own_framework()
     record.update(
-        status=Status.INTERRUPTED,
+        status=RunStatus.INTERRUPTED,
         ended_at=utc_now(),
         error=failure(
             "interrupted", "interrupted by the user (Ctrl-C) while the framework was starting", log_tail(run_dir)
@@ -77,7 +78,8 @@ class LocalExecutor:
         adapter.check_machine()
 
     def run(self, spec: RunSpec, run_args: list[str], echo: Callable[[str], None]) -> RunResult:
-        from rlbench.harness.run.runner import RunFailed, RunInterrupted, execute
+        from rlbench.harness.run.exceptions import RunFailed, RunInterrupted
+        from rlbench.harness.run.runner import execute
 
         executor = {"kind": self.kind}
         before = _run_dirs(spec.out)
@@ -90,23 +92,23 @@ class LocalExecutor:
             return created[-1] if created else None
 
         try:
-            return RunResult(Status.SUCCEEDED, execute(spec, echo=echo), None, executor)
+            return RunResult(RunStatus.SUCCEEDED, execute(spec, echo=echo), None, executor)
         except RunFailed as exc:
-            return result_from_record(exc.run_dir, Status.FAILED, executor)
+            return result_from_record(exc.run_dir, RunStatus.FAILED, executor)
         except (RunInterrupted, KeyboardInterrupt):
             run_dir = new_record()
             if run_dir is None:
                 return RunResult(
-                    Status.INTERRUPTED, None, failure("interrupted", "interrupted before the run started"), executor
+                    RunStatus.INTERRUPTED, None, failure("interrupted", "interrupted before the run started"), executor
                 )
             _settle_interrupted(run_dir)
-            return result_from_record(run_dir, Status.INTERRUPTED, executor)
+            return result_from_record(run_dir, RunStatus.INTERRUPTED, executor)
         except RLBenchError as exc:  # before launch: data, tokenizer, machine
-            return RunResult(Status.FAILED, new_record(), failure("launch_error", str(exc)), executor)
+            return RunResult(RunStatus.FAILED, new_record(), failure("launch_error", str(exc)), executor)
         except Exception as exc:  # a bug in rlbench must not end the whole sweep; keep its traceback
             lines = traceback.format_exc().splitlines()[-30:]
             return RunResult(
-                Status.FAILED,
+                RunStatus.FAILED,
                 new_record(),
                 failure("launch_error", f"rlbench internal error: {type(exc).__name__}: {exc}", lines),
                 executor,

@@ -34,10 +34,10 @@ from typing import Any
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.schema import Status
+from rlbench.harness.record.status import RunStatus
 from rlbench.harness.run.failure_cause import OOM_TEXT, TAIL_LINES
 from rlbench.harness.spec.runspec import RunSpec
-from rlbench.harness.sweep.executors import RunResult, failure, result_from_record
+from rlbench.harness.sweep.executors.executor import RunResult, failure, result_from_record
 from rlbench.harness.sweep.executors.record_transfer import strip_blocks, unpack
 
 START_SLACK_S = 900.0  # queueing for GPUs, runtime-env setup, data and model preparation
@@ -90,7 +90,7 @@ class RayExecutor:
             return self._collect(spec, job_id, stopped_by, executor)
         except Exception as exc:  # the job API failed: record it, the sweep goes on
             return RunResult(
-                Status.FAILED, None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"), executor
+                RunStatus.FAILED, None, failure("launch_error", f"Ray job API: {type(exc).__name__}: {exc}"), executor
             )
 
     def _submit(self, spec: RunSpec, run_args: list[str], job_id: str) -> None:
@@ -145,7 +145,7 @@ class RayExecutor:
         tail = strip_blocks(log)[-TAIL_LINES:]
         if stopped_by == "interrupted":
             return (
-                result_from_record(run_dir, Status.INTERRUPTED, executor)
+                result_from_record(run_dir, RunStatus.INTERRUPTED, executor)
                 if run_dir
                 else RunResult(
                     "interrupted", None, failure("interrupted", "interrupted by the user (Ctrl-C)", tail), executor
@@ -156,24 +156,24 @@ class RayExecutor:
                 f"the Ray job ran past the run timeout ({spec.timeout_s:.0f} s) plus {START_SLACK_S:.0f} s "
                 "for queueing and setup, and was stopped"
             )
-            return RunResult(Status.FAILED, run_dir, failure("timeout", message, tail), executor)
+            return RunResult(RunStatus.FAILED, run_dir, failure("timeout", message, tail), executor)
         if info.status == JobStatus.STOPPED:
             message = "the Ray job was stopped outside this sweep (ray job stop, the dashboard or the cluster)"
             return RunResult(
-                Status.FAILED, run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor
+                RunStatus.FAILED, run_dir, failure("stopped", message, _record_tail(run_dir) or tail), executor
             )
         if run_dir is not None:
-            result = result_from_record(run_dir, Status.FAILED, executor)
+            result = result_from_record(run_dir, RunStatus.FAILED, executor)
             if info.status == JobStatus.SUCCEEDED and result.error is None:
-                result.status = Status.SUCCEEDED
+                result.status = RunStatus.SUCCEEDED
             elif result.error is None:
                 result.error = failure("launch_error", info.message or "the job failed after its run", tail)
             return result
-        return RunResult(Status.FAILED, None, _no_record_error(info.message or "", tail), executor)
+        return RunResult(RunStatus.FAILED, None, _no_record_error(info.message or "", tail), executor)
 
 
 def _record_tail(run_dir: Path | None) -> list[str]:
-    from rlbench.harness.run.runner import log_tail
+    from rlbench.harness.run.failure_cause import log_tail
 
     return log_tail(run_dir) if run_dir is not None else []
 
