@@ -10,10 +10,8 @@ the adapter, starts the process, enforces the timeout and writes the record.
 from __future__ import annotations
 
 import copy
-import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -22,6 +20,7 @@ import pandas as pd
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from rlbench.adapters.roles import DescribesLane, Launches, LaunchPlan, ReadsMetrics, Refuses
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.environment import package_version
 from rlbench.harness.spec.inputs import RunInputs
@@ -29,22 +28,9 @@ from rlbench.harness.spec.runspec import RunSpec
 from rlbench.workloads.prompts import EVAL_PROMPTS_FILE
 
 
-@dataclass(frozen=True, slots=True)
-class LaunchPlan:
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)  # added to the parent's environment
-    files: dict[str, str] = field(default_factory=dict)  # run-folder file name -> content, written before launch
+class Adapter(Refuses, Launches, ReadsMetrics, DescribesLane, ABC):
+    """Every role a run asks of a framework (roles.py), with the defaults most frameworks share."""
 
-    def describe(self) -> str:
-        """Human-readable form for --dry-run: env, command, then each config file."""
-        lines = [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items())]
-        lines.append(shlex.join(self.argv))
-        for name, content in self.files.items():
-            lines += ["", f"# --- {name} ---", content.rstrip()]
-        return "\n".join(lines)
-
-
-class Adapter(ABC):
     name: str  # registry name, e.g. "trl"
     distribution: str  # PyPI distribution whose version is recorded
     tested_versions: str  # PEP 440 specifier of versions rlbench was tested with
@@ -120,17 +106,6 @@ class Adapter(ABC):
         model = spec.workload.model
         check_heads(spec.parallel, workload_arch(model), model.name)  # vLLM and Ulysses split heads evenly
         check_dp_split(spec)
-
-
-def check_dp_split(spec: RunSpec) -> None:
-    """Every framework splits a mini-batch's responses evenly over its data-parallel ranks: refuse a dp that
-    cannot (framework-neutral, so said once here for every adapter)."""
-    w, dp = spec.workload, spec.parallel.dp
-    responses = w.mini_batch_prompts * w.algorithm.group_size
-    if responses % dp:
-        raise RLBenchError(
-            f"--parallel dp={dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
-        )
 
     def cpu_refusal(self, spec: RunSpec) -> str | None:
         """Why this machine, without a GPU, cannot run `spec` (no CPU lane, or one that does not take it), one
@@ -260,3 +235,14 @@ class LaneAdapter(Adapter):
         refusal = cpu_lane.lane_refusal(spec, self.label, self.lane_runs)
         if refusal:
             raise RLBenchError(refusal)
+
+
+def check_dp_split(spec: RunSpec) -> None:
+    """Every framework splits a mini-batch's responses evenly over its data-parallel ranks: refuse a dp that
+    cannot (framework-neutral, so said once here for every adapter)."""
+    w, dp = spec.workload, spec.parallel.dp
+    responses = w.mini_batch_prompts * w.algorithm.group_size
+    if responses % dp:
+        raise RLBenchError(
+            f"--parallel dp={dp}: must divide the {responses} responses of one mini-batch of workload {w.name}"
+        )

@@ -39,8 +39,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rlbench.harness.perfmodel import Hardware, ParallelShape, WorkloadShape, load_hf_config, predict
-from rlbench.harness.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.harness.perfmodel import (
+    FrameworkFloor,
+    Hardware,
+    ParallelShape,
+    WorkloadShape,
+    load_hf_config,
+    measure_floor,
+    predict,
+)
 from rlbench.harness.predict.cpu_probe import cpu_peaks, cpu_row
 from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.harness.record.read import read_record

@@ -29,10 +29,21 @@ from typing import Any
 
 import yaml
 
-from rlbench.harness.perfmodel import ParallelShape, Prediction, WorkloadShape, get_arch, load_hf_config, predict
-from rlbench.harness.perfmodel.arch import ModelArch
-from rlbench.harness.perfmodel.hardware import get_hardware
-from rlbench.harness.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_steps, engine_tokens
+from rlbench.harness.perfmodel import (
+    FITTED,
+    NO_FITTED_TERMS,
+    FittedTerms,
+    ModelArch,
+    ParallelShape,
+    Prediction,
+    WorkloadShape,
+    engine_steps,
+    engine_tokens,
+    get_arch,
+    get_hardware,
+    load_hf_config,
+    predict,
+)
 
 DEFAULT = Path(__file__).with_name("published_runs.yaml")
 # A published stage column -> the model's stages (perfmodel/predict.py STAGES) it covers. A run whose

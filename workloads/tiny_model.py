@@ -91,20 +91,13 @@ def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
 
     hf_logging.disable_progress_bar()  # no shard-writing bars in rlbench's own output
 
-    config_class, model_class, extra = _architecture(spec)
+    config_class, model_class = _classes(spec)
+    fields = {k: v for k, v in hf_config_fields(spec, len(tokenizer)).items() if k != "model_type"}
     config = config_class(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
+        **fields,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
-        **extra,
     )
     torch.manual_seed(seed)
     model = model_class(config)
@@ -113,13 +106,24 @@ def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
     return model
 
 
-def _architecture(spec: TinyModelSpec) -> tuple[type, type, dict]:
-    """The config and model classes for the spec, and the config fields beyond the dense ones."""
+def hf_config_fields(spec: TinyModelSpec, vocab_size: int) -> dict:
+    """The tiny model's config.json fields: the one mapping from its spec, which `build_tiny_model` builds the
+    model from and the performance model reads its architecture from (harness.spec.model_arch). Dense it is
+    Qwen2; with a shared expert Qwen2-MoE; routed experts only Qwen3-MoE."""
+    dense = {
+        "vocab_size": vocab_size,
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+    }
     if not spec.is_moe:
-        from transformers import Qwen2Config, Qwen2ForCausalLM
-
-        return Qwen2Config, Qwen2ForCausalLM, {}
+        return {"model_type": "qwen2", **dense}
     moe = {
+        **dense,
         "num_experts": spec.num_experts,
         "num_experts_per_tok": spec.experts_per_token,
         "moe_intermediate_size": spec.expert_intermediate_size,
@@ -132,17 +136,21 @@ def _architecture(spec: TinyModelSpec) -> tuple[type, type, dict]:
         "router_aux_loss_coef": 0.0,
     }
     if spec.shared_expert_intermediate_size:
+        shared = {"shared_expert_intermediate_size": spec.shared_expert_intermediate_size, "qkv_bias": True}
+        return {"model_type": "qwen2_moe", **moe, **shared}
+    return {"model_type": "qwen3_moe", **moe, "head_dim": spec.hidden_size // spec.num_heads, "attention_bias": False}
+
+
+def _classes(spec: TinyModelSpec) -> tuple[type, type]:
+    """The transformers config and model classes of the spec's architecture (hf_config_fields' model_type)."""
+    if not spec.is_moe:
+        from transformers import Qwen2Config, Qwen2ForCausalLM
+
+        return Qwen2Config, Qwen2ForCausalLM
+    if spec.shared_expert_intermediate_size:
         from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
 
-        return (
-            Qwen2MoeConfig,
-            Qwen2MoeForCausalLM,
-            {**moe, "shared_expert_intermediate_size": spec.shared_expert_intermediate_size, "qkv_bias": True},
-        )
+        return Qwen2MoeConfig, Qwen2MoeForCausalLM
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-    return (
-        Qwen3MoeConfig,
-        Qwen3MoeForCausalLM,
-        {**moe, "head_dim": spec.hidden_size // spec.num_heads, "attention_bias": False},
-    )
+    return Qwen3MoeConfig, Qwen3MoeForCausalLM

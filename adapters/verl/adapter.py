@@ -32,7 +32,6 @@ from rlbench.adapters.verl.config import (
     CPU_LANE_TOKENS,
     HYDRA_DIR,
     PARQUET_FILE,
-    ROLLOUT,
     ROLLOUT_DIR,
     VAL_PARQUET_FILE,
     algorithm_settings,
@@ -40,11 +39,11 @@ from rlbench.adapters.verl.config import (
     engine_settings,
     eval_settings,
     hydra_value,
+    layout_settings,
     model_settings,
     profile_settings,
     read_resolved,
     timeline_settings,
-    verl_root,
 )
 from rlbench.adapters.verl.metrics import normalize, read_spans
 from rlbench.harness.errors import RLBenchError
@@ -72,14 +71,6 @@ CONFIG_NAMES = {
     (True, True): "one_step_off_ppo_megatron_trainer",
 }
 # --parallel knob -> Megatron's parallel size in verl's megatron config (actor; ref follows it, critic set too).
-MEGATRON_SIZES = {
-    "tp": "tensor_model_parallel_size",
-    "pp": "pipeline_model_parallel_size",
-    "pp_virtual": "virtual_pipeline_model_parallel_size",
-    "cp": "context_parallel_size",
-    "ep": "expert_model_parallel_size",
-    "etp": "expert_tensor_parallel_size",  # unset: null, which Megatron-Core reads as tp
-}
 # What verl 0.9.1 cannot honour, by knob value: the reason, one line (docs/parallelism.md).
 REFUSED_FUSIONS = {
     "on_policy_old": "verl 0.9.1 has no setting that skips the old-log-prob pass when training is on-policy; "
@@ -237,7 +228,7 @@ class VerlAdapter(LaneAdapter):
     def settings(self, spec: RunSpec, model: str, run_dir: Path) -> dict[str, Any]:
         """verl config key -> value for this run, the CPU lane's changes applied last."""
         settings = {
-            **self._layout(spec),
+            **layout_settings(spec.parallel, *self.gpu_layout(spec)),
             **algorithm_settings(spec),
             **batch_settings(spec),
             **engine_settings(spec),
@@ -297,46 +288,6 @@ class VerlAdapter(LaneAdapter):
             named,
             resolved=None if run_dir is None else read_resolved(run_dir),
         )
-
-    def _layout(self, spec: RunSpec) -> dict[str, Any]:
-        p = spec.parallel
-        trainer, rollout = self.gpu_layout(spec)
-        settings: dict[str, Any] = {
-            "trainer.nnodes": p.nodes,
-            "trainer.n_gpus_per_node": p.gpus_on_each_node(trainer),
-            "actor_rollout_ref.rollout.name": "vllm",
-            "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
-        }
-        if p.megatron_knobs:  # verl derives Megatron's dp from the GPUs: trainer / (tp*pp*cp)
-            for knob, size in MEGATRON_SIZES.items():
-                value = getattr(p, knob) if knob != "pp_virtual" or p.pp_virtual > 1 else None
-                settings[f"actor_rollout_ref.actor.megatron.{size}"] = value  # the ref's follows (oc.select)
-                settings[f"critic.megatron.{size}"] = value
-        else:
-            settings.update(
-                {
-                    "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
-                    "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-                    "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
-                    "critic.ulysses_sequence_parallel_size": p.sp,
-                    "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
-                }
-            )
-        if "rollout_logprobs" in p.fuse:  # vLLM's sampling log-probs stand in for the old-log-prob pass
-            settings.update({"algorithm.rollout_correction.bypass_mode": True, f"{ROLLOUT}.calculate_log_probs": True})
-        if rollout:
-            # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
-            settings.update(
-                {
-                    "hydra.searchpath": [f"file://{verl_root() / 'trainer' / 'config'}"],
-                    "actor_rollout_ref.hybrid_engine": False,
-                    "rollout.nnodes": p.nodes,
-                    "rollout.n_gpus_per_node": p.gpus_on_each_node(rollout),
-                }
-            )
-        else:
-            settings.update({"actor_rollout_ref.hybrid_engine": True, "trainer.v1.trainer_mode": "sync"})
-        return settings
 
     def _run(self, spec: RunSpec, run_dir: Path) -> dict[str, Any]:
         parquet = str(run_dir / PARQUET_FILE)

@@ -14,6 +14,7 @@ from typing import Any
 from rlbench.adapters import cpu_lane
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.equal_work import ADAM_BETAS, GRAD_CLIP, WEIGHT_DECAY, contract, nested_values
+from rlbench.harness.spec.parallel import Parallelism
 from rlbench.harness.spec.profile import PROFILE_DIR, ProfileRequest
 from rlbench.harness.spec.runspec import RunSpec
 
@@ -301,3 +302,54 @@ def timeline_settings(spec: RunSpec, run_dir: Path) -> dict[str, Any]:
     if responses > TIMELINE_MAX_RESPONSES and spec.profile is None:
         return {}
     return {"ray_kwargs.timeline_json_file": str(run_dir / TIMELINE_FILE)}
+
+
+MEGATRON_SIZES = {
+    "tp": "tensor_model_parallel_size",
+    "pp": "pipeline_model_parallel_size",
+    "pp_virtual": "virtual_pipeline_model_parallel_size",
+    "cp": "context_parallel_size",
+    "ep": "expert_model_parallel_size",
+    "etp": "expert_tensor_parallel_size",  # unset: null, which Megatron-Core reads as tp
+}
+
+
+def layout_settings(p: Parallelism, trainer: int, rollout: int) -> dict[str, Any]:
+    """Where verl places the run: nodes and GPUs of the trainer (and of a rollout pool of its own), the Megatron
+    backend's sizes or FSDP's Ulysses sp, the rollout engine's tp; `trainer`, `rollout`: the GPUs of each."""
+    settings: dict[str, Any] = {
+        "trainer.nnodes": p.nodes,
+        "trainer.n_gpus_per_node": p.gpus_on_each_node(trainer),
+        "actor_rollout_ref.rollout.name": "vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": p.rollout_tp,
+    }
+    if p.megatron_knobs:  # verl derives Megatron's dp from the GPUs: trainer / (tp*pp*cp)
+        for knob, size in MEGATRON_SIZES.items():
+            value = getattr(p, knob) if knob != "pp_virtual" or p.pp_virtual > 1 else None
+            settings[f"actor_rollout_ref.actor.megatron.{size}"] = value  # the ref's follows (oc.select)
+            settings[f"critic.megatron.{size}"] = value
+    else:
+        settings.update(
+            {
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size": p.sp,
+                "actor_rollout_ref.actor.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                "actor_rollout_ref.ref.fsdp_config.ulysses_sequence_parallel_size": p.sp,
+                "critic.ulysses_sequence_parallel_size": p.sp,
+                "critic.fsdp.ulysses_sequence_parallel_size": p.sp,
+            }
+        )
+    if "rollout_logprobs" in p.fuse:  # vLLM's sampling log-probs stand in for the old-log-prob pass
+        settings.update({"algorithm.rollout_correction.bypass_mode": True, f"{ROLLOUT}.calculate_log_probs": True})
+    if rollout:
+        # The one-step config names verl's base config by a cwd-relative search path; make it absolute.
+        settings.update(
+            {
+                "hydra.searchpath": [f"file://{verl_root() / 'trainer' / 'config'}"],
+                "actor_rollout_ref.hybrid_engine": False,
+                "rollout.nnodes": p.nodes,
+                "rollout.n_gpus_per_node": p.gpus_on_each_node(rollout),
+            }
+        )
+    else:
+        settings.update({"actor_rollout_ref.hybrid_engine": True, "trainer.v1.trainer_mode": "sync"})
+    return settings

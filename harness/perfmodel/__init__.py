@@ -32,16 +32,31 @@ from rlbench.harness.perfmodel.arch import (
     load_hf_config,
 )
 from rlbench.harness.perfmodel.comm import Collective
-from rlbench.harness.perfmodel.floor import FrameworkFloor, measure_floor
+from rlbench.harness.perfmodel.floor import MODEL_STAGE, UNSTAGED, FrameworkFloor, measure_floor
 from rlbench.harness.perfmodel.hardware import HARDWARE, Hardware, cpu_hardware, find_hardware, get_hardware
+from rlbench.harness.perfmodel.lengths import TAIL_Z, ResponseLengths
 from rlbench.harness.perfmodel.memory import MemoryEstimate, estimate_memory
-from rlbench.harness.perfmodel.predict import Prediction, predict
+from rlbench.harness.perfmodel.overheads import FITTED, NO_FITTED_TERMS, FittedTerms, engine_steps, engine_tokens
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
+from rlbench.harness.perfmodel.predict import Prediction, combine_stages, predict
 from rlbench.harness.perfmodel.roofline import StageCost
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS, WorkloadShape
 from rlbench.harness.perfmodel.stages import build_stages
-from rlbench.harness.perfmodel.sweep import LayoutSweep, SkippedLayout, sweep, sweep_layouts
+from rlbench.harness.perfmodel.sweep import LAYOUT_AXES, LayoutSweep, SkippedLayout, sweep, sweep_layouts
 
 __all__ = [
+    "FITTED",
+    "LAYOUT_AXES",
+    "MODEL_STAGE",
+    "NEUTRAL_MICRO_BATCH_TOKENS",
+    "NO_FITTED_TERMS",
+    "TAIL_Z",
+    "UNSTAGED",
+    "FittedTerms",
+    "ResponseLengths",
+    "combine_stages",
+    "engine_steps",
+    "engine_tokens",
     "BUILTIN_ARCHS",
     "HARDWARE",
     "Collective",

@@ -43,8 +43,9 @@ from dataclasses import dataclass
 
 from rlbench.harness.perfmodel.arch import ModelArch
 from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.rollout import kv_bytes_per_token_per_gpu
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 from rlbench.harness.perfmodel.stages import critic_params
 from rlbench.harness.perfmodel.trainer_comm import experts_apart, local_params
 

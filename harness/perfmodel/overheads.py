@@ -62,9 +62,10 @@ from dataclasses import dataclass, field
 
 from rlbench.harness.perfmodel.arch import ModelArch
 from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.rollout import kv_bytes_per_token_per_gpu
 from rlbench.harness.perfmodel.roofline import StageCost
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 
 # 0.80: min(790/989 GEMM, 4.3/4.8 copy) measured on one H200 (2026-10-28, PyTorch).
 ACHIEVABLE_FRACTION = 0.80

@@ -71,10 +71,11 @@ from rlbench.harness.perfmodel.overheads import (
     trainer_hardware,
     trainer_mfu,
 )
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.parallelism import async_staleness
 from rlbench.harness.perfmodel.rollout import decode_stage, step_weight_bytes
 from rlbench.harness.perfmodel.roofline import StageCost
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 from rlbench.harness.perfmodel.stages import build_stages
 
 GROUPS = {

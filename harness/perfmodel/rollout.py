@@ -47,9 +47,10 @@ from rlbench.harness.perfmodel import flops as fl
 from rlbench.harness.perfmodel.arch import ModelArch
 from rlbench.harness.perfmodel.comm import Collective, all_reduce_bytes, all_reduce_latency_s, merge, ring_bandwidth
 from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.parallelism import experts_touched
 from rlbench.harness.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 
 
 def kv_bytes_per_token_per_gpu(arch: ModelArch, tp: int, dtype_bytes: int = 2) -> float:

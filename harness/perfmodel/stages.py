@@ -46,9 +46,10 @@ from rlbench.harness.perfmodel import flops as fl
 from rlbench.harness.perfmodel.arch import ModelArch
 from rlbench.harness.perfmodel.comm import Collective, all_gather_bytes, merge, ring_bandwidth
 from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.rollout import decode_stage, prefill_stage
 from rlbench.harness.perfmodel.roofline import StageCost, Work, build_stage, empty_stage, pass_units
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 from rlbench.harness.perfmodel.trainer_comm import experts_apart, local_params, ring_exposure_s, trainer_comm
 
 ADAM_BYTES_PER_PARAM = 28

@@ -31,8 +31,9 @@ from typing import Any
 from rlbench.harness.perfmodel.arch import ModelArch, get_arch
 from rlbench.harness.perfmodel.hardware import Hardware, get_hardware
 from rlbench.harness.perfmodel.names import lookup
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.predict import Prediction, predict
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 
 FIELDS = tuple(f.name for f in dataclasses.fields(ParallelShape))
 # The layout axes `sweep_layouts` ranks, in the order of its arguments; every other field is fixed by `base`.

@@ -33,13 +33,14 @@ from rlbench.harness.perfmodel.comm import (
     ring_bandwidth,
 )
 from rlbench.harness.perfmodel.hardware import Hardware
+from rlbench.harness.perfmodel.parallel_shape import ParallelShape
 from rlbench.harness.perfmodel.parallelism import (
     ep_all_to_all_bytes,
     ring_attention_bytes,
     ring_exposed_s,
     tp_all_reduce_bytes,
 )
-from rlbench.harness.perfmodel.shapes import ParallelShape, WorkloadShape
+from rlbench.harness.perfmodel.shapes import WorkloadShape
 
 
 def experts_apart(arch: ModelArch, par: ParallelShape) -> bool:

@@ -168,14 +168,13 @@ def train_layer_flops(shape: dict[str, int], sequences: int, length: int) -> flo
     """The performance model's own count for one layer's forward + backward over `sequences`
     causal sequences of `length` (perfmodel/flops.py: 3 x (2N t + 4 A t(t+1)/2)), so that a
     stage's FLOPs divided by this rate give back the measured time on the probe's shape."""
-    from rlbench.harness.perfmodel.arch import ModelArch
-    from rlbench.harness.perfmodel.flops import head_params, sequence_forward_flops
+    from rlbench.harness.perfmodel import ModelArch, flops
 
     arch = ModelArch(
         layers=1, vocab=1, qkv_bias=True, **{k: shape[k] for k in ("hidden", "heads", "kv_heads", "head_dim", "ffn")}
     )
-    head = 2 * head_params(arch) * length  # the probe has no output head
-    return 3 * sequences * (sequence_forward_flops(arch, length) - head)
+    head = 2 * flops.head_params(arch) * length  # the probe has no output head
+    return 3 * sequences * (flops.sequence_forward_flops(arch, length) - head)
 
 
 def measure_train_matmul_rates() -> list[list[float]]:

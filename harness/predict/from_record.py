@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import Hardware, ParallelShape, WorkloadShape, find_hardware, get_hardware, predict
-from rlbench.harness.perfmodel.predict import combine_stages
+from rlbench.harness.perfmodel import (
+    Hardware,
+    ParallelShape,
+    WorkloadShape,
+    combine_stages,
+    find_hardware,
+    get_hardware,
+    predict,
+)
 from rlbench.harness.predict.job_shape import framework_fields, parallel_shape, workload_shape
 from rlbench.harness.predict.response_lengths import lengths_from_record, with_lengths
 from rlbench.harness.predict.run_prediction import STAGE_MAP

@@ -175,7 +175,7 @@ def decode_model(torch: Any):
     """A random bf16 model of DECODE_MODEL's shape (perfmodel's built-in row), on the GPU."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from rlbench.harness.perfmodel.arch import BUILTIN_ARCHS
+    from rlbench.harness.perfmodel import BUILTIN_ARCHS
 
     arch = BUILTIN_ARCHS[DECODE_MODEL]
     config = Qwen2Config(

@@ -9,10 +9,10 @@ from typing import Any
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel import (
+    NEUTRAL_MICRO_BATCH_TOKENS,
     ParallelShape,
     WorkloadShape,
 )
-from rlbench.harness.perfmodel.shapes import NEUTRAL_MICRO_BATCH_TOKENS
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
 

@@ -8,15 +8,15 @@ from typing import Any
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.perfmodel import (
+    LAYOUT_AXES,  # the axes `predict --sweep` ranks
     FrameworkFloor,
     Hardware,
     ModelArch,
     ParallelShape,
+    ResponseLengths,
     WorkloadShape,
     predict,
 )
-from rlbench.harness.perfmodel.lengths import ResponseLengths
-from rlbench.harness.perfmodel.sweep import LAYOUT_AXES  # the axes `predict --sweep` ranks
 from rlbench.harness.predict.job_shape import launch_shape, parallel_shape, workload_shape
 from rlbench.harness.predict.response_lengths import with_lengths
 from rlbench.harness.spec.parallel import Parallelism
@@ -69,7 +69,7 @@ def sweep_layout_table(
     the neutral one). With a framework, a layout it refuses (`rlbench run` would) is skipped with
     check "framework". The trainer shards as Megatron's distributed optimizer ("optimizer"), the
     backend that trainer tp, pp, cp and ep select."""
-    from rlbench.harness.perfmodel.sweep import sweep_layouts
+    from rlbench.harness.perfmodel import sweep_layouts
     from rlbench.harness.spec.parallel import knob_pairs, parse_parallel
 
     for key in grid:

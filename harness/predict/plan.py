@@ -12,9 +12,7 @@ from typing import Any
 
 from rlbench.adapters.registry import get_adapter
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import FrameworkFloor, get_hardware
-from rlbench.harness.perfmodel.lengths import ResponseLengths
-from rlbench.harness.perfmodel.sweep import LAYOUT_AXES
+from rlbench.harness.perfmodel import LAYOUT_AXES, FrameworkFloor, ResponseLengths, get_hardware
 from rlbench.harness.predict.floor_cache import load_floor
 from rlbench.harness.predict.job_shape import launch_shape, with_derived_dp
 from rlbench.harness.predict.layouts import predict_layout, refuse_for_framework, sweep_layout_table

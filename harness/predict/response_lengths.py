@@ -17,8 +17,7 @@ import statistics
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import WorkloadShape
-from rlbench.harness.perfmodel.lengths import TAIL_Z, ResponseLengths
+from rlbench.harness.perfmodel import TAIL_Z, ResponseLengths, WorkloadShape
 
 QUANTILE_NAMES = {"p90": 0.9, "p99": 0.99}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlbench.harness.perfmodel.hardware import find_hardware
+from rlbench.harness.perfmodel import find_hardware
 from rlbench.harness.record.schema import STAGES
 
 

@@ -266,7 +266,7 @@ def shape_problem(record: dict[str, Any]) -> str | None:
 
 def _versioned(record: RunRecord) -> dict[str, Any]:
     unknown = sorted(set(record) - RUN_FIELDS)
-    assert not unknown, f"run.json fields outside RunRecord: {unknown}"  # add them to RunRecord
+    assert not unknown, f"run.json fields outside rlbench.harness.record.run_record.RunRecord: {unknown}"  # add there
     return {"schema_version": SCHEMA_VERSION, **record}
 
 

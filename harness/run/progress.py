@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlbench.adapters.base import Adapter
+from rlbench.adapters.roles import ReadsMetrics
 from rlbench.harness.record.store import HEARTBEAT_S, heartbeat
 from rlbench.harness.record.time_to_target import time_to_target
 from rlbench.harness.run.derive import derive_step_metrics
@@ -21,7 +21,9 @@ from rlbench.harness.spec.runspec import RunSpec
 class ProgressPrinter:
     """Prints `step i/N` lines as the framework's metrics file grows."""
 
-    def __init__(self, adapter: Adapter, run_dir: Path, total_steps: int, gpu_count: int, echo: Callable[[str], None]):
+    def __init__(
+        self, adapter: ReadsMetrics, run_dir: Path, total_steps: int, gpu_count: int, echo: Callable[[str], None]
+    ):
         self.adapter, self.run_dir, self.total, self.gpus, self.echo = adapter, run_dir, total_steps, gpu_count, echo
         self.shown = 0
         self.size = -1

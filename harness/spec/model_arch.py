@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import ModelArch, get_arch, load_hf_config
+from rlbench.harness.perfmodel import ModelArch, from_hf_config, get_arch, load_hf_config
 from rlbench.workloads.spec import ModelSpec
+from rlbench.workloads.tiny_model import hf_config_fields
 
 
 def arch_for(model: str) -> ModelArch:
@@ -65,39 +65,10 @@ def workload_arch(model: ModelSpec) -> ModelArch | None:
     In order: the tiny model's spec (the config `tiny_model` builds), a local folder's or file's
     config.json, the Hugging Face cache's copy of the hub model's config.json, then rlbench's built-in
     table (values from each model's published config.json)."""
-    if model.tiny is not None:
-        t = model.tiny
-        return ModelArch(
-            name="tiny",
-            layers=t.num_layers,
-            hidden=t.hidden_size,
-            heads=t.num_heads,
-            kv_heads=t.num_kv_heads,
-            ffn=t.intermediate_size,
-            vocab=t.vocab_size,
-            tied_embeddings=True,
-            **_tiny_moe_fields(model),
-            source="workload model.tiny",
-        )
+    if model.tiny is not None:  # read from the config the tiny model is built from: one mapping of its fields
+        fields = hf_config_fields(model.tiny, model.tiny.vocab_size)
+        return dataclasses.replace(from_hf_config(fields, name="tiny"), source="workload model.tiny")
     try:
         return arch_for(model.name)
     except (RLBenchError, ValueError):
         return None
-
-
-def _tiny_moe_fields(model: ModelSpec) -> dict[str, Any]:
-    """The tiny model's attention bias and MoE fields, as `tiny_model` builds it: dense and with a shared
-    expert it is Qwen2(-MoE), q/k/v biases on, the shared expert behind a sigmoid gate; routed experts
-    only, it is Qwen3-MoE, no biases (its per-head q/k RMSNorms, 2 x head_dim a layer, are not counted)."""
-    tiny = model.tiny
-    assert tiny is not None, "a tiny model's fields"
-    if not tiny.is_moe:
-        return {"qkv_bias": True}
-    return {
-        "qkv_bias": bool(tiny.shared_expert_intermediate_size),
-        "moe_experts": tiny.num_experts,
-        "moe_top_k": tiny.experts_per_token,
-        "moe_ffn": tiny.expert_intermediate_size,
-        "moe_shared_ffn": tiny.shared_expert_intermediate_size,
-        "moe_shared_gate": bool(tiny.shared_expert_intermediate_size),
-    }

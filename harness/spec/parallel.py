@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rlbench.harness.errors import RLBenchError
 
 if TYPE_CHECKING:
-    from rlbench.harness.perfmodel.arch import ModelArch
+    from rlbench.harness.perfmodel import ModelArch
 
 PLACEMENTS = ("colocated", "disaggregated")
 ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy

@@ -38,8 +38,7 @@ from typing import Any
 import yaml
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.perfmodel import FrameworkFloor, measure_floor
-from rlbench.harness.perfmodel.floor import MODEL_STAGE, UNSTAGED
+from rlbench.harness.perfmodel import MODEL_STAGE, UNSTAGED, FrameworkFloor, measure_floor
 from rlbench.harness.predict.run_prediction import STAGE_MAP
 from rlbench.workloads.catalog import WORKLOAD_DIR
 
