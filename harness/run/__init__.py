@@ -1,2 +1,3 @@
-"""One benchmark run, start to end: the framework's process, stop signals, profiling, step stamps, derived
-metrics and failure causes (what a run is, its spec and inputs, is `rlbench.harness.spec`)."""
+"""One benchmark run, start to end, as phases `runner.py` sequences: resolve, prepare, launch and watch, finish;
+and what they share: the framework's process, stop signals, progress, profiling, step stamps, derived metrics
+and failure causes (what a run is, its spec and inputs, is `rlbench.harness.spec`)."""

@@ -100,7 +100,7 @@ def _read_back(
     spec: RunSpec, resolved: Resolved, run: Prepared, watched: Watched, machine: dict[str, Any], errors: list[str]
 ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """The framework's steps in rlbench's vocabulary, with telemetry and NCCL figures joined and the model's
-    prediction for the run's exact work (prediction.json; MFU and the weight-sync rate need it), into the record."""
+    prediction for the run's exact work (MFU and the weight-sync rate need it), into the record."""
     adapter, run_dir, record = resolved.adapter, run.run_dir, run.record
     try:
         steps = adapter.read_steps(run_dir)
@@ -126,7 +126,6 @@ def _read_back(
         prediction = run_prediction(spec, adapter, resolved.inputs.model, machine, steps)
         steps["mfu"] = model_flops_utilisation(steps, prediction)  # rlbench's, the same for every framework
         steps["weight_sync_gb_per_s"] = weight_sync_rate(steps, prediction)
-        _write_or_note(errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
     record.measured(
         steps_recorded=len(steps),
         summary=summarize(steps, spec.workload.warmup_steps) if not steps.empty else {},
@@ -163,6 +162,7 @@ def _judge(
         return
     _write_or_note(errors, STEPS_FILE, lambda: write_steps(run_dir, steps))
     _write_spans(resolved, run, errors)
+    _write_or_note(errors, PREDICTION_FILE, lambda: write_json(run_dir / PREDICTION_FILE, prediction))
     summary = record.record["summary"]
     record.judged(
         target=target,

@@ -32,7 +32,7 @@ GRACEFUL_STOP_S, KILL_WAIT_S = 10.0, 5.0
 @dataclass(slots=True)
 class Outcome:
     returncode: int | None
-    kind: str | None  # None on success, else a schema.ERROR_KINDS key
+    kind: str | None  # None on success, else a run_record.ERROR_KINDS key
     wall_s: float
     signum: int | None = None  # the stop signal of an interrupted run
     at_target: bool = False  # rlbench stopped the framework because the workload's quality target was reached

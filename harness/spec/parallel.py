@@ -7,7 +7,7 @@ with the reason, before anything launches.
     rlbench run --framework verl --workload gsm8k-grpo --parallel dp=4 --parallel tp=2 --parallel rollout_tp=2
 
 `tp` is the trainer's tensor parallelism; the rollout engine's is `rollout_tp`. Records written
-before the two were separated used `tp` for the rollout's: `rlbench.harness.record.schema.migrate` moves it.
+before the two were separated used `tp` for the rollout's: `rlbench.harness.record.run_record.migrate` moves it.
 """
 
 from __future__ import annotations

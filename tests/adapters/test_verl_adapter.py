@@ -240,7 +240,7 @@ def test_expert_parallel_composes_for_an_moe_model(tiny_model, monkeypatch):
     with pytest.raises(RLBenchError, match="ep=8: must divide dp"):
         get_adapter("verl").check(_spec("gsm8k-grpo", dp=4, ep=8, tp=2))
     with pytest.raises(RLBenchError, match="ep=3: does not divide the 128 experts of model Qwen3-30B-A3B"):
-        get_adapter("verl").check(_spec("gsm8k-grpo", dp=3, ep=3))
+        get_adapter("verl").check(_spec("gsm8k-grpo", dp=4, cp=3, ep=3))  # ep divides dp x cp, not the experts
 
 
 def _records() -> list[PromptRecord]:

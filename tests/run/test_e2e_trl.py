@@ -93,6 +93,20 @@ def test_steps_are_measured_and_match_trl(tiny_run):
     assert (steps["peak_host_rss_gb"] > 0).all()
 
 
+def test_the_record_holds_the_lengths_trl_generated(tiny_run):
+    """run.json's response_lengths: each step's lengths from TRL's own completion statistics, beside the cap."""
+    run_dir, _ = tiny_run
+    record = read_record(run_dir)
+    raw = [json.loads(line) for line in (run_dir / "framework_metrics.jsonl").read_text().splitlines()]
+    logged = [line["trl"] for line in raw if "step" in line and "eval" not in line]
+    lengths = record["response_lengths"]
+    assert lengths["cap"] == 32 and lengths["fixed_length"] is True and lengths["n"] == 2
+    assert [row["step"] for row in lengths["steps"]] == [1, 2]
+    assert [row["mean"] for row in lengths["steps"]] == pytest.approx([t["completions/mean_length"] for t in logged])
+    assert [row["max"] for row in lengths["steps"]] == [t["completions/max_length"] for t in logged]
+    assert all(row["clipped_share"] == 1.0 for row in lengths["steps"])  # fixed length: every response at the cap
+
+
 def test_prediction_is_recorded_and_compared(tiny_run):
     run_dir, _ = tiny_run
     record = read_record(run_dir)
