@@ -1,13 +1,14 @@
 """Where a step went, beyond stage times: the generation's long tail and the weight sync against its link.
 
 Per run, from its steps (post-warm-up, median ± std with n):
-* tail: the mean and the longest response, their ratio (the longest / the mean: a synchronous step decodes
-  until its longest response ends, so a ratio well above 1 means most of the batch waits on a few samples),
+* tail: the mean, the longest and the p90 response (the p90 where rlbench sees each response: TRL), the mean and
+  p90 a tail workload declares (workloads/tail.py), the longest over the mean (a synchronous step decodes until
+  its longest response ends, so a ratio well above 1 means most of the batch waits on a few samples),
   and the share stopped at the cap, as the framework logged them (verl and TRL log the longest; OpenRLHF
   only the clipped share); and an estimate of the seconds the step decoded only its tail, after its median
   response had ended: (longest - median) decode steps x the model's time per decode step of this run
-  (prediction.json: the decode stage over its steps), the median from the log-normal fitted to the step's
-  mean and longest (rlbench.harness.perfmodel.lengths);
+  (prediction.json: the decode stage over its steps), the median the step's own p50 where measured, else from
+  the log-normal fitted to the step's mean and longest (rlbench.harness.perfmodel.lengths);
 * weight sync: GB/s per rollout GPU (the engine's weight shard over the measured sync time) beside the
   bound of the link it crosses (prediction.json: a GPU row's intra-node link; on a CPU, the machine's
   measured memory bandwidth) and the share of that bound reached.
@@ -27,6 +28,8 @@ HEADERS = [
     "run",
     "response length mean (tokens)",
     "longest response (tokens)",
+    "p90 response (tokens)",
+    "declared mean / p90 (tokens)",
     "longest / mean",
     "clipped at the cap (share)",
     "decoding the tail, estimated (s)",
@@ -83,10 +86,22 @@ def _tail_seconds(run: RunView) -> tuple[float, float, int] | None:
         mean, longest, n = (float(row[c]) for c in ("response_length_mean", "response_length_max", "num_responses"))
         if not all(math.isfinite(v) for v in (mean, longest, n)):
             continue
-        lengths = fit_to_longest(mean, longest, n, int(cap))
-        median = min(math.exp(lengths.mu), cap) if lengths is not None else longest
+        measured = float(row.get("response_length_p50", math.nan))
+        if math.isfinite(measured):  # the framework's own responses say where the median ended
+            median = measured
+        else:
+            lengths = fit_to_longest(mean, longest, n, int(cap))
+            median = min(math.exp(lengths.mu), cap) if lengths is not None else longest
         tails.append(max(0.0, longest - median) * per_step)
     return median_spread(tails)
+
+
+def _declared(run: RunView) -> str:
+    """The distribution a tail workload declares (run.json response_lengths.declared), beside what was generated."""
+    declared = (run.record.get("response_lengths") or {}).get("declared")
+    if not isinstance(declared, dict) or not {"mean", "p90"} <= set(declared):
+        return "–"
+    return f"{declared['mean']:.3g} / {declared['p90']}"
 
 
 def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
@@ -99,6 +114,8 @@ def anatomy_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
         cells = [
             _cell(_stats(run, "response_length_mean")),
             _cell(_stats(run, "response_length_max")),
+            _cell(_stats(run, "response_length_p90")),
+            _declared(run),
             _cell(_ratio(run)),
             _cell(_stats(run, "response_clipped_fraction"), 2),
             _cell(_tail_seconds(run)),

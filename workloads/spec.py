@@ -138,6 +138,10 @@ class TinyModelSpec:
     plus one gated shared expert of width `shared_expert_intermediate_size` when that is > 0
     (Qwen2-MoE's layout; without a shared expert, Qwen3-MoE's). The MoE fields stay 0 on a
     dense model.
+
+    end_probability > 0 builds a dense model whose every generated token is the end of text with that
+    probability, whatever the prompt (the other tokens uniformly likely): response lengths are then geometric,
+    the same distribution for every framework's sampler, capped by max_response_length (tiny_model.py).
     """
 
     hidden_size: int = 256
@@ -150,12 +154,19 @@ class TinyModelSpec:
     experts_per_token: int = 0
     expert_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0  # 0: no shared expert
+    end_probability: float = 0.0  # each generated token ends the response with this probability; 0: untouched
 
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "intermediate_size", "vocab_size"):
             _positive_int(getattr(self, name), f"model.tiny.{name}")
         _require(self.hidden_size % self.num_heads == 0, "model.tiny.num_heads", "must divide hidden_size")
         _require(self.num_heads % self.num_kv_heads == 0, "model.tiny.num_kv_heads", "must divide num_heads")
+        _number_in(self.end_probability, "model.tiny.end_probability", 0.0, 0.5)
+        _require(
+            not (self.end_probability and self.num_experts),
+            "model.tiny.end_probability",
+            "is for a dense tiny model; set model.tiny.num_experts: 0 or remove end_probability",
+        )
         for name in MOE_FIELDS:
             _integer(getattr(self, name), f"model.tiny.{name}")
             _require(getattr(self, name) >= 0, f"model.tiny.{name}", f"must be >= 0, got {getattr(self, name)}")
@@ -320,6 +331,12 @@ class Workload:
             f"must be an integer in [0, steps), got {self.warmup_steps!r}",
         )
         _boolean(self.fixed_length, "fixed_length")
+        _require(
+            not (self.fixed_length and self.model.tiny is not None and self.model.tiny.end_probability),
+            "fixed_length",
+            "generates every response to max_response_length, so model.tiny.end_probability would end none; "
+            "set fixed_length: false",
+        )
         _boolean(self.gradient_checkpointing, "gradient_checkpointing")
         if self.target is not None and self.target.evaluates:
             _require(

@@ -13,6 +13,11 @@ load-balancing auxiliary loss is off (router_aux_loss_coef 0.0 in config.json): 
 its coefficient from the config, verl's FSDP and OpenRLHF's trainers add none by default,
 so every framework optimises the same loss.
 
+A dense spec with `end_probability` p > 0 builds a model whose every next-token distribution is the same, whatever
+the context: the end of text with probability p, every other token (pad excepted) equally likely
+(`_end_with_probability`). Its responses then end at geometric lengths, a tail every framework's sampler draws
+alike (workloads/tail.py); the rest of the network is the random model, trained as any other.
+
     python -c "from rlbench.workloads.tiny_model import build_tiny_model; ..."
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -38,6 +44,8 @@ def model_key(spec: TinyModelSpec, seed: int, corpus: Sequence[str]) -> str:
     fields = asdict(spec)
     if not spec.is_moe:  # the MoE fields came later: leaving them out keeps every dense model's key
         fields = {name: value for name, value in fields.items() if name not in MOE_FIELDS}
+    if not spec.end_probability:  # so did the end probability: untouched models keep their keys
+        fields.pop("end_probability")
     digest = hashlib.sha256()
     digest.update(json.dumps(fields, sort_keys=True).encode())
     digest.update(str(seed).encode())
@@ -101,9 +109,42 @@ def _init_model(spec: TinyModelSpec, tokenizer, seed: int):
     )
     torch.manual_seed(seed)
     model = model_class(config)
+    if spec.end_probability:
+        _end_with_probability(model, spec.end_probability, tokenizer.eos_token_id, tokenizer.pad_token_id)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model
+
+
+# The direction of the residual stream that carries the end-of-text logit, and the constant the last layer writes
+# along it: large enough that the final RMSNorm sees that direction alone (the rest is below 1e-3 of it in fp32).
+END_DIMENSION, END_SCALE = 0, 1.0e4
+
+
+def _end_with_probability(model, probability: float, eos_id: int, pad_id: int) -> None:
+    """Make every next-token distribution the same whatever the context: the end of text with `probability`, pad
+    never, every other token equally likely. The last layer's attention writes a constant along END_DIMENSION
+    (values zeroed, their bias on: softmax weights sum to 1), the final norm keeps that dimension only, and
+    only the end-of-text (and pad) embeddings have a component there, so the tied output head gives them the
+    only non-zero logits. The rest of the network is the random model, and training moves it as any other."""
+    import torch
+
+    hidden = model.config.hidden_size
+    ordinary = model.config.vocab_size - 2  # every token but end of text and pad
+    with torch.no_grad():
+        attention = model.model.layers[-1].self_attn
+        attention.v_proj.weight.zero_()
+        attention.v_proj.bias.fill_(1.0)
+        attention.o_proj.weight.zero_()
+        attention.o_proj.weight[END_DIMENSION, :] = END_SCALE / hidden
+        model.model.norm.weight.zero_()
+        model.model.norm.weight[END_DIMENSION] = 1.0
+        embeddings = model.model.embed_tokens.weight  # the output head too (tied)
+        embeddings[:, END_DIMENSION] = 0.0
+        # The norm leaves sqrt(hidden) along the dimension: logit = embedding x sqrt(hidden).
+        end_logit = math.log(probability * ordinary / (1.0 - probability))
+        embeddings[eos_id, END_DIMENSION] = end_logit / math.sqrt(hidden)
+        embeddings[pad_id, END_DIMENSION] = -40.0 / math.sqrt(hidden)
 
 
 def hf_config_fields(spec: TinyModelSpec, vocab_size: int) -> dict:

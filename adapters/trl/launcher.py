@@ -73,6 +73,7 @@ def instrumented_trainer_class():
             self.rlbench_stages: dict[str, float] = defaultdict(float)
             self.rlbench_tokens: dict[str, int] = defaultdict(int)
             self.rlbench_spans: list[list[Any]] = []  # [stage, start unix s, end unix s]: when, not only how long
+            self.rlbench_lengths: list[int] = []  # each response's generated tokens (EOS included), this step
 
         def _timed(self, stage: str, fn, *args: Any, **kwargs: Any):
             if not self.model.training:  # TRL's evaluation (an eval_accuracy target): between steps, in no stage
@@ -110,6 +111,7 @@ def instrumented_trainer_class():
             self.rlbench_tokens["prompt_padded"] += int(output["prompt_mask"].numel())
             self.rlbench_tokens["response"] += int(output["completion_mask"].sum().item())
             self.rlbench_tokens["responses"] += int(output["completion_mask"].shape[0])
+            self.rlbench_lengths.extend(int(n) for n in output["completion_mask"].sum(dim=1).tolist())
             return output
 
     return InstrumentedGRPOTrainer
@@ -153,6 +155,7 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
                 "step_end_unix_s": self.step_start_unix + step_time,
                 "stages_s": stages,
                 "tokens": dict(self.trainer.rlbench_tokens),
+                "response_lengths": list(self.trainer.rlbench_lengths),
                 "memory": {
                     "peak_host_rss_gb": _rss_peak_gb(),
                     "peak_device_memory_gb": torch.cuda.max_memory_allocated() / 1e9
@@ -177,6 +180,7 @@ def metrics_callback(metrics_file: Path, updates_per_step: int):
             self.trainer.rlbench_stages.clear()
             self.trainer.rlbench_tokens.clear()
             self.trainer.rlbench_spans = []
+            self.trainer.rlbench_lengths = []
 
     return RLBenchMetrics()
 

@@ -34,6 +34,7 @@ def normalize(line: dict[str, Any]) -> dict[str, float]:
     row["response_length_mean"] = trl.get("completions/mean_length", math.nan)
     row["response_length_max"] = trl.get("completions/max_length", math.nan)
     row["response_clipped_fraction"] = trl.get("completions/clipped_ratio", math.nan)
+    row.update(length_quantiles(line.get("response_lengths") or []))
     memory = line.get("memory", {})
     row["peak_host_rss_gb"] = memory.get("peak_host_rss_gb", math.nan)
     device_memory = memory.get("peak_device_memory_gb")
@@ -50,3 +51,14 @@ def with_evaluations(steps: pd.DataFrame, evaluations: list[dict[str, Any]]) -> 
     return steps.assign(
         eval_accuracy=[math.nan if accuracy.get(int(s)) is None else float(accuracy[int(s)]) for s in steps["step"]]
     )
+
+
+def length_quantiles(lengths: list[int]) -> dict[str, float]:
+    """response_length_p50/p90/p99 of one step's responses: the nearest rank, a length some response had."""
+    if not lengths:
+        return {}
+    ordered = sorted(lengths)
+    return {
+        f"response_length_p{round(q * 100)}": float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
+        for q in (0.5, 0.9, 0.99)
+    }

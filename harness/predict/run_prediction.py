@@ -69,9 +69,12 @@ def predict_run(
     framework: str | None = None,
     padded_prompt_len: float | None = None,
     trainer_padded_width: float | None = None,
+    generated: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
 
+    generated: (mean, longest) response length the run measured, for a workload whose responses end at the end
+    of text (not fixed_length): the model then prices the tokens generated, not the cap.
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
     padded_prompt_len: the measured prompt width of a left-padded batch (TRL's padded_prompt_tokens
     per response), None or NaN where the framework does not pad.
@@ -104,6 +107,10 @@ def predict_run(
         except RLBenchError as exc:
             return {"available": False, "reason": str(exc)}
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
+    if generated is not None and not workload.fixed_length:
+        mean, longest = generated
+        longest = min(shape.response_len, max(1, round(longest))) if math.isfinite(longest) else shape.response_len
+        shape = dataclasses.replace(shape, response_len=longest, mean_response_len=min(float(mean), longest))
     if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
         shape_fields = neutral_fields(shape, parallel)
     else:  # the launch's own fields with the engine's equal-work mode and limits, as framework_fields has them
@@ -129,6 +136,7 @@ def predict_run(
             "prompt_len": shape.prompt_len,
             "padded_prompt_len": shape.padded_prompt_len,
             "response_len": shape.response_len,
+            "mean_response_len": shape.mean_response_len,
             "gpus": gpus,
             **(shape_fields or {}),
             "trainer_padded_prompt_len": shape.trainer_padded_prompt_len,  # a measured width wins over a declared

@@ -146,7 +146,8 @@ class RunRecord(_RunStart, total=False):
     data_errors: list[str]  # figures beyond a physical limit (record/plausibility.py), one line each; absent if none
     record_errors: list[str]  # record files that could not be written (a full disk): "<file>: <why>"
     # the response lengths the framework generated, from its own rollout data: {cap (max new tokens), fixed_length,
-    # steps: [{step, mean, max, clipped_share}] (null where the framework does not log one), n}; absent without steps
+    # declared (a tail workload's distribution: workloads.tail.declared_lengths, else null), steps: [{step, mean,
+    # max, p50, p90, p99, clipped_share}] (null where the framework does not log one), n}; absent without steps
     response_lengths: dict[str, Any]
 
 

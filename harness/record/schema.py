@@ -152,6 +152,16 @@ STEP_METRICS: dict[str, Metric] = {
         ),
         _m("response_length_mean", "tokens", "neutral", "mean response length"),
         _m("response_length_max", "tokens", "neutral", "longest response of the step (NaN where not logged)"),
+        *[
+            _m(
+                f"response_length_p{q}",
+                "tokens",
+                "neutral",
+                f"the step's {q}th-percentile response length, nearest rank, from each response the framework "
+                "generated (NaN where rlbench does not see them: verl and OpenRLHF log the mean and longest only)",
+            )
+            for q in (50, 90, 99)
+        ],
         _m(
             "weight_sync_gb_per_s",
             "GB/s",

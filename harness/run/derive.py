@@ -17,6 +17,7 @@ import pandas as pd
 from rlbench.harness.predict.run_prediction import predict_run
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
+from rlbench.workloads.tail import declared_lengths
 
 OWN_TIMER_NOTE = (
     "no step-end stamps: throughput and MFU divide by the framework's own step timer (step_time_s), "
@@ -137,7 +138,9 @@ def time_to_first_step(launched_unix_s: float | None, steps: pd.DataFrame) -> fl
 
 def response_lengths(steps: pd.DataFrame, workload: Workload) -> dict[str, Any] | None:
     """run.json's `response_lengths`: each step's generated lengths as the framework's own rollout data gives
-    them (mean, longest, share stopped at the cap; None where it does not log one), beside the workload's cap."""
+    them (mean, longest, p50/p90/p99, share stopped at the cap; None where it does not log one), beside the
+    workload's cap and
+    the distribution it declares (workloads/tail.py)."""
     if steps.empty:
         return None
 
@@ -150,6 +153,7 @@ def response_lengths(steps: pd.DataFrame, workload: Workload) -> dict[str, Any] 
             "step": int(row.step),
             "mean": value(row, "response_length_mean"),
             "max": value(row, "response_length_max"),
+            **{q: value(row, f"response_length_{q}") for q in ("p50", "p90", "p99")},
             "clipped_share": value(row, "response_clipped_fraction"),
         }
         for row in steps.sort_values("step").itertuples()
@@ -157,6 +161,7 @@ def response_lengths(steps: pd.DataFrame, workload: Workload) -> dict[str, Any] 
     return {
         "cap": workload.max_response_length,
         "fixed_length": workload.fixed_length,
+        "declared": declared_lengths(workload),  # the distribution a tail workload declares, or None
         "steps": rows,
         "n": len(rows),
     }

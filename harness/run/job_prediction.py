@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -34,13 +35,15 @@ def run_prediction(
     spec: RunSpec, adapter: Adapter, model: str, environment: dict[str, Any], steps: pd.DataFrame
 ) -> dict[str, Any]:
     """The model's prediction for this run's exact work: its measured mean prompt length (and the
-    padded widths where the framework pads), and the old-log-prob pass only where the framework
-    ran one (TRL skips it when updates align with generation)."""
+    padded widths where the framework pads), the lengths it generated where responses end at the end of text,
+    and the old-log-prob pass only where the framework ran one (TRL skips it when updates align with
+    generation)."""
     prompt_len = float((steps["prompt_tokens"] / steps["num_responses"]).median())
     padded = (
         (steps["padded_prompt_tokens"] / steps["num_responses"]).median() if "padded_prompt_tokens" in steps else None
     )
     width = steps["trainer_padded_width"].median() if "trainer_padded_width" in steps else None
+    generated = None if spec.workload.fixed_length else _generated(steps)
     recompute = bool(steps["time_old_log_prob_s"].notna().any()) if "time_old_log_prob_s" in steps else True
     try:
         prediction = predict_run(
@@ -54,9 +57,20 @@ def run_prediction(
             framework=spec.framework,
             padded_prompt_len=None if padded is None else float(padded),
             trainer_padded_width=None if width is None else float(width),
+            generated=generated,
         )
         if prediction.get("available"):
             prediction["canonical"] = canonical_work(spec.workload, spec.parallel, model, environment, prompt_len)
         return prediction
     except (RLBenchError, ValueError) as exc:  # the benchmark record matters more than its prediction
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def _generated(steps: pd.DataFrame) -> tuple[float, float] | None:
+    """(mean, longest) response length over the run's steps (medians of each step's), the longest where the
+    framework logs it, else the mean's own (the cap then bounds the batch: predict_run keeps the smaller)."""
+    mean = (steps["response_tokens"] / steps["num_responses"]).median()
+    if not math.isfinite(mean) or mean <= 0:
+        return None
+    longest = steps["response_length_max"].median() if "response_length_max" in steps else math.nan
+    return float(mean), float(longest) if math.isfinite(longest) and longest >= mean else math.inf

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.workloads.spec import Workload
+from rlbench.workloads.tail import declared_lengths
 
 MAX_NUM_SEQS = 256
 MAX_NUM_BATCHED_TOKENS = 8192
@@ -89,6 +90,9 @@ class Contract:
     budget: TokenBudgets
     train: TrainSettings
     optim: OptimSettings
+    # How the responses' lengths are the same work for every framework (a statement, not a term a setting
+    # carries): generated to the cap, or sampled from one distribution that each run realises on its own.
+    lengths: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Flat `engine.<field>` / `budget.<role>` / `train.<field>` / `optim.<field>` names: the keys adapters map
@@ -123,6 +127,25 @@ def contract(workload: Workload, parallel: Parallelism) -> Contract:
         budget=TokenBudgets(actor=budget, log_prob=budget, critic=budget if workload.algorithm.name == "ppo" else None),
         train=TrainSettings(packing=True, gradient_checkpointing=workload.gradient_checkpointing),
         optim=OptimSettings(adam_betas=ADAM_BETAS, weight_decay=WEIGHT_DECAY, grad_clip=GRAD_CLIP),
+        lengths=lengths_statement(workload),
+    )
+
+
+def lengths_statement(workload: Workload) -> str:
+    """run.json `equal_work.lengths`: what makes the responses' lengths the same work, or where they differ."""
+    if workload.fixed_length:
+        return f"every response generated to the cap, {workload.max_response_length} tokens (the end of text ignored)"
+    declared = declared_lengths(workload)
+    source = (
+        f"one declared distribution (model.tiny.end_probability {declared['end_probability']:g}: mean "
+        f"{declared['mean']:.1f}, p90 {declared['p90']}, cap {declared['cap']} tokens)"
+        if declared
+        else f"the model's own distribution, up to the cap of {workload.max_response_length} tokens"
+    )
+    return (
+        f"sampled to the end of text from {source}: every framework samples it alike, but each run realises its "
+        "own lengths, so the tokens differ run to run (response_lengths says what each generated); compare per "
+        "response token as well as per step"
     )
 
 
@@ -153,7 +176,7 @@ def manifest(
             applied[term] = f"{key}={launched[key]}"
         else:
             differences[term] = UNEXPLAINED + f" ({key}={launched[key]}; contract: {value})"
-    out = {"contract": terms.to_dict(), "applied": applied, "differences": differences}
+    out = {"contract": terms.to_dict(), "applied": applied, "differences": differences, "lengths": terms.lengths}
     if resolved is not None:
         values, source = resolved
         out["resolved"] = {"source": source, "values": {term: values.get(keys[term]) for term in applied}}

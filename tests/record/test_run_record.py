@@ -65,9 +65,10 @@ def test_response_lengths_are_each_steps_as_the_framework_logged_them():
     assert lengths == {
         "cap": workload.max_response_length,
         "fixed_length": workload.fixed_length,
+        "declared": None,
         "steps": [
-            {"step": 1, "mean": 12.0, "max": None, "clipped_share": 0.0},
-            {"step": 2, "mean": 20.5, "max": 32.0, "clipped_share": 0.25},
+            {"step": 1, "mean": 12.0, "max": None, "p50": None, "p90": None, "p99": None, "clipped_share": 0.0},
+            {"step": 2, "mean": 20.5, "max": 32.0, "p50": None, "p90": None, "p99": None, "clipped_share": 0.25},
         ],
         "n": 2,
     }

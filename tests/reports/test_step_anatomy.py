@@ -59,3 +59,26 @@ def test_a_run_with_none_of_these_figures_has_no_row():
 def test_a_non_positive_sync_time_gives_no_rate(value):
     steps = pd.DataFrame({"time_weight_sync_s": [value]})
     assert weight_sync_rate(steps, {"memory_breakdown_gb": {"rollout_weights": 1.0}}).isna().all()
+
+
+def _row(run) -> dict[str, str]:
+    headers, rows = anatomy_rows([run])
+    return dict(zip(headers, rows[0]))
+
+
+def test_a_tail_workloads_declared_lengths_and_measured_p90_are_shown_and_p50_places_the_tail():
+    """The median a framework's responses measured (TRL's p50) replaces the fitted one in the tail estimate."""
+    run = load_run(RECORD)
+    steps = run.steps.copy()
+    steps["response_length_max"] = [40.0, 40.0, 40.0]
+    steps["response_length_mean"] = [16.0, 16.0, 16.0]
+    steps["response_length_p90"] = [30.0, 34.0, 38.0]
+    record = {**run.record, "response_lengths": {"declared": {"mean": 15.74, "p90": 36}}}
+    tail = dataclasses.replace(run, steps=steps, record=record)
+    row = _row(tail)
+    assert row["p90 response (tokens)"] == "36 ± 2.8 (n=2)" and row["declared mean / p90 (tokens)"] == "15.7 / 36"
+    fitted = row["decoding the tail, estimated (s)"]
+    assert fitted != "–" and not fitted.startswith("0 ± 0")
+    # every response as long as the longest: nothing is decoded alone
+    at_p50 = dataclasses.replace(tail, steps=steps.assign(response_length_p50=[40.0, 40.0, 40.0]))
+    assert _row(at_p50)["decoding the tail, estimated (s)"].startswith("0 ± 0")

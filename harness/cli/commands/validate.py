@@ -16,6 +16,7 @@ def validate(workload: str) -> None:
     from rlbench.harness.spec.inputs import prepare_inputs
     from rlbench.workloads.catalog import load_workload
     from rlbench.workloads.prompts import workload_problems
+    from rlbench.workloads.tail import declared_lengths
 
     w = load_workload(workload)
     split = workload_problems(w)  # what `run` reads first: the files exist, decode, are not empty
@@ -27,3 +28,10 @@ def validate(workload: str) -> None:
         f"({len(split.problems)} problems, {split.origin}: {split.location}), model {w.model.name}, "
         f"{w.prompts_per_step} prompts x {w.algorithm.group_size} responses per step, {w.steps} steps"
     )
+    declared = declared_lengths(w)
+    if declared:  # a tail workload: the distribution every framework samples
+        click.echo(
+            f"lengths: geometric, end probability {declared['end_probability']:g} per token: mean "
+            f"{declared['mean']:.1f}, p50 {declared['p50']}, p90 {declared['p90']}, p99 {declared['p99']} tokens, "
+            f"cap {declared['cap']} ({declared['clipped_share']:.1%} clipped)"
+        )
