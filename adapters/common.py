@@ -1,5 +1,6 @@
-"""Helpers every framework adapter shares: counts read from a framework's logged means, and the
-requirements a framework declares (its pins, read from its installed metadata)."""
+"""Helpers every framework adapter shares: counts read from a framework's logged means, a step's response-length
+quantiles from each response's length, and the requirements a framework declares (its pins, read from its
+installed metadata)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ def declared_requirements(distribution: str) -> list[Requirement]:
         return [Requirement(line) for line in importlib.metadata.requires(distribution) or []]
     except importlib.metadata.PackageNotFoundError:
         return []
+
+
+def length_quantiles(lengths: list[int]) -> dict[str, float]:
+    """response_length_p50/p90/p99 of one step's responses, from each one's generated tokens: the nearest rank,
+    a length some response had."""
+    if not lengths:
+        return {}
+    ordered = sorted(lengths)
+    return {
+        f"response_length_p{round(q * 100)}": float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
+        for q in (0.5, 0.9, 0.99)
+    }

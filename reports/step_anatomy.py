@@ -1,14 +1,14 @@
 """Where a step went, beyond stage times: the generation's long tail and the weight sync against its link.
 
 Per run, from its steps (post-warm-up, median ± std with n):
-* tail: the mean, the longest and the p90 response (the p90 where rlbench sees each response: TRL), the mean and
-  p90 a tail workload declares (workloads/tail.py), the longest over the mean (a synchronous step decodes until
-  its longest response ends, so a ratio well above 1 means most of the batch waits on a few samples),
-  and the share stopped at the cap, as the framework logged them (verl and TRL log the longest; OpenRLHF
-  only the clipped share); and an estimate of the seconds the step decoded only its tail, after its median
-  response had ended: (longest - median) decode steps x the model's time per decode step of this run
-  (prediction.json: the decode stage over its steps), the median the step's own p50 where measured, else from
-  the log-normal fitted to the step's mean and longest (rlbench.harness.perfmodel.lengths);
+* tail: the mean, the longest and the p90 response (the p90 where rlbench sees each response: TRL's and
+  OpenRLHF's), the mean and p90 a tail workload declares (workloads/tail.py), the longest over the mean (a
+  synchronous step decodes until its longest response ends, so a ratio well above 1 means most of the batch
+  waits on a few samples), and the share stopped at the cap, as the framework logged them (verl and TRL log the
+  longest, OpenRLHF's samples hold it); and an estimate of the seconds the step decoded only its tail, after
+  its median response had ended: (longest - median) decode steps x the model's time per decode step of this
+  run (prediction.json: the decode stage over its steps), the median the step's own p50 where measured, else
+  from the log-normal fitted to the step's mean and longest (rlbench.harness.perfmodel.lengths);
 * weight sync: GB/s per rollout GPU (the engine's weight shard over the measured sync time) beside the
   bound of the link it crosses (prediction.json: a GPU row's intra-node link; on a CPU, the machine's
   measured memory bandwidth) and the share of that bound reached.

@@ -214,9 +214,11 @@ def run_lane(
     *extra: str,
     env: dict[str, str] | None = None,
     evaluate: bool = True,
+    workload: str = "gsm8k-grpo-tiny",
 ) -> Path:
     """One real 2-step `rlbench run` of a CPU lane's framework on the tiny GRPO workload, with one held-out
-    evaluation unless `evaluate` is off (EVAL_CHECK; `extra` arguments and `env` added); its record folder.
+    evaluation unless `evaluate` is off (EVAL_CHECK; then `workload`, by default the tiny one; `extra` arguments
+    and `env` added); its record folder.
 
     The runner's own timeout (RLBENCH_RUN_TIMEOUT_S) stops a hung framework a little before the test's does,
     so a hang still ends in a record; a failure shows the framework's log tail. Every socket the run's
@@ -230,7 +232,7 @@ def run_lane(
             "--framework",
             framework,
             "--workload",
-            str(eval_check_workload(out.with_name(out.name + "-workload"))) if evaluate else "gsm8k-grpo-tiny",
+            str(eval_check_workload(out.with_name(out.name + "-workload"))) if evaluate else workload,
             "--steps",
             "2",
             "--out",

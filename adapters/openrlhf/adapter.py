@@ -22,6 +22,7 @@ import pandas as pd
 
 from rlbench.adapters import cpu_lane
 from rlbench.adapters.base import LaneAdapter, LaunchPlan
+from rlbench.adapters.common import length_quantiles
 from rlbench.adapters.openrlhf import hooks, launcher, machine
 from rlbench.adapters.openrlhf.config import (
     CONTRACT_KEYS,
@@ -49,6 +50,7 @@ from rlbench.adapters.openrlhf.metrics import (
     eval_accuracy,
     normalize,
     read_forward_widths,
+    read_response_lengths,
     read_scalars,
     read_span_log,
 )
@@ -375,11 +377,15 @@ class OpenRLHFAdapter(LaneAdapter):
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)
         widths = read_forward_widths(run_dir / SPANS_LOG)  # the policy's padded width, where it pads
+        lengths = read_response_lengths(run_dir / SPANS_LOG)  # each response's, as OpenRLHF's samples hold them
         rows = [
             {
                 **normalize(step, values, end),
                 "eval_accuracy": eval_accuracy(values),
                 "trainer_padded_width": widths.get(step, math.nan),
+                **length_quantiles(lengths.get(step, [])),
+                # OpenRLHF logs no longest response; its samples say what it was
+                **({"response_length_max": float(max(lengths[step]))} if lengths.get(step) else {}),
             }
             for step, (values, end) in sorted(steps.items())
             if "train/timing/step_total" in values

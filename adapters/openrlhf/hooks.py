@@ -176,9 +176,23 @@ def _samples_generator(module: ModuleType) -> None:
         log_span(step, "gen", start, time.time())  # timing/generation: vLLM's rollout and the rewards
         if out[0]:  # the rollout samples: an empty one (all filtered) is retried for the same step
             _STATE["generations"] += 1
+            log_lengths(step, out[0])
         return out
 
     generator.generate_samples = generate_samples
+
+
+def log_lengths(step: int, experiences: Any) -> None:
+    """Append each generated response's length (OpenRLHF's Experience.response_length: the tokens vLLM
+    generated) to the span log as one "lengths" line; a sample without one is left out, never an error."""
+    lengths = []
+    for experience in experiences:
+        try:
+            lengths.extend(int(n) for n in experience.response_length.reshape(-1).tolist())
+        except (AttributeError, TypeError, ValueError):
+            continue
+    if lengths:
+        _append({"step": step, "lengths": lengths, "pid": os.getpid()})
 
 
 def log_forward(step: int, rows: int, width: int) -> None:

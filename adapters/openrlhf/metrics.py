@@ -70,7 +70,8 @@ def normalize(step: int, values: dict[str, float], end_unix_s: float) -> dict[st
         "response_tokens": whole_count(response_mean * responses),
         "reward_mean": _num(values, "rollout/reward_mean"),  # the rule reward, before any KL penalty
         "response_length_mean": response_mean,
-        "response_length_max": math.nan,  # OpenRLHF logs the mean and the truncated share, not the longest
+        # OpenRLHF logs the mean and the truncated share, not the longest (read_steps takes it from its samples)
+        "response_length_max": math.nan,
         "response_clipped_fraction": _num(values, "rollout/truncated_rate"),
         "framework_mfu": math.nan,
         "peak_device_memory_gb": math.nan,
@@ -130,6 +131,18 @@ def read_forward_widths(path: Path) -> dict[int, float]:
         total = cells.setdefault(step, [0.0, 0.0])
         total[0], total[1] = total[0] + rows * width, total[1] + rows
     return {step: positions / rows for step, (positions, rows) in cells.items()}
+
+
+def read_response_lengths(path: Path) -> dict[int, list[int]]:
+    """{step: each response's generated tokens}, from the span log's "lengths" lines (hooks.log_lengths); {}
+    where none was logged. A damaged line is skipped."""
+    lengths: dict[int, list[int]] = {}
+    for line in _json_lines(path):
+        values = line.get("lengths") if isinstance(line, dict) else None
+        step = line.get("step") if isinstance(line, dict) else None
+        if isinstance(step, int) and isinstance(values, list) and all(isinstance(v, int) and v >= 0 for v in values):
+            lengths.setdefault(step, []).extend(values)
+    return lengths
 
 
 def read_span_log(path: Path) -> pd.DataFrame | None:

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from rlbench.adapters.common import length_quantiles
+
 # TRL stage -> rlbench stage column. "make_experience" is used to derive the update time.
 _STAGES = {"gen": "time_gen_s", "reward": "time_reward_s", "old_log_prob": "time_old_log_prob_s", "ref": "time_ref_s"}
 
@@ -51,14 +53,3 @@ def with_evaluations(steps: pd.DataFrame, evaluations: list[dict[str, Any]]) -> 
     return steps.assign(
         eval_accuracy=[math.nan if accuracy.get(int(s)) is None else float(accuracy[int(s)]) for s in steps["step"]]
     )
-
-
-def length_quantiles(lengths: list[int]) -> dict[str, float]:
-    """response_length_p50/p90/p99 of one step's responses: the nearest rank, a length some response had."""
-    if not lengths:
-        return {}
-    ordered = sorted(lengths)
-    return {
-        f"response_length_p{round(q * 100)}": float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
-        for q in (0.5, 0.9, 0.99)
-    }

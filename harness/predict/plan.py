@@ -8,6 +8,7 @@ row its floor measured by `rlbench calibrate`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from rlbench.adapters.registry import get_adapter
@@ -23,6 +24,7 @@ from rlbench.harness.spec.parallel import knob_label, parse_grid
 from rlbench.workloads.catalog import load_workload
 from rlbench.workloads.length_priors import length_prior
 from rlbench.workloads.spec import Workload
+from rlbench.workloads.tail import declared_lengths
 
 
 def plan_job(
@@ -81,8 +83,47 @@ def plan_job(
     if priced[0] is not None and table["ranked"]:  # how much the winner owes to the tail it was given
         wider = ranking((priced[0].with_tail(2.0), priced[1]))
         length_note.append(_sensitivity(table["ranked"], wider["ranked"]))
+        length_note.append(_crossover(ranking, priced[0]))
     table["notes"] = [note, *length_note, *table["notes"]]
     return table, True
+
+
+# The plausible range of mean lengths a plan is judged over: the given mean times these, within (0, cap].
+LENGTH_RANGE = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _crossover(ranking: Any, lengths: ResponseLengths) -> str:
+    """One line: the fastest layout at each mean length across LENGTH_RANGE (the tail scaled with the mean), and
+    where it changes, between which two means: the crossover a plan without measured lengths hinges on."""
+    winners: list[tuple[float, dict[str, Any] | None]] = []
+    for factor in LENGTH_RANGE:
+        mean = min(lengths.mean * factor, float(lengths.cap))
+        if winners and mean == winners[-1][0]:
+            continue
+        try:
+            scaled = ResponseLengths(
+                mean=mean, tail=lengths.tail * mean / lengths.mean, tail_quantile=lengths.tail_quantile, cap=lengths.cap
+            )
+        except ValueError:
+            continue
+        ranked = ranking((scaled, mean))["ranked"]
+        winners.append((mean, ranked[0]["layout"] if ranked else None))
+    span = f"mean lengths {winners[0][0]:.0f}-{winners[-1][0]:.0f} tokens"
+    changes = [(a, b) for a, b in zip(winners, winners[1:]) if a[1] != b[1]]
+    if not changes:
+        return f"across {span} the same layout ranks first: no length crossover in that range"
+    return (
+        "; ".join(
+            f"length crossover between mean {a[0]:.0f} and {b[0]:.0f} tokens: {_label(a[1])} ranks first below it, "
+            f"{_label(b[1])} above"
+            for a, b in changes
+        )
+        + f" (scanned {span})"
+    )
+
+
+def _label(layout: dict[str, Any] | None) -> str:
+    return "no layout" if layout is None else knob_label(layout) or "the default layout"
 
 
 def _sensitivity(ranked: list[dict[str, Any]], wider: list[dict[str, Any]]) -> str:
@@ -107,8 +148,8 @@ def response_lengths(
     workload: Workload, text: str | None, run: str | None, *, model: str | None = None
 ) -> tuple[tuple[ResponseLengths | None, float | None], list[str]]:
     """((distribution, mean) to price, the note that says so) from --lengths (`prior`: the declared prior of the
-    workload's dataset with `model`, by default the workload's) or --lengths-from; (None, None) without either:
-    the workload's own lengths (every response at the cap where fixed_length)."""
+    workload's dataset with `model`, by default the workload's) or --lengths-from; without either, what
+    `unstated_lengths` prices (and says)."""
     from rlbench.harness.record.read import read_record
 
     if text and run:
@@ -140,7 +181,43 @@ def response_lengths(
                 raise refused(f"--lengths-from {run}", exc) from None
             notes.append(f"the run's cap was {measured_cap} tokens, this workload's is {cap}: its tail is the run's")
         return (lengths, mean), [_length_note(lengths, mean, f"--lengths-from {run}"), *notes]
-    return (None, None), []
+    return unstated_lengths(workload, model or workload.model.name)
+
+
+def unstated_lengths(workload: Workload, model: str) -> tuple[tuple[ResponseLengths | None, float | None], list[str]]:
+    """Lengths to price when none are given: the cap where the workload generates to it (fixed_length: that is
+    the work); else the distribution a tail workload declares, else the declared prior of its dataset with
+    `model`, each named; else the cap, said to be the most work a step can be, never presented as known."""
+    cap = workload.max_response_length
+    if workload.fixed_length:
+        return (None, None), []
+    declared = declared_lengths(workload)
+    if declared is not None:  # geometric: its unclipped mean and p99 place the log-normal the model prices
+        p = declared["end_probability"]
+        lengths = ResponseLengths(
+            mean=1.0 / p,
+            tail=math.ceil(math.log(0.01) / math.log(1.0 - p)),
+            tail_quantile=0.99,
+            cap=cap,
+            source=f"workload {workload.name}: model.tiny.end_probability {p:g}",
+        )
+        return (lengths, lengths.mean), [_length_note(lengths, lengths.mean, "the workload's declared distribution")]
+    if length_prior(workload.data.dataset, model) is not None:
+        try:
+            lengths = declared_prior(workload, model)
+        except RLBenchError:  # a cap below the prior's mean: the cap, said so below
+            lengths = None
+        if lengths is not None:
+            where = f"no --lengths given: the declared prior of {workload.data.dataset} with {model}"
+            return (lengths, lengths.mean), [
+                _length_note(lengths, lengths.mean, where),
+                f"prior's source: {lengths.source}",
+            ]
+    return (None, None), [
+        f"no --lengths given and no declared prior for {workload.data.dataset} with {model}: every response is "
+        f"priced at the cap, {cap} tokens, the most work a step can be (not a known length); give --lengths "
+        "mean=T,p90=T or measure them with --lengths-from RUN"
+    ]
 
 
 def _length_note(lengths: ResponseLengths | None, mean: float, source: str) -> str:

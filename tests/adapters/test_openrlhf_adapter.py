@@ -808,3 +808,29 @@ def test_openrlhfs_eval_pass1_is_the_steps_eval_accuracy(tmp_path):
     openrlhf_launch.write_inputs(tmp_path / "prompts.jsonl", tmp_path / openrlhf_config.JSONL_FILE)
     held_out = (tmp_path / openrlhf_config.EVAL_JSONL_FILE).read_text().splitlines()
     assert [json.loads(line)["uid"] for line in held_out] == [_records()[0].uid]
+
+
+def test_each_responses_length_reaches_the_steps_quantiles(tmp_path, monkeypatch):
+    """hooks.log_lengths writes the lengths OpenRLHF's samples hold (Experience.response_length); read_steps
+    turns a step's into its p50/p90/p99, and a damaged or foreign line counts for nothing."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from rlbench.adapters.openrlhf import hooks
+    from rlbench.adapters.openrlhf.metrics import read_response_lengths
+
+    log = tmp_path / openrlhf_config.SPANS_LOG
+    monkeypatch.setenv(hooks.SPANS_ENV, str(log))
+    samples = [SimpleNamespace(response_length=torch.tensor([n])) for n in range(1, 11)]
+    hooks.log_lengths(2, [*samples, SimpleNamespace()])  # a sample without a length is left out
+    with log.open("a") as handle:
+        handle.write('{"step": 2, "lengths": [1, "x"]}\n{"step": "2", "lengths": [5]}\n{"step": 2, "lengths": [1')
+    assert read_response_lengths(log) == {2: list(range(1, 11))}
+    assert read_response_lengths(tmp_path / "none.jsonl") == {}
+    from rlbench.adapters.common import length_quantiles
+
+    assert length_quantiles(read_response_lengths(log)[2]) == {
+        "response_length_p50": 5.0,
+        "response_length_p90": 9.0,
+        "response_length_p99": 10.0,
+    }

@@ -19,6 +19,11 @@ from tests.loopback.ray_cluster import loopback_ray
 NODES = 2
 
 
+# The lanes' 2-node runs generate the tail workload's geometric lengths, so each CPU lane runs a length tail in CI
+# without a run of its own (workloads/tail.py).
+TAIL = "gsm8k-grpo-tiny-tail"
+
+
 def run_on_two_nodes(framework: str, out: Path, timeout_s: int) -> Path:
     with loopback_ray(nodes=NODES, num_cpus=8, num_gpus=2, timeout_s=180) as ray:
         return run_lane(
@@ -33,6 +38,7 @@ def run_on_two_nodes(framework: str, out: Path, timeout_s: int) -> Path:
             ray.gcs_address,
             env=ray.client_env(),
             evaluate=False,  # the held-out evaluation is checked on one node (the lane files)
+            workload=TAIL,  # responses that end at the end of text: each lane's run with a length tail
         )
 
 
@@ -54,6 +60,7 @@ def check_two_node_record(run_dir: Path) -> pd.DataFrame:
     assert record["steps"]["proc_cpu_util_mean_pct"].notna().all()
     assert {n["node"] for n in record["telemetry"]["nodes"]} == {"driver", "node0", "node1"}
     assert [line for line in record.get("data_errors", []) if "mfu" not in line] == []  # CPU within the cores
+    check_tail(record)
     prediction = json.loads((run_dir / "prediction.json").read_text())  # said why not, not a knob error
     assert not prediction["available"] and "share its cores" in prediction["reason"]
     telemetry = pd.read_parquet(run_dir / "telemetry.parquet")
@@ -63,3 +70,15 @@ def check_two_node_record(run_dir: Path) -> pd.DataFrame:
         rows = hosts[hosts["node"] == node]
         assert rows["proc_count"].max() >= 2 and rows["proc_cpu_util_pct"].max() > 10, node
     return telemetry
+
+
+def check_tail(record: dict) -> None:
+    """A tail workload's record: each step's lengths as the framework generated them, ended at the end of text
+    (so below the cap on average, with few clipped), beside the distribution the workload declares."""
+    lengths = record["response_lengths"]
+    declared = lengths["declared"]
+    assert declared is not None and declared["end_probability"] == 0.0625 and lengths["fixed_length"] is False
+    assert lengths["n"] == 2 and [row["step"] for row in lengths["steps"]] == [1, 2]
+    for row in lengths["steps"]:  # 32 responses of mean 15.7: a mean of 32 or more is 8 standard errors away
+        assert 1 <= row["mean"] < 32 and row["clipped_share"] < 0.25, row
+    assert record["equal_work"]["lengths"].startswith("sampled to the end of text from one declared distribution")

@@ -90,3 +90,59 @@ def test_partial_rollout_prices_the_mean_not_the_tail_and_every_framework_refuse
         result = run_cli(*base, *split, "async=one-step", "--parallel", "partial_rollout=on", "--framework", framework)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert reason in result.stderr
+
+
+def test_without_lengths_a_sampled_workload_is_priced_at_its_prior_and_says_so():
+    """gsm8k-grpo-target samples to the end of text: with no --lengths, predict prices the declared prior of its
+    dataset and model (not the cap as if known), names it, and the sweep names the length crossover or says
+    there is none across the plausible range."""
+    args = ("predict", "--model-config", QWEN_05B, "--workload", "gsm8k-grpo-target", "--hardware", "H100-SXM")
+    unstated = run_cli(*args, "--gpus", "8", "--json")
+    assert unstated.returncode == 0, unstated.stderr
+    prior = json.loads(run_cli(*args, "--gpus", "8", "--lengths", "prior", "--json").stdout)
+    data = json.loads(unstated.stdout)
+    assert data["step_time_estimate_s"] == pytest.approx(prior["step_time_estimate_s"])
+    notes = " ".join(data["notes"])
+    assert "no --lengths given: the declared prior of gsm8k with Qwen/Qwen2.5-0.5B-Instruct: mean 295" in notes
+    swept = run_cli(*args, "--gpus", "8", "--sweep", "dp,rollout_tp", "--json")
+    assert swept.returncode == 0, swept.stderr
+    (line,) = [n for n in json.loads(swept.stdout)["notes"] if "crossover" in n]
+    assert "no length crossover in that range" in line or "length crossover between mean" in line, line
+    assert "74-" in line  # the scan starts at a quarter of the prior's mean
+
+
+def test_without_lengths_or_a_prior_the_cap_is_said_to_be_the_most_work():
+    result = run_cli(
+        "predict", "--model-config", "Qwen/Qwen2.5-7B-Instruct", "--workload", "gsm8k-grpo-target", "--hardware",
+        "H100-SXM", "--gpus", "8", "--json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = " ".join(json.loads(result.stdout)["notes"])
+    assert "no declared prior for gsm8k with Qwen/Qwen2.5-7B-Instruct: every response is priced at the cap" in notes
+    fixed = run_cli(*(a if a != "gsm8k-grpo-target" else "gsm8k-grpo" for a in result.args[3:]))
+    assert "priced at the cap" not in fixed.stdout  # generated to the cap: that is the work, nothing to say
+
+
+def test_a_tail_workload_is_priced_at_the_distribution_it_declares():
+    result = run_cli(
+        "predict", "--workload", "gsm8k-grpo-tiny-tail", "--hardware", "H100-SXM", "--json", "--model-config", QWEN_05B
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = " ".join(json.loads(result.stdout)["notes"])
+    assert "response lengths from the workload's declared distribution: mean 16, p99 72, cap 64 tokens" in notes
+
+
+def test_the_crossover_is_named_between_the_two_means_it_falls_between():
+    from rlbench.harness.predict.plan import _crossover
+
+    lengths = ResponseLengths(mean=100.0, tail=200.0, tail_quantile=0.99, cap=1024)
+
+    def ranking(priced):  # short answers favour more data parallelism, long ones a wider engine
+        return {"ranked": [{"layout": {"dp": 8} if priced[1] < 150 else {"dp": 4, "rollout_tp": 2}}]}
+
+    line = _crossover(ranking, lengths)
+    assert line == (
+        "length crossover between mean 100 and 200 tokens: dp=8 ranks first below it, dp=4 rollout_tp=2 above "
+        "(scanned mean lengths 25-400 tokens)"
+    )
+    assert "no length crossover" in _crossover(lambda priced: {"ranked": [{"layout": {"dp": 8}}]}, lengths)
