@@ -158,7 +158,8 @@ STEP_METRICS: dict[str, Metric] = {
                 "tokens",
                 "neutral",
                 f"the step's {q}th-percentile response length, nearest rank, from each response the framework "
-                "generated (TRL and OpenRLHF through rlbench's hooks; NaN for verl, which logs the mean and longest only)",
+                "generated (TRL and OpenRLHF through rlbench's hooks; NaN for verl, which logs the mean and "
+                "longest only)",
             )
             for q in (50, 90, 99)
         ],
