@@ -208,7 +208,7 @@ def unstated_lengths(workload: Workload, model: str) -> tuple[tuple[ResponseLeng
         except RLBenchError:  # a cap below the prior's mean: the cap, said so below
             lengths = None
         if lengths is not None:
-            where = f"no --lengths given: the declared prior of {workload.data.dataset} with {model}"
+            where = f"the declared prior of {workload.data.dataset} with {model} (no --lengths given)"
             return (lengths, lengths.mean), [
                 _length_note(lengths, lengths.mean, where),
                 f"prior's source: {lengths.source}",

@@ -103,8 +103,10 @@ def test_without_lengths_a_sampled_workload_is_priced_at_its_prior_and_says_so()
     data = json.loads(unstated.stdout)
     assert data["step_time_estimate_s"] == pytest.approx(prior["step_time_estimate_s"])
     notes = " ".join(data["notes"])
-    assert "no --lengths given: the declared prior of gsm8k with Qwen/Qwen2.5-0.5B-Instruct: mean 295" in notes
-    swept = run_cli(*args, "--gpus", "8", "--sweep", "dp,rollout_tp", "--json")
+    assert "the declared prior of gsm8k with Qwen/Qwen2.5-0.5B-Instruct (no --lengths given): mean 295" in notes
+    swept = run_cli(
+        *args, "--gpus", "8", "--sweep", "rollout_tp=1,2", "--sweep", "placement=colocated,disaggregated", "--json"
+    )
     assert swept.returncode == 0, swept.stderr
     (line,) = [n for n in json.loads(swept.stdout)["notes"] if "crossover" in n]
     assert "no length crossover in that range" in line or "length crossover between mean" in line, line
