@@ -44,23 +44,39 @@ GPU_COUNTERS = (
 )
 
 
+# Unix times a record may hold: from 1970 to about the year 5000 (a damaged record's 1e300 is none).
+LATEST_UNIX_S = 1e11
+
+
 def _finite(value: Any) -> float | None:
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
 
 
+def _unix_time(value: Any) -> float | None:
+    """A plausible unix time, or None."""
+    number = _finite(value)
+    return number if number is not None and 0.0 <= number <= LATEST_UNIX_S else None
+
+
+def _writable(event: dict[str, Any]) -> bool:
+    """Whether every number of the event (its times, its counters' values) is one JSON can hold."""
+    numbers = [event.get("ts"), event.get("dur"), *(event.get("args") or {}).values()]
+    return all(_finite(v) is not None for v in numbers if isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
 def _origin(run: RunView) -> float | None:
     """The run's launch, or the earliest time any table holds."""
-    launched = _finite(run.record.get("launched_unix_s"))
+    launched = _unix_time(run.record.get("launched_unix_s"))
     if launched is not None:
         return launched
     times: list[float] = []
     for table, column in ((run.steps, "step_start_unix_s"), (run.telemetry, "time_unix_s"), (run.comm, "time_unix_s")):
         if table is not None and column in table:
-            times += [t for t in (_finite(v) for v in table[column]) if t is not None]
+            times += [t for t in (_unix_time(v) for v in table[column]) if t is not None]
     return min(times) if times else None
 
 
@@ -203,8 +219,9 @@ def build_trace(run: RunView) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     if origin is not None:
         events = _step_events(run, us) + _telemetry_events(run, us) + _comm_events(run, us)
+    kept = [event for event in events if _writable(event)]  # a damaged time or value costs its event only
     return {
-        "traceEvents": events,
+        "traceEvents": kept,
         "displayTimeUnit": "ms",
         "otherData": {
             "run": str(run.path.name),
@@ -212,6 +229,7 @@ def build_trace(run: RunView) -> dict[str, Any]:
             "workload": run.record["workload"]["name"],
             "origin_unix_s": origin,
             "stages": PLACED,
+            "dropped_events": len(events) - len(kept),  # times or values out of range (a damaged record)
         },
     }
 
@@ -223,4 +241,6 @@ def trace_summary(trace: dict[str, Any]) -> str:
     counters = sum(e["ph"] == "C" for e in events)
     collectives = sum(e["ph"] == "i" for e in events)
     tracks = sum(e["ph"] == "M" and e["name"] == "process_name" for e in events)
-    return f"{tracks} tracks, {spans} spans, {counters} counter samples, {collectives} collectives"
+    dropped = trace["otherData"].get("dropped_events") or 0
+    left_out = f"; {dropped} events with times out of range left out" if dropped else ""
+    return f"{tracks} tracks, {spans} spans, {counters} counter samples, {collectives} collectives{left_out}"

@@ -23,7 +23,7 @@ def write_trace(run: Path, out: Path | None) -> str:
     if record_dir == out.absolute().parent.resolve() or record_dir in out.absolute().resolve().parents:
         raise RLBenchError(f"--out {out}: inside the run record {run}, which no command writes into; choose another")
     check_writable(out.absolute().parent)
-    if out.is_file() and not out.read_bytes()[:64].lstrip().startswith(b'{"traceEvents"'):
+    if out.is_file() and not _starts_a_trace(out):
         raise RLBenchError(f"--out {out}: exists and is not a trace, so writing there would destroy it; choose another")
     trace = build_trace(loaded)
     data = json.dumps(trace, allow_nan=False, separators=(",", ":")).encode()
@@ -32,3 +32,12 @@ def write_trace(run: Path, out: Path | None) -> str:
     except OSError as exc:
         raise unwritable(out, exc, "--out") from None
     return f"{out} ({trace_summary(trace)}): open it in https://ui.perfetto.dev or chrome://tracing"
+
+
+def _starts_a_trace(path: Path) -> bool:
+    """Whether the file's first bytes are a trace's (what this command writes): read those only, never the file."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64).lstrip().startswith(b'{"traceEvents"')
+    except OSError:
+        return False

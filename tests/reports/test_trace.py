@@ -153,3 +153,43 @@ def test_stages_that_run_at_once_get_a_thread_each():
     assert stages["gen"]["tid"] != stages["reward"]["tid"]
     threads = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert threads[stages["reward"]["tid"]] == "stage: reward"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"launched_unix_s": float("inf")},
+        {"launched_unix_s": 1e300},
+        {"step_start_unix_s": 1e300},
+        {"step_start_unix_s": float("inf")},
+    ],
+)
+def test_a_time_out_of_range_costs_its_events_not_the_trace(damage):
+    """A damaged record (an infinite or absurd launch, a step that starts at 1e300) still gives a valid trace:
+    the launch falls back to the first plausible time, and events whose times JSON cannot hold are left out
+    and counted, never a ValueError from the JSON writer."""
+    run = load_run(RECORD)
+    if "launched_unix_s" in damage:
+        run = dataclasses.replace(run, record={**run.record, **damage})
+    else:
+        steps = run.steps.copy()
+        steps.loc[steps.index[-1], "step_start_unix_s"] = damage["step_start_unix_s"]
+        run = dataclasses.replace(run, steps=steps)
+    trace = build_trace(run)
+    check_trace_events(trace)
+    assert trace["traceEvents"] and trace["otherData"]["origin_unix_s"] < 1e11
+
+
+def test_a_huge_file_at_out_is_read_no_further_than_its_first_bytes(tmp_path, monkeypatch):
+    """Deciding whether --out holds a trace reads its first 64 bytes, not the file (a big file was a MemoryError)."""
+    from rlbench.reports import trace_file
+
+    big = tmp_path / "big.bin"
+    with big.open("wb") as handle:  # sparse: 8 GiB long, a few blocks on disk
+        handle.truncate(8 * 2**30)
+    whole = Path.read_bytes
+    monkeypatch.setattr(
+        Path, "read_bytes", lambda self: pytest.fail(f"read all of {self}") if self == big else whole(self)
+    )
+    with pytest.raises(Exception, match="exists and is not a trace"):
+        trace_file.write_trace(RECORD, big)
