@@ -12,7 +12,6 @@ report` names and skips it, `rlbench compare` refuses it (exit 2).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from rlbench.harness.errors import RLBenchError
-from rlbench.harness.record.read import DamagedRecord, first_line, read_record, read_table
-from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE, SPAN_COLUMNS, SPANS_FILE
+from rlbench.harness.record.read import DamagedRecord, read_prediction, read_record, read_table
+from rlbench.harness.record.schema import RUN_FILE, SPAN_COLUMNS, SPANS_FILE
 from rlbench.harness.run.profiling import COMM_FILE, TELEMETRY_FILE
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.harness.telemetry.columns import COLUMNS as TELEMETRY_COLUMNS
@@ -73,19 +72,6 @@ def find_record_dirs(paths: list[Path]) -> list[Path]:
     return unique
 
 
-def _read_prediction(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / PREDICTION_FILE
-    if not path.is_file():
-        return None
-    try:
-        prediction = json.loads(path.read_bytes().decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DamagedRecord(run_dir, f"{PREDICTION_FILE} is not valid JSON ({first_line(exc)})") from None
-    if not isinstance(prediction, dict):
-        raise DamagedRecord(run_dir, f"{PREDICTION_FILE} holds a {type(prediction).__name__}, not a JSON object")
-    return prediction
-
-
 def load_run(path: Path) -> RunView:
     """Every file a report draws from one record; any damaged one raises `DamagedRecord`."""
     record = read_record(path)
@@ -96,7 +82,7 @@ def load_run(path: Path) -> RunView:
         steps=steps,
         telemetry=read_table(path, TELEMETRY_FILE, ("time_unix_s",), TELEMETRY_NUMERIC),
         comm=read_table(path, COMM_FILE, ("op", "total_bytes"), ("total_bytes",)),
-        prediction=_read_prediction(path),
+        prediction=read_prediction(path),
         label=base_label(record),
         spans=read_table(path, SPANS_FILE, SPAN_COLUMNS, ("step", "start_unix_s", "end_unix_s")),
     )

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any
 
 from rlbench.harness.errors import RLBenchError
@@ -57,10 +56,9 @@ _LAUNCH_FIELDS = (
 def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardware: str | None) -> dict[str, Any]:
     """The run scaled to `gpus` and the `--parallel` pairs (over the run's own knobs), on `hardware` (the run's
     own when None): per stage what was measured, its ratio to the model and the prediction, and the basis."""
-    import json
 
     from rlbench.harness.predict.cpu_probe import cpu_row
-    from rlbench.harness.record.read import read_record
+    from rlbench.harness.record.read import read_prediction, read_record
     from rlbench.harness.spec.model_arch import arch_for, workload_arch
     from rlbench.workloads.catalog import workload_from_mapping
 
@@ -68,10 +66,7 @@ def plan_from_record(run: str, gpus: int | None, pairs: tuple[str, ...], hardwar
     steps = record["steps"]
     if record.get("status") != "succeeded" or steps is None:
         raise RLBenchError(f"--from-record {run}: the run did not succeed ({record.get('status')}); pick one that did")
-    try:
-        own = json.loads((Path(run) / PREDICTION_FILE).read_text())
-    except (OSError, ValueError):
-        own = {}
+    own = read_prediction(run) or {}  # a damaged one: the readers' one line
     if not own.get("available"):
         raise RLBenchError(f"--from-record {run}: it has no prediction of its own to scale from ({PREDICTION_FILE})")
     workload = workload_from_mapping(record["workload"])

@@ -65,6 +65,12 @@ def lengths_from_record(steps: Any, warmup_steps: int, cap: int, run: str) -> tu
         raise RLBenchError(f"--lengths-from {run}: its steps log no response length; rerun it or give --lengths")
     mean = statistics.median(means)
     longest = _finite(kept, "response_length_max")
+    for what, value in (("mean", mean), ("longest", statistics.median(longest) if longest else None)):
+        if value is not None and not 0 < value <= cap:  # no run generates that: a damaged record
+            raise RLBenchError(
+                f"--lengths-from {run}: its {what} response length, {value:g} tokens, is not in (0, {cap}] (the run's "
+                "cap); the record is damaged: measure another run or give --lengths"
+            )
     clipped = _finite(kept, "response_clipped_fraction")
     responses = _finite(kept, "num_responses")
     source = f"--lengths-from {run} (median of {len(means)} post-warm-up steps)"

@@ -20,7 +20,7 @@ import pyarrow
 
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.record.run_record import ReadRecord, SchemaError, migrate, shape_problem
-from rlbench.harness.record.schema import RUN_FILE, STEP_METRICS, STEPS_FILE
+from rlbench.harness.record.schema import PREDICTION_FILE, RUN_FILE, STEP_METRICS, STEPS_FILE
 from rlbench.harness.spec.parallel import Parallelism
 
 # What a pyarrow/pandas parquet read raises on a damaged file (ArrowInvalid is also a ValueError,
@@ -63,6 +63,24 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
         return migrate(record)
     except SchemaError as exc:  # intact, but written by a newer rlbench (or not a record at all)
         raise DamagedRecord(run_dir, str(exc), "unreadable run record") from None
+
+
+def read_prediction(run_dir: str | Path) -> dict[str, Any] | None:
+    """prediction.json, or None where the run wrote none; one that is not a JSON object raises `DamagedRecord`
+    (every reader: report, trace, predict --from-record)."""
+    run_dir = Path(run_dir)
+    path = run_dir / PREDICTION_FILE
+    if not path.is_file():
+        return None
+    try:
+        prediction = json.loads(path.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedRecord(run_dir, f"{PREDICTION_FILE} is not valid JSON ({first_line(exc)})") from None
+    except OSError as exc:
+        raise DamagedRecord(run_dir, f"{PREDICTION_FILE} cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(prediction, dict):
+        raise DamagedRecord(run_dir, f"{PREDICTION_FILE} holds a {type(prediction).__name__}, not a JSON object")
+    return prediction
 
 
 def read_steps(run_dir: str | Path) -> pd.DataFrame | None:

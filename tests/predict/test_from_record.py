@@ -90,3 +90,15 @@ def test_predict_without_a_record_still_needs_its_inputs():
     assert (
         result.stderr.strip() == "error: --model-config is required (or give --from-record RUN to scale a measured run)"
     )
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"available": tru', "\udcff"])
+def test_a_damaged_prediction_is_the_readers_one_line(tmp_path, content):
+    """prediction.json read through the same guard as `report` (record.read.read_prediction): a list, cut-short
+    JSON or bytes that are not UTF-8 are one line naming the file, never an AttributeError."""
+    damaged = tmp_path / "r"
+    shutil.copytree(RECORD, damaged)
+    (damaged / "prediction.json").write_bytes(content.encode("utf-8", "surrogateescape"))
+    result = run_cli("predict", "--from-record", str(damaged))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "prediction.json" in result.stderr and "Traceback" not in result.stderr

@@ -71,3 +71,21 @@ def test_equal_lengths_have_no_tail_and_price_every_response_at_the_mean() -> No
         lengths_from_record(_steps(response_length_mean=[float("nan")] * 4), warmup_steps=0, cap=32, run="r")
     with pytest.raises(RLBenchError, match="neither the longest response nor the clipped share"):
         lengths_from_record(_steps(response_length_mean=[20.0] * 4), warmup_steps=0, cap=32, run="r")
+
+
+@pytest.mark.parametrize(
+    ("columns", "what"),
+    [
+        ({"response_length_mean": [-5.0] * 4}, "its mean response length, -5 tokens, is not in \\(0, 32\\]"),
+        ({"response_length_mean": [0.0] * 4}, "its mean response length, 0 tokens"),
+        ({"response_length_mean": [500.0] * 4}, "its mean response length, 500 tokens"),
+        (
+            {"response_length_mean": [20.0] * 4, "response_length_max": [1e9] * 4, "num_responses": [8.0] * 4},
+            "its longest response length, 1e\\+09 tokens",
+        ),
+    ],
+)
+def test_a_record_whose_lengths_no_run_generates_is_refused_in_one_line(columns, what) -> None:
+    """A damaged record's lengths (negative, zero, past the run's cap) were a ValueError from the fit."""
+    with pytest.raises(RLBenchError, match=what + ".*the record is damaged"):
+        lengths_from_record(_steps(**columns), warmup_steps=0, cap=32, run="r")
