@@ -555,7 +555,15 @@ def test_a_sweep_stopped_by_sigterm_never_says_ctrl_c(tmp_path):
         (b"results: x\nresults: /tmp/y\nbaseline: /tmp/b\nmatrix: []\n", "key 'results' appears twice"),
         (
             b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: abc}\n",
-            "'seed' must be an integer",
+            "'seed' 'abc': must be a whole number from 0 to 4294967295",
+        ),
+        (  # past what numpy takes: bounded as `run --seed` is (it was an OverflowError deep in the run)
+            b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: 99999999999999999999}\n",
+            "'seed' 99999999999999999999: must be a whole number from 0 to 4294967295",
+        ),
+        (
+            b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, seed: -1}\n",
+            "'seed' -1: must be a whole number from 0 to 4294967295",
         ),
         (
             b"results: x\nbaseline: /tmp/b\nmatrix:\n  - {framework: trl, workload: w, steps: true}\n",
@@ -636,3 +644,13 @@ def test_a_deeply_nested_model_config_is_one_line(tmp_path):
     config = tmp_path / "config.json"
     config.write_text("[" * 100_000 + "]" * 100_000)
     assert_refused(run_cli("predict", "--model-config", str(config), *PREDICT), str(config))
+
+
+def test_a_sweep_whose_last_repeat_seed_is_past_the_bound_is_refused_before_it_starts(tmp_path):
+    """--vary-seed gives repeat r the seed + r - 1: the last one is checked as `run --seed` is, before any cell."""
+    result = run_cli(
+        "sweep", "--framework", "trl", "--workload", "gsm8k-grpo-tiny", "--seed", "4294967295", "--repeats", "2",
+        "--vary-seed", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert_refused(result, "the last repeat's seed 4294967296: must be a whole number from 0 to 4294967295")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
+from rlbench.harness.spec.runspec import MAX_SEED
 from rlbench.workloads.spec import MAX_STEPS
 
 # Whole-number options with the bound in their message (click prints the range): a run's steps as a workload's
-# (workloads/spec.py MAX_STEPS), and a seed numpy and torch both take (numpy's seeds are below 2**32).
+# (workloads/spec.py MAX_STEPS), and a seed numpy and torch both take (runspec.MAX_SEED).
 STEPS = click.IntRange(min=1, max=MAX_STEPS)
-SEED = click.IntRange(min=0, max=2**32 - 1)
+SEED = click.IntRange(min=0, max=MAX_SEED)
 
 
 def finite_non_negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:

@@ -71,8 +71,9 @@ def _benchmark(entry: object, index: int, where: Path) -> Benchmark:
     steps, seed = entry.get("steps"), entry.get("seed", 0)
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise RLBenchError(f"{name}: 'steps' must be a positive integer, got {steps!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):  # bool is an int to Python, not to a reader
-        raise RLBenchError(f"{name}: 'seed' must be an integer, got {seed!r}")
+    from rlbench.harness.spec.runspec import check_seed
+
+    check_seed(seed, f"{name}: 'seed'")  # bounded as `run --seed` is, before the first benchmark runs
     return Benchmark(entry["framework"], entry["workload"], tuple(parallel), steps, seed)
 
 

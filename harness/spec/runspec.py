@@ -5,10 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlbench.harness.errors import RLBenchError
 from rlbench.harness.settings import check_environment, run_timeout_s
 from rlbench.harness.spec.parallel import Parallelism
 from rlbench.harness.spec.profile import ProfileRequest, parse_profile
 from rlbench.workloads.spec import Workload
+
+# The largest seed numpy and torch both take (numpy's seeds are below 2**32): `run --seed`, a nightly entry's and a
+# sweep's seeds (with --vary-seed, its last repeat's) are bounded by it before anything starts.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: object, where: str = "--seed") -> int:
+    """The seed, or one line naming where it came from and the range it must be in."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise RLBenchError(f"{where} {seed!r}: must be a whole number from 0 to {MAX_SEED}")
+    return seed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -44,6 +56,7 @@ def build_run_spec(
 
     loaded = load_workload(workload)
     check_environment()  # a bad RLBENCH_* setting is refused before anything is built or launched
+    check_seed(seed)
     loaded = loaded.with_steps(steps) if steps else loaded
     return RunSpec(
         framework=framework,

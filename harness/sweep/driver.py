@@ -45,7 +45,7 @@ from rlbench.harness.record.sweep_index import (
 from rlbench.harness.run.exceptions import RunInterrupted
 from rlbench.harness.settings import run_timeout_s
 from rlbench.harness.spec.parallel import knob_pairs, parse_grid, parse_parallel
-from rlbench.harness.spec.runspec import RunSpec
+from rlbench.harness.spec.runspec import RunSpec, check_seed
 from rlbench.harness.sweep.executors.executor import Executor, RunResult, Terminated, failure
 
 
@@ -124,6 +124,8 @@ def request_from_options(
         return None
     if not (framework and workload):
         raise RLBenchError("sweep: give both --framework and --workload (or only --resume SWEEP_DIR)")
+    if vary_seed:  # its last repeat's seed is the largest a cell gets
+        check_seed(seed + repeats - 1, f"--seed {seed} --repeats {repeats} --vary-seed: the last repeat's seed")
     return SweepRequest(
         frameworks=parse_list(framework),
         workloads=parse_list(workload),
