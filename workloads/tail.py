@@ -17,6 +17,11 @@ from rlbench.workloads.spec import Workload
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
+def geometric_quantile(end_probability: float, quantile: float) -> int:
+    """The least length k (tokens, the end of text counted) with P(L <= k) >= quantile, before any cap clips it."""
+    return math.ceil(math.log(1.0 - quantile) / math.log(1.0 - end_probability))
+
+
 def declared_lengths(workload: Workload) -> dict[str, Any] | None:
     """{end_probability, cap, mean, p50, p90, p99, clipped_share} of the clipped geometric lengths (tokens), or
     None for a workload that does not declare an end probability."""
@@ -29,6 +34,6 @@ def declared_lengths(workload: Workload) -> dict[str, Any] | None:
         "end_probability": p,
         "cap": cap,
         "mean": (1.0 - survive**cap) / p,  # E[min(L, cap)]
-        **{name: min(cap, math.ceil(math.log(1.0 - q) / math.log(survive))) for name, q in QUANTILES.items()},
+        **{name: min(cap, geometric_quantile(p, q)) for name, q in QUANTILES.items()},
         "clipped_share": survive**cap,  # no end of text in `cap` tokens
     }

@@ -8,7 +8,6 @@ row its floor measured by `rlbench calibrate`.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from rlbench.adapters.registry import get_adapter
@@ -24,7 +23,7 @@ from rlbench.harness.spec.parallel import knob_label, parse_grid
 from rlbench.workloads.catalog import load_workload
 from rlbench.workloads.length_priors import length_prior
 from rlbench.workloads.spec import Workload
-from rlbench.workloads.tail import declared_lengths
+from rlbench.workloads.tail import declared_lengths, geometric_quantile
 
 
 def plan_job(
@@ -123,7 +122,7 @@ def _crossover(ranking: Any, lengths: ResponseLengths) -> str:
 
 
 def _label(layout: dict[str, Any] | None) -> str:
-    return "no layout" if layout is None else knob_label(layout) or "the default layout"
+    return "no layout" if layout is None else knob_label(layout)
 
 
 def _sensitivity(ranked: list[dict[str, Any]], wider: list[dict[str, Any]]) -> str:
@@ -196,7 +195,7 @@ def unstated_lengths(workload: Workload, model: str) -> tuple[tuple[ResponseLeng
         p = declared["end_probability"]
         lengths = ResponseLengths(
             mean=1.0 / p,
-            tail=math.ceil(math.log(0.01) / math.log(1.0 - p)),
+            tail=geometric_quantile(p, 0.99),
             tail_quantile=0.99,
             cap=cap,
             source=f"workload {workload.name}: model.tiny.end_probability {p:g}",

@@ -69,12 +69,13 @@ def predict_run(
     framework: str | None = None,
     padded_prompt_len: float | None = None,
     trainer_padded_width: float | None = None,
-    generated: tuple[float, float] | None = None,
+    generated: tuple[float, float | None] | None = None,
 ) -> dict[str, Any]:
     """prediction.json of a run: the model's inputs and its per-stage prediction, or why there is none.
 
-    generated: (mean, longest) response length the run measured, for a workload whose responses end at the end
-    of text (not fixed_length): the model then prices the tokens generated, not the cap.
+    generated: (mean, longest) response length the run measured (longest None where not logged: the cap), for a
+    workload whose responses end at the end of text (not fixed_length): the model then prices the tokens
+    generated, not the cap.
     shape_fields: what the framework's launch fixed beyond the workload (Adapter.model_shape).
     padded_prompt_len: the measured prompt width of a left-padded batch (TRL's padded_prompt_tokens
     per response), None or NaN where the framework does not pad.
@@ -109,7 +110,7 @@ def predict_run(
     shape = workload_shape(workload, prompt_len=prompt_len, recompute_old_logprob=recompute_old_logprob)
     if generated is not None and not workload.fixed_length:
         mean, longest = generated
-        longest = min(shape.response_len, max(1, round(longest))) if math.isfinite(longest) else shape.response_len
+        longest = shape.response_len if longest is None else min(shape.response_len, max(1, round(longest)))
         shape = dataclasses.replace(shape, response_len=longest, mean_response_len=min(float(mean), longest))
     if shape_fields is None:  # no framework's launch: the documented neutral shape, never one sequence per micro-batch
         shape_fields = neutral_fields(shape, parallel)

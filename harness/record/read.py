@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow
@@ -119,4 +119,4 @@ def read_record(run_dir: str | Path) -> ReadRecord:
         raise DamagedRecord(Path(run_dir), problem)
     record["parallel"] = {**Parallelism().to_dict(), **record["parallel"]}
     record["steps"] = steps
-    return ReadRecord(**record)  # type: ignore[typeddict-item]
+    return cast(ReadRecord, record)

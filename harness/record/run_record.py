@@ -304,9 +304,6 @@ class RecordBuilder:
         """staged, collected, node_rows and notes from the cluster session's end."""
         self.record["cluster"].update(fields)
 
-    def cluster_note(self, line: str) -> None:
-        self.record["cluster"].setdefault("notes", []).append(line)
-
     def launched(self, unix_s: float) -> None:
         self.record["launched_unix_s"] = unix_s
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import psutil
 
+from rlbench.harness.run.stop_signals import describe
+
 LOG_FILE = "framework.log"
 TAIL_LINES = 30
 SCAN_LINES = 3000  # how far back the error line is looked for (frameworks log a lot after dying: Ray, atexit)
@@ -198,8 +200,6 @@ def run_error(
 ) -> dict[str, Any] | None:
     """run.json's `error` for a framework process that ended as `kind` (framework_process.Outcome's; None: it
     succeeded): the framework's own failures classified from evidence, the runner's reasons with the log's tail."""
-    from rlbench.harness.run.stop_signals import describe
-
     if kind is None:
         return None
     if kind == "framework_error" and returncode:

@@ -66,11 +66,11 @@ def run_prediction(
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
 
 
-def _generated(steps: pd.DataFrame) -> tuple[float, float] | None:
-    """(mean, longest) response length over the run's steps (medians of each step's), the longest where the
-    framework logs it, else the mean's own (the cap then bounds the batch: predict_run keeps the smaller)."""
+def _generated(steps: pd.DataFrame) -> tuple[float, float | None] | None:
+    """(mean, longest) response length over the run's steps (medians of each step's); the longest None where the
+    framework does not log it (the cap then bounds the batch)."""
     mean = (steps["response_tokens"] / steps["num_responses"]).median()
     if not math.isfinite(mean) or mean <= 0:
         return None
     longest = steps["response_length_max"].median() if "response_length_max" in steps else math.nan
-    return float(mean), float(longest) if math.isfinite(longest) and longest >= mean else math.inf
+    return float(mean), float(longest) if math.isfinite(longest) and longest >= mean else None

@@ -69,10 +69,9 @@ def _row(run) -> dict[str, str]:
 def test_a_tail_workloads_declared_lengths_and_measured_p90_are_shown_and_p50_places_the_tail():
     """The median a framework's responses measured (TRL's p50) replaces the fitted one in the tail estimate."""
     run = load_run(RECORD)
-    steps = run.steps.copy()
-    steps["response_length_max"] = [40.0, 40.0, 40.0]
-    steps["response_length_mean"] = [16.0, 16.0, 16.0]
-    steps["response_length_p90"] = [30.0, 34.0, 38.0]
+    steps = run.steps.assign(
+        response_length_max=[40.0] * 3, response_length_mean=[16.0] * 3, response_length_p90=[30.0, 34.0, 38.0]
+    )
     record = {**run.record, "response_lengths": {"declared": {"mean": 15.74, "p90": 36}}}
     tail = dataclasses.replace(run, steps=steps, record=record)
     row = _row(tail)
