@@ -141,6 +141,11 @@ class Adapter(Refuses, Launches, ReadsMetrics, DescribesLane, ABC):
         them; None where it logs durations only (the report then places stages end to end)."""
         return None
 
+    def read_roles(self, run_dir: Path, responses_per_step: int, steps: int) -> dict[str, Any] | None:
+        """Per-role busy/idle and staleness of a run with a rollout pool of its own, from the framework's real
+        call spans (rlbench.harness.record.async_roles); None where it has none to read."""
+        return None
+
     @abstractmethod
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         """The framework's per-step metrics as rows in rlbench's vocabulary (may be partial)."""
@@ -208,6 +213,8 @@ class LaneAdapter(Adapter):
     cpu_worker_threads: int | None = 1
     label: str  # the framework's name in a lane's refusal, e.g. "OpenRLHF"
     lane_runs: str  # what the lane runs instead of --parallel knobs, for its refusals
+    # The strategies the lane has been made to run: --parallel knob -> the values it takes on the lane.
+    lane_strategies: Mapping[str, frozenset[str]] = MappingProxyType({})
 
     @abstractmethod
     def machine_ready(self) -> tuple[bool, str]:
@@ -226,13 +233,13 @@ class LaneAdapter(Adapter):
         if accelerators.gpu_count():
             return None
         usable, why = self.machine_ready()
-        return cpu_lane.lane_refusal(spec, self.label, self.lane_runs) if usable else why
+        return cpu_lane.lane_refusal(spec, self.label, self.lane_runs, self.lane_strategies) if usable else why
 
     def check_cpu_lane(self, spec: RunSpec) -> None:
         """Refuse, before launch, what the lane has not been made to run."""
         from rlbench.adapters import cpu_lane
 
-        refusal = cpu_lane.lane_refusal(spec, self.label, self.lane_runs)
+        refusal = cpu_lane.lane_refusal(spec, self.label, self.lane_runs, self.lane_strategies)
         if refusal:
             raise RLBenchError(refusal)
 

@@ -26,7 +26,7 @@ from rlbench.reports.across import across_frameworks
 from rlbench.reports.curves import curves_view
 from rlbench.reports.history import history as build_history
 from rlbench.reports.hygiene import hygiene_rows
-from rlbench.reports.idle_ledger import idle_rows
+from rlbench.reports.idle_ledger import idle_rows, staleness_rows
 from rlbench.reports.load import load_runs
 from rlbench.reports.quality import quality_rows, quality_verdicts, quality_view
 from rlbench.reports.repeats import pooled_rows
@@ -100,6 +100,7 @@ def render_report(
         "hygiene": hygiene_rows(runs),
         "anatomy": anatomy_rows(runs),
         "idle": idle_rows(runs),
+        "staleness": staleness_rows(runs),
         "quality": quality_rows(runs),
         "quality_verdicts": quality_verdicts(runs),
         "repeats": pooled_rows(runs),

@@ -6,6 +6,8 @@ framework's timer) and the stages the framework timed:
   sum of the timed stages. A framework that times its update as the rest of the step (TRL) has no waiting.
 * disaggregated: the rollout pool, busy = generation; the trainer, busy = every other timed stage
   (log-probs, updates, the weight sync both sides take part in is counted on the trainer's side).
+  Where the record has the roles' real call spans (run.json `async_roles`: an asynchronous run), the ledger
+  is theirs instead: busy = the union of the role's calls within the trainer's step.
 waiting = step - busy, never below zero (where stages add up to more than the step, from overlap or a
 poll-late boundary, the role counts as never idle). Beside it the model's bubble for the same step
 (run.json `vs_model.bubble`: 1 - the model's work / (devices x measured step)).
@@ -38,7 +40,11 @@ def _spread(values: pd.Series, digits: int = 3, percent: bool = False) -> str:
 
 
 def ledger(run: RunView) -> dict[str, pd.DataFrame]:
-    """{role: DataFrame(step, busy_s, waiting_s, waiting_share)} over the run's post-warm-up steps."""
+    """{role: DataFrame(step, busy_s, waiting_s, waiting_share)} over the run's post-warm-up steps: from the
+    record's real per-role spans where it has them (`async_roles`), else from the stage durations."""
+    from_spans = _ledger_from_spans(run)
+    if from_spans:
+        return from_spans
     steps = run.steady_steps
     if steps is None or steps.empty:
         return {}
@@ -68,6 +74,32 @@ def ledger(run: RunView) -> dict[str, pd.DataFrame]:
     return out
 
 
+SPAN_ROLES = {"rollout": "rollout pool (spans)", "trainer": "trainer (spans)"}
+
+
+def _ledger_from_spans(run: RunView) -> dict[str, pd.DataFrame]:
+    """The ledger from run.json's `async_roles` (record/async_roles.py): each role's busy time is the union of
+    its real calls in the trainer's step, so overlap between the roles is seen, not assumed."""
+    roles = run.record.get("async_roles")
+    warmup = run.record.get("workload", {}).get("warmup_steps", 0)
+    rows = [r for r in (roles or {}).get("steps", []) if isinstance(r, dict) and _number(r.get("step")) > warmup]
+    out = {}
+    for role, label in SPAN_ROLES.items():
+        frame = []
+        for row in rows:
+            seconds = (row.get("roles") or {}).get(role) or {}
+            busy, idle, window = seconds.get("busy_s"), seconds.get("idle_s"), row.get("window_s")
+            if all(isinstance(v, (int, float)) and math.isfinite(v) for v in (busy, idle, window)) and window > 0:
+                frame.append({"step": row["step"], "busy_s": busy, "waiting_s": idle, "waiting_share": idle / window})
+        if frame:
+            out[label] = pd.DataFrame(frame)
+    return out
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else -math.inf
+
+
 def idle_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
     """The report's table: one row per run and role."""
     rows = []
@@ -86,3 +118,37 @@ def idle_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
                 ]
             )
     return HEADERS, rows
+
+
+STALENESS_HEADERS = [
+    "run",
+    "versions behind, mean ↓",
+    "versions behind, max ↓",
+    "share behind",
+    "share spanning a sync",
+]
+
+
+def staleness_rows(runs: list[RunView]) -> tuple[list[str], list[list[str]]]:
+    """Per run with real per-role spans (`async_roles`), over its post-warm-up steps (median ± std, n): how many
+    policy versions behind the trained responses were, and the share a weight sync interrupted."""
+    rows = []
+    for run in runs:
+        warmup = run.record.get("workload", {}).get("warmup_steps", 0)
+        steps = [r for r in (run.record.get("async_roles") or {}).get("steps", []) if isinstance(r, dict)]
+        stale = [
+            r["staleness"] for r in steps if _number(r.get("step")) > warmup and isinstance(r.get("staleness"), dict)
+        ]
+        if not stale:
+            continue
+        column = lambda key: pd.Series([s.get(key) for s in stale], dtype=float)  # noqa: E731
+        rows.append(
+            [
+                run.label,
+                _spread(column("mean_versions_behind")),
+                _spread(column("max_versions_behind")),
+                _spread(column("share_behind"), percent=True),
+                _spread(column("share_spanning_a_sync"), percent=True),
+            ]
+        )
+    return STALENESS_HEADERS, rows

@@ -22,10 +22,10 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 # vLLM's CPU backend reads gpu_memory_utilization as a fraction of host memory and refuses to start when
@@ -194,12 +194,15 @@ def describe(framework: str, settings: dict[str, Any]) -> dict[str, Any]:
     return {"lane": f"{framework}-cpu", "shims": [s.to_dict() for s in shims], "substituted": substituted}
 
 
-def lane_refusal(spec, framework: str, shape: str) -> str | None:
+def lane_refusal(
+    spec, framework: str, shape: str, strategies: Mapping[str, frozenset] = MappingProxyType({})
+) -> str | None:
     """Why a CPU lane cannot run `spec`, one line, or None: it runs tiny GRPO workloads with no --parallel
-    knobs (`shape` says what the lane runs instead)."""
+    knobs but the strategy knobs it has run (`strategies`: knob -> values; `shape` says what it runs)."""
     from rlbench.harness.spec.parallel import knob_label
 
     w, knobs = spec.workload, spec.parallel.non_default()
+    knobs = {knob: value for knob, value in knobs.items() if value not in strategies.get(knob, ())}
     if w.model.tiny is None:
         return (
             f"workload {w.name}: {framework}'s CPU lane runs tiny workloads only (no GPU here); "

@@ -123,7 +123,12 @@ class OpenRLHFAdapter(LaneAdapter):
         "GPU bundles fill one node before the next, the actor/ref group and the vLLM engines' group each their own"
     )
     label = "OpenRLHF"
-    lane_runs = "one actor and one vLLM engine, synchronously"
+    lane_runs = "one actor and one vLLM engine, synchronously or with OpenRLHF's async trainer"
+    # The lane already gives vLLM a process and a logical GPU of its own (CPU_LANE_FLAGS: colocate_all off), so
+    # disaggregated placement and the async trainer (--train.async_enable, K batches ahead) run as on a GPU.
+    lane_strategies = MappingProxyType(
+        {"placement": frozenset({"disaggregated"}), "async": frozenset({"one-step", *map(str, range(2, 9))})}
+    )
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
@@ -156,6 +161,11 @@ class OpenRLHFAdapter(LaneAdapter):
             if knob in REFUSED_KNOBS:
                 raise RLBenchError(f"--parallel {knob}={value}: {REFUSED_KNOBS[knob]}")
         p = spec.parallel
+        if p.async_ == "fully":
+            raise RLBenchError(
+                "--parallel async=fully: OpenRLHF 0.11.2 has no streaming rollouter; its async trainer runs "
+                "whole steps ahead (--async_train, async_queue_size): use async=one-step or async=K"
+            )
         if p.placement == "colocated" and p.async_depth:
             raise RLBenchError(
                 f"--parallel async={p.async_}: OpenRLHF's async trainer gives vLLM GPUs of its own "

@@ -27,7 +27,6 @@ from rlbench.adapters.base import LaneAdapter, LaunchPlan
 from rlbench.adapters.verl import launcher, machine
 from rlbench.adapters.verl.config import (
     CONTRACT_KEYS,
-    CPU_LANE,
     CPU_LANE_ENV,
     CPU_LANE_TOKENS,
     HYDRA_DIR,
@@ -36,8 +35,10 @@ from rlbench.adapters.verl.config import (
     VAL_PARQUET_FILE,
     algorithm_settings,
     batch_settings,
+    cpu_lane_settings,
     engine_settings,
     eval_settings,
+    fully_async_settings,
     hydra_value,
     layout_settings,
     model_settings,
@@ -45,7 +46,7 @@ from rlbench.adapters.verl.config import (
     read_resolved,
     timeline_settings,
 )
-from rlbench.adapters.verl.metrics import normalize, read_spans
+from rlbench.adapters.verl.metrics import normalize, read_roles, read_spans
 from rlbench.harness.errors import RLBenchError
 from rlbench.harness.spec.equal_work import contract, manifest
 from rlbench.harness.spec.inputs import RunInputs
@@ -61,15 +62,21 @@ from rlbench.harness.spec.runspec import RunSpec
 from rlbench.harness.telemetry import accelerators
 
 REWARD_FILE = Path(__file__).resolve().with_name("reward.py")
-SYNC_MODULE = "verl.trainer.main_ppo"
-ONE_STEP_MODULE = "verl.experimental.one_step_off_policy.main_ppo"
-# Hydra config of each entry point, FSDP and Megatron (verl 0.9.1 ships both for the sync and one-step trainers).
-CONFIG_NAMES = {
-    (False, False): "ppo_trainer",
-    (False, True): "ppo_megatron_trainer",
-    (True, False): "one_step_off_ppo_trainer",
-    (True, True): "one_step_off_ppo_megatron_trainer",
+# verl's trainer by --parallel async: its entry module, and its Hydra config for FSDP and for Megatron.
+MODULES = {
+    "off": "verl.trainer.main_ppo",
+    "one-step": "verl.experimental.one_step_off_policy.main_ppo",
+    "fully": "verl.experimental.fully_async_policy.fully_async_main",
 }
+CONFIG_NAMES = {
+    ("off", False): "ppo_trainer",
+    ("off", True): "ppo_megatron_trainer",
+    ("one-step", False): "one_step_off_ppo_trainer",
+    ("one-step", True): "one_step_off_ppo_megatron_trainer",
+    ("fully", False): "fully_async_ppo_trainer",
+    ("fully", True): "fully_async_ppo_megatron_trainer",
+}
+ASYNC_TRAINERS = {"one-step": "one-step-off-policy", "fully": "fully-async"}
 # --parallel knob -> Megatron's parallel size in verl's megatron config (actor; ref follows it, critic set too).
 # What verl 0.9.1 cannot honour, by knob value: the reason, one line (docs/parallelism.md).
 REFUSED_FUSIONS = {
@@ -81,11 +88,24 @@ REFUSED_FUSIONS = {
 K_STEP_REFUSAL = (
     "verl 0.9.1's deeper asynchrony is its fully_async_policy trainer, which syncs weights every "
     "trigger_parameter_sync_step mini-batches and bounds staleness as a fraction of samples "
-    "(staleness_threshold), not in whole steps; rlbench does not launch it: use async=one-step"
+    "(staleness_threshold), not in whole steps: use async=fully (that trainer, samples at most one step's worth "
+    "ahead) or async=one-step"
 )
 PARTIAL_ROLLOUT_REFUSAL = (
-    "verl 0.9.1's partial rollout is part of its fully_async_policy trainer (async_training.partial_rollout), "
-    "which rlbench does not launch; drop partial_rollout (async=one-step waits for each batch's longest sample)"
+    "verl 0.9.1's partial rollout is part of its fully-async trainer (async_training.partial_rollout); "
+    "use --parallel async=fully with it, or drop partial_rollout (async=one-step waits for each batch's longest "
+    "sample)"
+)
+FULLY_ASYNC_STALENESS = (
+    "verl's fully-async trainer: a rollouter generating one prompt at a time into a queue, the trainer taking one "
+    "step's prompts (require_batches mini-batches) and syncing weights after every step "
+    "(trigger_parameter_sync_step=1); staleness_threshold=1: at most one step's worth of samples generated "
+    "ahead of the trainer's weights, the bound of one-step-off. It logs a step after the next one's weight sync, "
+    "so it runs one step more than asked (on the data's first prompts again), trained but not recorded"
+)
+NO_ROLLOUT_DUMP = (
+    "not set: verl 0.9.1's trainers with a rollout pool of their own never start the dump's executor "
+    "(AttributeError: _dump_executor); the lane's rollout dump is for colocated runs only"
 )
 STEP_TIME = (
     "timing_s/step: verl's wall-clock timer around a step's stages (ray_trainer.py "
@@ -107,7 +127,21 @@ class VerlAdapter(LaneAdapter):
     distribution = "verl"
     tested_versions = ">=0.9.1,<0.10"
     supported_knobs = frozenset(
-        {"dp", "tp", "rollout_tp", "pp", "pp_virtual", "cp", "ep", "etp", "sp", "placement", "fuse", "async"}
+        {
+            "dp",
+            "tp",
+            "rollout_tp",
+            "pp",
+            "pp_virtual",
+            "cp",
+            "ep",
+            "etp",
+            "sp",
+            "placement",
+            "fuse",
+            "async",
+            "partial_rollout",
+        }
         | set(NODE_KNOBS)
     )
     knob_notes = MappingProxyType(
@@ -115,9 +149,9 @@ class VerlAdapter(LaneAdapter):
             **dict.fromkeys(MEGATRON_KNOBS + ("pp_virtual", "etp"), "Megatron backend"),
             "sp": "FSDP only",
             "fuse": "`rollout_logprobs`",
-            "async": "off, one-step",
+            "async": "off, one-step, fully",
             **dict.fromkeys(NODE_KNOBS, "`trainer.nnodes`, `rollout.nnodes`"),
-            "partial_rollout": "refused (fully-async trainer not launched)",
+            "partial_rollout": "with async=fully",
         }
     )
     brings_own_ray = True
@@ -126,7 +160,14 @@ class VerlAdapter(LaneAdapter):
         "(trainer.nnodes nodes; rollout.nnodes for a separate rollout pool), each node's bundles packed on one node"
     )
     label = "verl"
-    lane_runs = "one colocated synchronous process (dp=rollout_tp=sp=1)"
+    lane_runs = "one colocated synchronous process (dp=rollout_tp=sp=1), or the disaggregated asynchronous trainers"
+    lane_strategies = MappingProxyType(
+        {
+            "placement": frozenset({"disaggregated"}),
+            "async": frozenset(ASYNC_TRAINERS),
+            "partial_rollout": frozenset({"on"}),
+        }
+    )
 
     def usable_here(self) -> tuple[bool, str]:
         if self.version() is None:
@@ -139,7 +180,7 @@ class VerlAdapter(LaneAdapter):
     def refuse_knobs(self, spec: RunSpec) -> None:
         """What verl 0.9.1 cannot honour, whatever the machine: one line naming the knob and the reason."""
         p, w = spec.parallel, spec.workload
-        if p.partial_rollout == "on":
+        if p.partial_rollout == "on" and p.async_ != "fully":
             raise RLBenchError(f"--parallel partial_rollout=on: {PARTIAL_ROLLOUT_REFUSAL}")
         for fusion in p.fuse:
             if fusion in REFUSED_FUSIONS:
@@ -152,20 +193,20 @@ class VerlAdapter(LaneAdapter):
                 "Ulysses sequence parallelism (Megatron's sequence_parallel is TP's activation "
                 "split); use cp for long sequences, or sp with tp=pp=cp=ep=1 (FSDP)"
             )
-        if p.placement == "colocated" and p.async_ == "one-step":
+        if p.placement == "colocated" and p.async_ in ASYNC_TRAINERS:
             raise RLBenchError(
-                "--parallel async=one-step: verl 0.9.1's one-step-off-policy trainer needs its own "
-                "rollout GPUs (its colocated async mode pauses generation while training); "
+                f"--parallel async={p.async_}: verl 0.9.1's {ASYNC_TRAINERS[p.async_]} trainer needs its own "
+                "rollout GPUs (its colocated mode pauses generation while training); "
                 "add --parallel placement=disaggregated"
             )
         if p.placement == "disaggregated" and p.async_ == "off":
             raise RLBenchError(
                 "--parallel placement=disaggregated: verl 0.9.1 separates rollout GPUs only in its "
-                "asynchronous trainers; add --parallel async=one-step, or use placement=colocated"
+                "asynchronous trainers; add --parallel async=one-step or async=fully, or use placement=colocated"
             )
-        if p.async_ == "one-step" and w.algorithm.name != "grpo":
+        if p.async_ in ASYNC_TRAINERS and w.algorithm.name != "grpo":
             raise RLBenchError(
-                f"--parallel async=one-step: verl's one-step-off-policy trainer supports GRPO-family "
+                f"--parallel async={p.async_}: verl's {ASYNC_TRAINERS[p.async_]} trainer supports GRPO-family "
                 f"advantages only, workload {w.name} is {w.algorithm.name}; use async=off"
             )
         if p.megatron_knobs and w.model.dtype == "float32":
@@ -177,13 +218,17 @@ class VerlAdapter(LaneAdapter):
 
     def config_name(self, spec: RunSpec) -> str:
         """verl's Hydra config for this run: sync or one-step-off, FSDP or Megatron."""
-        return CONFIG_NAMES[(spec.parallel.async_ == "one-step", bool(spec.parallel.megatron_knobs))]
+        return CONFIG_NAMES[(spec.parallel.async_, bool(spec.parallel.megatron_knobs))]
 
     def lane(self, spec: RunSpec) -> dict[str, Any] | None:
         if not self.on_lane():
             return None
-        settings = {key: f"{hydra_value(value)} (GPU: {gpu})" for key, (value, gpu) in CPU_LANE.items()}
-        return cpu_lane.describe(self.name, {**CPU_LANE_TOKENS, **settings})
+        lane = cpu_lane_settings(*self.gpu_layout(spec), spec.parallel.async_ == "fully")
+        settings = {key: f"{hydra_value(value)} (GPU: {gpu})" for key, (value, gpu) in lane.items()}
+        tokens = dict(CPU_LANE_TOKENS)
+        if self.gpu_layout(spec)[1]:
+            tokens["trainer.rollout_data_dir"] = NO_ROLLOUT_DUMP
+        return cpu_lane.describe(self.name, {**tokens, **settings})
 
     def gpu_layout(self, spec: RunSpec) -> tuple[int, int]:
         """(trainer GPUs, GPUs of a separate rollout pool; 0 when colocated)."""
@@ -216,7 +261,7 @@ class VerlAdapter(LaneAdapter):
                 "for this shape, "
                 f"this machine has {available}"
             )
-        if available and p.async_ == "one-step" and not self.on_lane():
+        if available and p.async_ in ASYNC_TRAINERS and not self.on_lane():
             problem = machine.gpu_stack_problem(one_step=True)
             if problem:
                 raise RLBenchError(problem)
@@ -234,12 +279,15 @@ class VerlAdapter(LaneAdapter):
             **engine_settings(spec),
             **model_settings(spec, model),
             **self._run(spec, run_dir),
+            **fully_async_settings(spec),  # after _run: its step count and epochs are the fully-async trainer's
             **timeline_settings(spec, run_dir),
             **(self.profile_launch(spec, run_dir) or {}),
         }
         if self.on_lane():
-            settings.update({key: value for key, (value, _) in CPU_LANE.items()})
-            settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
+            lane = cpu_lane_settings(*self.gpu_layout(spec), spec.parallel.async_ == "fully")
+            settings.update({key: value for key, (value, _) in lane.items()})
+            if not self.gpu_layout(spec)[1]:  # see NO_ROLLOUT_DUMP
+                settings["trainer.rollout_data_dir"] = str(run_dir / ROLLOUT_DIR)
             if spec.ray_address:  # a running cluster has its resources; Ray refuses them from a joining driver
                 for key in JOINING_DROPS:
                     settings.pop(key)
@@ -265,12 +313,14 @@ class VerlAdapter(LaneAdapter):
                 "fuse=rollout_logprobs: verl takes vLLM's sampling log-probs as the old log-probs "
                 "(algorithm.rollout_correction.bypass_mode=true): no old-log-prob forward pass"
             )
-        elif spec.parallel.async_ == "one-step":
+        elif spec.parallel.async_ in ASYNC_TRAINERS:
             named["passes.old_log_prob"] = (
-                "verl's one-step-off trainer takes vLLM's sampling log-probs as the old log-probs "
-                "(algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward pass, "
-                "which OpenRLHF's async trainer runs"
+                f"verl's {ASYNC_TRAINERS[spec.parallel.async_]} trainer takes vLLM's sampling log-probs as the old "
+                "log-probs (algorithm.rollout_correction.bypass_mode=true in its config): no old-log-prob forward "
+                "pass, which OpenRLHF's async trainer runs"
             )
+        if spec.parallel.async_ == "fully":
+            named["async.staleness"] = FULLY_ASYNC_STALENESS
         if self.on_lane():
             named.update(
                 {
@@ -338,7 +388,7 @@ class VerlAdapter(LaneAdapter):
         }
 
     def plan(self, spec: RunSpec, inputs: RunInputs, run_dir: Path) -> LaunchPlan:
-        module = ONE_STEP_MODULE if spec.parallel.async_ == "one-step" else SYNC_MODULE
+        module = MODULES[spec.parallel.async_]
         # Megatron: its own config; FSDP keeps the entry point's default (the CPU lane's launch unchanged).
         config = [f"--config-name={self.config_name(spec)}"] if spec.parallel.megatron_knobs else []
         verl = [sys.executable, "-m", module, *config, *self.overrides(spec, inputs.model, run_dir)]
@@ -397,6 +447,9 @@ class VerlAdapter(LaneAdapter):
         evaluated = frozenset(int(s) for s in steps.loc[steps["eval_accuracy"].notna(), "step"])
         return read_spans(run_dir, int(steps["step"].max()), evaluated)
 
+    def read_roles(self, run_dir: Path, responses_per_step: int, steps: int) -> dict[str, Any] | None:
+        return read_roles(run_dir, responses_per_step, steps)
+
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         path = self.metrics_file(run_dir)
         rows = []
@@ -406,7 +459,10 @@ class VerlAdapter(LaneAdapter):
             except json.JSONDecodeError:
                 continue  # the line verl is writing right now
             if isinstance(record, dict) and "timing_s/step" in record.get("data", {}):  # not validation lines
-                rows.append(normalize(record["step"], record["data"]))
+                data = record["data"]
+                # The fully-async trainer logs step k's metrics at logger step k+1; its own count is in the line.
+                step = data.get("training/global_step", record["step"])
+                rows.append(normalize(int(step), data))
         return pd.DataFrame(rows)
 
 

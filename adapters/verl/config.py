@@ -69,6 +69,37 @@ CPU_LANE: dict[str, tuple[Any, str]] = {
 }
 
 
+# A rollout pool of its own (placement=disaggregated, the asynchronous trainers): its logical GPUs beside the
+# trainer's, and weights sent by verl's checkpoint-engine protocol over the lane's gloo engine.
+GLOO_ENGINE_MODULE = "rlbench.adapters.verl.gloo_checkpoint_engine"
+CPU_LANE_ROLLOUT_POOL: dict[str, tuple[Any, str]] = {
+    "actor_rollout_ref.rollout.checkpoint_engine.backend": (
+        "gloo",
+        "nccl: NCCL broadcast, trainer rank 0 to the rollout pool",
+    ),
+    "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module": (GLOO_ENGINE_MODULE, "none"),
+}
+
+
+# verl's fully-async trainer asks Ray for 10 CPUs for each of its trainer and rollouter controllers and 2 for its
+# queue (fully_async_trainer.py, fully_async_rollouter.py, message_queue.py): logical CPUs enough to place them.
+FULLY_ASYNC_CPUS = 40
+
+
+def cpu_lane_settings(trainer: int, rollout: int, fully_async: bool = False) -> dict[str, tuple[Any, str]]:
+    """The lane's substitutions for a run on `trainer` GPUs and a rollout pool of `rollout` (0: colocated)."""
+    if not rollout:
+        return dict(CPU_LANE)
+    pool = {
+        **CPU_LANE,
+        "+ray_kwargs.ray_init.num_gpus": (trainer + rollout, "the node's real GPUs: one logical GPU per worker"),
+        **CPU_LANE_ROLLOUT_POOL,
+    }
+    if fully_async:
+        pool["ray_kwargs.ray_init.num_cpus"] = (FULLY_ASYNC_CPUS, CPU_LANE["ray_kwargs.ray_init.num_cpus"][1])
+    return pool
+
+
 CPU_LANE_ENV = {
     "VERL_PLATFORM": "cpu",  # the platform the lane's shims register
     "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engine for "cuda" only
@@ -353,3 +384,24 @@ def layout_settings(p: Parallelism, trainer: int, rollout: int) -> dict[str, Any
     else:
         settings.update({"actor_rollout_ref.hybrid_engine": True, "trainer.v1.trainer_mode": "sync"})
     return settings
+
+
+def fully_async_settings(spec: RunSpec) -> dict[str, Any]:
+    """verl's fully-async trainer on rlbench's step: a trainer step takes one step's prompts and syncs weights
+    after it; the rollouter generates at most one step's worth ahead and stops after the run's prompts."""
+    w, p = spec.workload, spec.parallel
+    if p.async_ != "fully":
+        return {}
+    return {
+        "data.train_batch_size": 0,  # the trainer's step is require_batches mini-batches; the rollouter's one prompt
+        "async_training.require_batches": w.prompts_per_step // w.mini_batch_prompts,
+        "async_training.trigger_parameter_sync_step": 1,
+        "async_training.staleness_threshold": 1.0,
+        "async_training.partial_rollout": p.partial_rollout == "on",
+        # verl logs a trainer step's metrics after the next step's weight sync, so the last step asked is logged
+        # only if one more runs: the rollouter gets one step more of prompts (the data's second pass: its first
+        # prompts again); that step is trained, never logged, and not recorded.
+        "rollout.total_rollout_steps": (w.steps + 1) * w.prompts_per_step,  # prompts, despite the name
+        "trainer.total_epochs": 2,
+        "rollout.n": w.algorithm.group_size,
+    }

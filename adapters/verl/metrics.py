@@ -15,6 +15,7 @@ import yaml
 
 from rlbench.adapters.common import whole_count
 from rlbench.adapters.verl.config import HYDRA_DIR, TIMELINE_FILE
+from rlbench.harness.record.async_roles import Call, role_ledger
 from rlbench.harness.record.schema import SPAN_COLUMNS
 
 GIB_IN_GB = 1024**3 / 1e9  # verl reports memory in GiB; rlbench records GB
@@ -216,3 +217,48 @@ def _one_step_off(run_dir: Path) -> bool:
         return False
     hybrid = (config or {}).get("actor_rollout_ref", {}).get("hybrid_engine", True)
     return hybrid is False
+
+
+def role_calls(events: list[Any]) -> list[Call]:
+    """The timeline's calls by role for the ledger of a run with a rollout pool of its own (async_roles.py):
+    the trainer's worker calls (its update_actor marks each step), each response the rollout servers generated,
+    and each weight sync's end on the rollout side (CheckpointEngineWorker.update_weights), which is rollout
+    work as well."""
+    calls = []
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X" or not str(event.get("cat", "")).startswith("task::"):
+            continue
+        task = event["cat"][len("task::") :]
+        cls, _, method = task.rpartition(".")
+        try:
+            start = float(event["ts"]) / 1e6
+            end = start + float(event["dur"]) / 1e6
+        except (KeyError, TypeError, ValueError):
+            continue
+        if not (math.isfinite(start) and math.isfinite(end)):
+            continue
+        if cls.endswith("WorkerDict") and stage_of(task) is not None:
+            calls.append(Call("trainer", "update" if method.endswith("update_actor") else "work", start, end))
+        elif cls.endswith("CheckpointEngineWorker") and method == "update_weights":
+            calls += [Call("rollout", "sync", start, end), Call("rollout", "work", start, end)]
+        elif cls.endswith("Server") and method == "generate":
+            calls.append(Call("rollout", "response", start, end))
+    return calls
+
+
+def read_roles(run_dir: Path, responses_per_step: int, steps: int) -> dict[str, Any] | None:
+    """Per-role busy/idle and staleness of a run with a rollout pool of its own, from Ray's timeline; None for a
+    colocated run (one role) or where there is no readable timeline. `steps`: the steps rlbench recorded (the
+    fully-async trainer runs one more, unlogged)."""
+    if not _one_step_off(run_dir):
+        return None
+    try:
+        events = json.loads((run_dir / TIMELINE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(events, list):
+        return None
+    ledger = role_ledger(role_calls(events), responses_per_step, "Ray timeline of verl's calls")
+    if ledger is not None:
+        ledger["steps"] = [s for s in ledger["steps"] if s["step"] <= steps]
+    return ledger

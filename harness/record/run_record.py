@@ -149,10 +149,23 @@ class RunRecord(_RunStart, total=False):
     # declared (a tail workload's distribution: workloads.tail.declared_lengths, else null), steps: [{step, mean,
     # max, p50, p90, p99, clipped_share}] (null where the framework does not log one), n}; absent without steps
     response_lengths: dict[str, Any]
+    # a run with a rollout pool of its own: per step, each role's busy and idle seconds and the staleness of the
+    # responses trained, from the framework's real call spans (record/async_roles.py); absent otherwise
+    async_roles: dict[str, Any]
 
 
 # The fields a slim record leaves out when the whole one cannot be written (a full disk): the large ones.
-LARGE_FIELDS = ("summary", "vs_model", "costs", "overhead", "telemetry", "comm", "environment", "response_lengths")
+LARGE_FIELDS = (
+    "summary",
+    "vs_model",
+    "costs",
+    "overhead",
+    "telemetry",
+    "comm",
+    "environment",
+    "response_lengths",
+    "async_roles",
+)
 
 
 class ReadRecord(RunRecord, total=False):
@@ -227,6 +240,11 @@ FIELD_CHECKS: dict[tuple[str, ...], tuple[Any, str]] = {
     ("vs_model", "bubble"): (is_number, "a number"),
     ("response_lengths",): (dict, "a mapping"),
     ("response_lengths", "steps"): (
+        lambda v: isinstance(v, list) and all(isinstance(row, dict) for row in v),
+        "a list of mappings",
+    ),
+    ("async_roles",): (dict, "a mapping"),
+    ("async_roles", "steps"): (
         lambda v: isinstance(v, list) and all(isinstance(row, dict) for row in v),
         "a list of mappings",
     ),
@@ -318,6 +336,7 @@ class RecordBuilder:
         time_to_first_step_s: float | None,
         response_lengths: dict[str, Any] | None = None,
         profile: dict[str, Any] | None = None,
+        async_roles: dict[str, Any] | None = None,
     ) -> None:
         """What the framework logged and rlbench sampled, read back after the run."""
         self.record.update(
@@ -328,7 +347,7 @@ class RecordBuilder:
             equal_work=equal_work,
             time_to_first_step_s=time_to_first_step_s,
         )
-        self._set(response_lengths=response_lengths, profile=profile)
+        self._set(response_lengths=response_lengths, profile=profile, async_roles=async_roles)
 
     def judged(
         self,

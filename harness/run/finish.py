@@ -134,6 +134,7 @@ def _read_back(
         equal_work=adapter.equal_work(spec, run_dir),  # now with what the framework itself resolved
         time_to_first_step_s=time_to_first_step(record.record.get("launched_unix_s"), steps),
         response_lengths=response_lengths(steps, spec.workload),
+        async_roles=_roles(spec, resolved, run, len(steps)),
         profile=(
             profiling.profile_record(run_dir, spec.profile, steps, spec.workload.warmup_steps)
             if spec.profile is not None
@@ -194,6 +195,15 @@ def _target(
     if held_out is not None:  # how the held-out evaluation ran: the shared contract and this framework's hook
         found["evaluation"] = {**held_out, **(resolved.adapter.evaluation(spec) or {})}
     return found
+
+
+def _roles(spec: RunSpec, resolved: Resolved, run: Prepared, steps: int) -> dict[str, Any] | None:
+    w = spec.workload
+    try:
+        return resolved.adapter.read_roles(run.run_dir, w.prompts_per_step * w.algorithm.group_size, steps)
+    except (OSError, ValueError, KeyError) as exc:  # a damaged trace costs this section, not the record
+        run.record.note(f"could not read the framework's per-role spans: {exc}")
+        return None
 
 
 def _write_spans(resolved: Resolved, run: Prepared, errors: list[str]) -> None:

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from rlbench.harness.perfmodel import ModelArch
 
 PLACEMENTS = ("colocated", "disaggregated")
-ASYNC_WORDS = {"off": 0, "one-step": 1}  # async=K (K >= 2) is k-step off-policy
+# async=K (K >= 2) is k-step off-policy. async=fully: a rollouter streaming samples beside a trainer that takes a
+# step's worth at a time (verl's fully-async trainer), samples at most one step's worth ahead: depth 1.
+ASYNC_WORDS = {"off": 0, "one-step": 1, "fully": 1}
 SWITCHES = ("off", "on")  # partial_rollout
 # Stage fusion, as the performance model names it (ParallelShape.fuse): which pass is removed or merged.
 FUSIONS = ("rollout_logprobs", "on_policy_old", "ref_old")
@@ -64,7 +66,7 @@ class Parallelism:
     sp: int = 1  # sequence parallel (Ulysses all-to-all over heads) size of the trainer
     placement: Literal["colocated", "disaggregated"] = "colocated"
     fuse: tuple[str, ...] = ()  # stage fusion (FUSIONS), the model's tuple; spelled `fuse=NAME` or `fuse=none`
-    async_: str = "off"  # `async` on the command line: off, one-step, or K >= 2 steps (k-step off-policy)
+    async_: str = "off"  # `async` on the command line: off, one-step, fully, or K >= 2 steps (k-step off-policy)
     # on: the rollout engines refill a finished sample's slot with a new one across step boundaries, so no batch
     # waits for its longest sample (AReaL's, verl's fully-async partial rollout); needs disaggregated and async
     partial_rollout: str = "off"
@@ -169,7 +171,7 @@ def _fusions(value: Any) -> tuple[str, ...]:
 
 
 def _async_value(value: Any) -> str:
-    """async as its canonical spelling: off, one-step, or the depth K >= 2 written as a number."""
+    """async as its canonical spelling: off, one-step, fully, or the depth K >= 2 written as a number."""
     text = str(value).strip()
     if text in ASYNC_WORDS:
         return text
@@ -179,8 +181,8 @@ def _async_value(value: Any) -> str:
         depth = -1
     if depth < 0 or isinstance(value, bool) or isinstance(value, float):
         raise RLBenchError(
-            f"--parallel async={value!r}: must be one of off, one-step, or a whole number of steps "
-            "K >= 2 that generation may run ahead of training (async=2)"
+            f"--parallel async={value!r}: must be one of off, one-step, fully (a streaming rollouter), or a whole "
+            "number of steps K >= 2 that generation may run ahead of training (async=2)"
         )
     return {0: "off", 1: "one-step"}.get(depth, str(depth))
 

@@ -71,10 +71,16 @@ def _spec(workload: str = "gsm8k-grpo", **parallel) -> RunSpec:
     return RunSpec(framework="verl", workload=load_workload(workload), parallel=Parallelism(**parallel))
 
 
+CONFIG_DIRS = {
+    "off": "trainer/config",
+    "one-step": "experimental/one_step_off_policy/config",
+    "fully": "experimental/fully_async_policy/config",
+}
+
+
 def _compose(spec: RunSpec, model: str):
     """verl's config for this spec, composed the way its entry point's @hydra.main composes it."""
-    one_step = spec.parallel.async_ == "one-step"
-    config_dir = VERL_ROOT / ("experimental/one_step_off_policy/config" if one_step else "trainer/config")
+    config_dir = VERL_ROOT / CONFIG_DIRS[spec.parallel.async_]
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         return compose(
             config_name=get_adapter("verl").config_name(spec),
@@ -384,6 +390,20 @@ def test_read_steps_maps_a_log_written_by_verls_own_code(tmp_path, monkeypatch):
     assert derived["tokens_per_s"].tolist() == [31 / 5.0, 31 / 10.0] and "own step timer" in note
 
 
+def test_the_fully_async_trainers_late_lines_are_read_as_the_steps_they_describe(tmp_path):
+    """verl's fully-async trainer logs step k's metrics at logger step k+1 (after the next weight sync), beside
+    its rollouter's own lines: the row is the step its `training/global_step` names."""
+    adapter = get_adapter("verl")
+    lines = [
+        {"step": 2, "data": {"fully_async/rollouter/active_time": 1.0}},
+        {"step": 2, "data": {"training/global_step": 1.0, "timing_s/step": 20.0}},
+        {"step": 3, "data": {"training/global_step": 2.0, "timing_s/step": 3.0}},
+    ]
+    adapter.metrics_file(tmp_path).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    steps = adapter.read_steps(tmp_path)
+    assert list(steps["step"]) == [1, 2] and list(steps["step_time_s"]) == [20.0, 3.0]
+
+
 def test_one_step_generation_time_is_the_overlapped_generation():
     row = verl_metrics.normalize(
         4,
@@ -532,6 +552,63 @@ def test_cpu_lane_plan_arms_the_shims_and_the_record_names_them(cpu_lane_here, t
 def test_cpu_lane_refuses_what_it_was_not_made_to_run(cpu_lane_here, workload, parallel, message):
     with pytest.raises(RLBenchError, match=message):
         get_adapter("verl").check(_spec(workload, **parallel))
+
+
+FULLY = {"placement": "disaggregated", "async_": "fully"}
+
+
+@pytest.mark.parametrize("partial", ["off", "on"])
+def test_fully_async_composes_verls_own_trainer_on_rlbenchs_step(partial, tiny_model):
+    """async=fully launches verl's fully-async trainer: a trainer step is the workload's step (require_batches
+    mini-batches), weights synced after each, at most one step's worth of samples ahead, partial rollout as
+    asked; the rollouter gets one step more of prompts, because verl logs a step only after the next one."""
+    spec = _spec("gsm8k-grpo-tiny-tail", **FULLY, partial_rollout=partial)
+    adapter = get_adapter("verl")
+    adapter.check(spec)
+    plan = adapter.plan(spec, RunInputs(model=tiny_model, prompts=[]), RUN_DIR)
+    assert "verl.experimental.fully_async_policy.fully_async_main" in plan.argv
+    resolved = OmegaConf.to_container(_compose(spec, tiny_model), resolve=True)
+    w = spec.workload
+    training = resolved["async_training"]
+    assert training["require_batches"] * resolved["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] == (
+        w.prompts_per_step
+    )
+    assert (training["trigger_parameter_sync_step"], training["staleness_threshold"]) == (1, 1.0)
+    assert training["partial_rollout"] is (partial == "on")
+    assert resolved["rollout"]["total_rollout_steps"] == (w.steps + 1) * w.prompts_per_step
+    assert resolved["data"]["train_batch_size"] == 0 and resolved["actor_rollout_ref"]["hybrid_engine"] is False
+    assert "async.staleness" in adapter.equal_work(spec)["differences"]
+
+
+@pytest.mark.parametrize(
+    "parallel, message",
+    [
+        ({"async_": "fully"}, "async=fully: verl 0.9.1's fully-async trainer needs its own rollout GPUs"),
+        ({**ONE_STEP, "partial_rollout": "on"}, "partial rollout is part of its fully-async trainer"),
+    ],
+)
+def test_fully_async_is_refused_where_verl_cannot_run_it(parallel, message):
+    with pytest.raises(RLBenchError, match=message):
+        get_adapter("verl").check(_spec("gsm8k-grpo", **parallel))
+    with pytest.raises(RLBenchError, match="async=fully: verl's fully-async trainer supports GRPO-family"):
+        get_adapter("verl").check(_spec("gsm8k-ppo", **FULLY))
+
+
+@pytest.mark.parametrize("parallel", [ONE_STEP, FULLY])
+def test_the_lane_runs_a_rollout_pool_of_its_own_over_its_gloo_checkpoint_engine(cpu_lane_here, parallel, tiny_model):
+    """On the lane the rollout pool is a logical GPU of its own and weights travel by verl's checkpoint-engine
+    protocol over the lane's gloo engine (loaded through verl's custom_backend_module), named on the record."""
+    adapter, spec = get_adapter("verl"), _spec("gsm8k-grpo-tiny-tail", **parallel)
+    adapter.check(spec)
+    resolved = OmegaConf.to_container(_compose(spec, tiny_model), resolve=True)
+    engine = resolved["actor_rollout_ref"]["rollout"]["checkpoint_engine"]
+    assert engine["backend"] == "gloo" and engine["custom_backend_module"] == verl_config.GLOO_ENGINE_MODULE
+    assert resolved["ray_kwargs"]["ray_init"]["num_gpus"] == 2
+    assert resolved["ray_kwargs"]["ray_init"]["num_cpus"] >= (verl_config.FULLY_ASYNC_CPUS if FULLY == parallel else 1)
+    assert "rollout_data_dir" not in resolved["trainer"] or resolved["trainer"]["rollout_data_dir"] is None
+    substituted = adapter.lane(spec)["substituted"]
+    assert "gloo" in substituted["actor_rollout_ref.rollout.checkpoint_engine.backend"]
+    assert "_dump_executor" in substituted["trainer.rollout_data_dir"]
 
 
 def test_a_cpu_lane_peak_memory_of_zero_is_recorded_as_absent():

@@ -140,3 +140,42 @@ def test_the_timeline_is_kept_for_small_or_profiled_runs_only():
         profile=ProfileRequest(tool="torch", first_step=2, last_step=2),
     )
     assert timeline_settings(profiled, Path("/r"))  # a profiled run asked to see where its time went
+
+
+# tests/data/verl_one_step_off_timeline.json: a 3-step CPU-lane run of gsm8k-grpo-tiny-tail with
+# --parallel placement=disaggregated,async=one-step (verl 0.9.1's one-step-off trainer, the lane's gloo checkpoint
+# engine), kept: the trainer's WorkerDict calls, the rollout side's weight syncs and every generated response.
+ONE_STEP_OFF = TIMELINE.with_name("verl_one_step_off_timeline.json")
+
+
+def _one_step_off_run(tmp_path: Path) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ONE_STEP_OFF, tmp_path / TIMELINE_FILE)
+    (tmp_path / HYDRA_DIR / ".hydra").mkdir(parents=True)
+    (tmp_path / HYDRA_DIR / ".hydra" / "config.yaml").write_text("actor_rollout_ref:\n  hybrid_engine: false\n")
+    return tmp_path
+
+
+def test_one_step_off_roles_and_staleness_come_from_the_real_timeline(tmp_path):
+    """verl's one-step-off trainer, read from its own calls: step 1 trains the batch generated before it (0
+    versions behind), every later step the batch generated beside the previous step's training (1 behind); the
+    last step has no next batch to generate, so the rollout pool is mostly idle there."""
+    ledger = verl_metrics.read_roles(_one_step_off_run(tmp_path), responses_per_step=32, steps=3)
+    steps = ledger["steps"]
+    assert [s["step"] for s in steps] == [1, 2, 3] and "Ray timeline" in ledger["source"]
+    assert [s["staleness"]["max_versions_behind"] for s in steps] == [0, 1, 1]
+    assert all(s["staleness"]["n"] == 32 and s["staleness"]["share_spanning_a_sync"] == 0 for s in steps)
+    second, last = steps[1]["roles"], steps[2]["roles"]
+    assert second["rollout"]["busy_s"] > 0.25 * steps[1]["window_s"]  # batch 3 generated beside step 2
+    assert last["rollout"]["busy_s"] < 0.1 * steps[2]["window_s"]
+    for step in steps:
+        for seconds in step["roles"].values():
+            assert seconds["busy_s"] + seconds["idle_s"] == pytest.approx(step["window_s"])
+    assert len(verl_metrics.read_roles(tmp_path, 32, steps=2)["steps"]) == 2  # only the steps rlbench recorded
+
+
+def test_a_colocated_or_unreadable_run_has_no_role_ledger(tmp_path):
+    assert verl_metrics.read_roles(_run_dir(tmp_path), 32, 3) is None  # colocated: one role, stage spans instead
+    run_dir = _one_step_off_run(tmp_path / "broken")
+    (run_dir / TIMELINE_FILE).write_text('{"not": "a list"')
+    assert verl_metrics.read_roles(run_dir, 32, 3) is None

@@ -83,13 +83,17 @@ def test_partial_rollout_prices_the_mean_not_the_tail_and_every_framework_refuse
     alone = run_cli(*base, "8", "--parallel", "partial_rollout=on")
     assert alone.returncode == 2 and "needs rollout GPUs of their own and asynchrony" in alone.stderr
     for framework, reason in [
-        ("verl", "fully_async_policy"),
+        ("verl", "use --parallel async=fully with it"),
         ("openrlhf", "--train.partial_rollout_enable only lets a weight sync pause"),
         ("trl", "asynchronous GRPO is experimental"),  # partial_rollout needs async,
     ]:
         result = run_cli(*base, *split, "async=one-step", "--parallel", "partial_rollout=on", "--framework", framework)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert reason in result.stderr
+    # verl's fully-async trainer is where its partial rollout lives: planned like one-step with the refill.
+    fully = run_cli(*base, *split, "async=fully", "--parallel", "partial_rollout=on", "--framework", "verl", "--json")
+    assert fully.returncode == 0, fully.stderr
+    assert json.loads(fully.stdout)["step_time_estimate_s"] == json.loads(refills.stdout)["step_time_estimate_s"]
 
 
 def test_without_lengths_a_sampled_workload_is_priced_at_its_prior_and_says_so():

@@ -100,7 +100,7 @@ def test_defaults_are_single_device_colocated_sync():
         ("dp=0", "must be a positive integer"),
         ("cp=0", "cp=0: must be a positive integer"),
         ("placement=remote", "placement='remote': must be one of colocated, disaggregated"),
-        ("async=yes", "async='yes': must be one of off, one-step, or a whole number of steps"),
+        ("async=yes", "async='yes': must be one of off, one-step, fully"),
         ("async=-1", "async='-1': must be one of off, one-step"),
         ("fuse=ref", "fuse='ref': unknown fusion; did you mean 'ref_old'"),
         ("pp_virtual=2", "pp_virtual=2: interleaving needs a pipeline"),
