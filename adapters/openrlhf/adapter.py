@@ -29,6 +29,7 @@ from rlbench.adapters.openrlhf.config import (
     CPU_LANE_TOKENS,
     EVAL_JSONL_FILE,
     JSONL_FILE,
+    RESOLVED_FILE,
     REWARD_FILE,
     REWARD_LOG,
     RUN_NAME,
@@ -51,6 +52,7 @@ from rlbench.adapters.openrlhf.metrics import (
     normalize,
     read_forward_widths,
     read_response_lengths,
+    read_roles,
     read_scalars,
     read_span_log,
 )
@@ -383,6 +385,9 @@ class OpenRLHFAdapter(LaneAdapter):
     def read_spans(self, run_dir: Path) -> pd.DataFrame | None:
         """Each timed stage call's real start and end, as hooks.py stamped them in OpenRLHF's processes."""
         return read_span_log(run_dir / SPANS_LOG)
+
+    def read_roles(self, run_dir: Path, responses_per_step: int, steps: int) -> dict[str, Any] | None:
+        return read_roles(run_dir / SPANS_LOG, run_dir / RESOLVED_FILE, responses_per_step, steps)
 
     def read_steps(self, run_dir: Path) -> pd.DataFrame:
         steps = read_scalars(run_dir / TENSORBOARD_DIR / RUN_NAME)

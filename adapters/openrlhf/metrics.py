@@ -12,6 +12,7 @@ import pandas as pd
 
 from rlbench.adapters.common import whole_count
 from rlbench.harness.errors import RLBenchError
+from rlbench.harness.record.async_roles import Call, role_ledger
 from rlbench.harness.record.schema import SPAN_COLUMNS, STAGES
 
 
@@ -153,3 +154,47 @@ def read_span_log(path: Path) -> pd.DataFrame | None:
     if not rows:
         return None
     return pd.DataFrame(rows, columns=list(SPAN_COLUMNS)).sort_values(["start_unix_s", "step"], ignore_index=True)
+
+
+def _async_trainer(resolved: Path) -> bool:
+    """Whether OpenRLHF resolved its async trainer for the run (train.async_enable in the saved args)."""
+    try:
+        train = json.loads(resolved.read_text())["args"]["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(train, dict) and train.get("async_enable") is True
+
+
+def role_calls(path: Path) -> list[Call]:
+    """The span log's calls by role for the ledger of an async run (async_roles.py): the trainer's stages (its
+    update_actor marks each step, its weight_sync the end of a sync, rollout work as well: vLLM receives the
+    broadcast) and, for each gen span, one response per length the sampler logged for that batch."""
+    lines = list(_json_lines(path))
+    counts = {}
+    for line in lines:
+        if isinstance(line, dict) and isinstance(line.get("step"), int) and isinstance(line.get("lengths"), list):
+            counts[line["step"]] = counts.get(line["step"], 0) + len(line["lengths"])
+    calls = []
+    for row in filter(None, map(_span, lines)):
+        start, end, stage = row["start_unix_s"], row["end_unix_s"], row["stage"]
+        if stage == "gen":
+            calls += [Call("rollout", "response", start, end)] * counts.get(row["step"], 0)
+        elif stage == "update_actor":
+            calls.append(Call("trainer", "update", start, end))
+        elif stage == "weight_sync":
+            calls += [Call("trainer", "work", start, end), Call("rollout", "sync", start, end)]
+            calls.append(Call("rollout", "work", start, end))
+        else:
+            calls.append(Call("trainer", "work", start, end))
+    return calls
+
+
+def read_roles(spans: Path, resolved: Path, responses_per_step: int, steps: int) -> dict | None:
+    """Per-role busy/idle and staleness of an async run from rlbench's stage stamps in OpenRLHF's processes;
+    None for a synchronous run (its stages do not overlap: the stage ledger holds) or without a span log."""
+    if not _async_trainer(resolved):
+        return None
+    ledger = role_ledger(role_calls(spans), responses_per_step, "rlbench's stage stamps in OpenRLHF's processes")
+    if ledger is not None:
+        ledger["steps"] = [s for s in ledger["steps"] if s["step"] <= steps]
+    return ledger

@@ -8,6 +8,8 @@ weight-sync protocol (prepare, build_topology, init_process_group, send/receive,
 The group is one sender (the trainer's rank 0, which gathers the full weights) and every rollout worker; it is
 a process group of its own (a TCPStore and ProcessGroupGloo), beside the default group each process already
 has. Buckets go as a pickled header (names, shapes, offsets) and the bucket's bytes, both broadcast by rank 0.
+The last header carries the sum of every byte sent; each receiver checks its own sum against it and prints
+one line per sync (`SYNC_LINE`), so a record's log shows that each sync delivered the trainer's weights.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from verl.checkpoint_engine.base import (
 )
 
 BACKEND = "gloo"
+SYNC_LINE = "rlbench gloo checkpoint engine: sync {sync} {side} {tensors} tensors, {bytes} bytes, byte sum {total}"
 TIMEOUT = timedelta(minutes=30)  # a sync waits for the rollout side to finish its batch
 
 
@@ -57,6 +60,7 @@ class GlooCheckpointEngine(CheckpointEngine):
         self.group = None
         self.store = None
         self.syncs = 0
+        self.sync = 0
 
     def prepare(self) -> Rendezvous | None:
         if not self.is_master:
@@ -86,7 +90,7 @@ class GlooCheckpointEngine(CheckpointEngine):
         return actor, rollout
 
     def init_process_group(self, rank: int, world_size: int, rendezvous: Rendezvous) -> None:
-        self.rank = rank
+        self.rank, self.sync = rank, rendezvous.sync
         if rank < 0:
             return
         store = self.store or dist.TCPStore(rendezvous.host, rendezvous.port, is_master=False, timeout=TIMEOUT)
@@ -121,7 +125,7 @@ class GlooCheckpointEngine(CheckpointEngine):
                 pass
             return {}
         bucket = torch.empty(self.bucket_size, dtype=torch.uint8)
-        metas, offset = [], 0
+        metas, offset, self.sent = [], 0, [0, 0, 0]  # tensors, bytes, byte sum
         async for meta, chunk in split_weight_chunks(weights, self.bucket_size):
             if offset + meta.chunk_size > self.bucket_size:
                 self._send_bucket(bucket, metas, offset, last=False)
@@ -131,11 +135,20 @@ class GlooCheckpointEngine(CheckpointEngine):
             metas.append(meta)
             offset += meta.chunk_size
         self._send_bucket(bucket, metas, offset, last=True)
+        print(
+            SYNC_LINE.format(sync=self.sync, side="sent", tensors=self.sent[0], bytes=self.sent[1], total=self.sent[2])
+        )
         return {}
 
     def _send_bucket(self, bucket: torch.Tensor, metas: list, length: int, last: bool) -> None:
-        self._broadcast_header({"metas": metas, "length": length, "last": last})
-        self._broadcast(bucket[:length])
+        payload = bucket[:length]
+        self.sent = [
+            self.sent[0] + len(metas),
+            self.sent[1] + length,
+            self.sent[2] + int(payload.sum(dtype=torch.int64)),
+        ]
+        self._broadcast_header({"metas": metas, "length": length, "last": last, "byte_sum": self.sent[2]})
+        self._broadcast(payload)
 
     @torch.no_grad()
     async def receive_weights(self, global_steps: int | None = None):
@@ -143,11 +156,20 @@ class GlooCheckpointEngine(CheckpointEngine):
             yield name, weight
 
     async def _receive_chunks(self):
+        tensors, size, total = 0, 0, 0
         while True:
             header = self._broadcast_header(None)
             bucket = torch.empty(header["length"], dtype=torch.uint8)
             self._broadcast(bucket)
+            tensors, size, total = (
+                tensors + len(header["metas"]),
+                size + len(bucket),
+                total + int(bucket.sum(dtype=torch.int64)),
+            )
             for meta in header["metas"]:
                 yield meta, bucket[meta.offset : meta.offset + meta.chunk_size]
             if header["last"]:
-                return
+                break
+        print(SYNC_LINE.format(sync=self.sync, side="received", tensors=tensors, bytes=size, total=total))
+        if total != header["byte_sum"]:
+            raise RuntimeError(f"gloo weight sync {self.sync}: received byte sum {total}, sent {header['byte_sum']}")

@@ -57,6 +57,16 @@ def hardware_for(environment: dict[str, Any], framework: str | None = None) -> H
     return cpu_row(threads=threads) if threads else cpu_row()
 
 
+def _cpu_devices(parallel: Parallelism, environment: dict[str, Any]) -> int | None:
+    """The devices the CPU row stands for: one for a colocated run (its stages take turns on the worker threads
+    the row was probed at); two for a run with a rollout pool of its own (a CPU lane's trainer and rollout
+    engine are separate processes, each on its own worker thread: side by side where the machine has the cores);
+    None where it has not."""
+    if parallel.placement != "disaggregated":
+        return 1
+    return 2 if (environment.get("cpu_count") or 1) >= 2 else None
+
+
 def predict_run(
     workload: Workload,
     parallel: Parallelism,
@@ -99,7 +109,13 @@ def predict_run(
             "reason": f"the CPU row models this machine as one device; {parallel.world_size} ranks on CPU (a CPU "
             "lane across a Ray cluster) share its cores, which the model does not express",
         }
-    gpus = parallel.world_size if environment.get("gpus") else 1  # a CPU run is one device
+    gpus = parallel.world_size if environment.get("gpus") else _cpu_devices(parallel, environment)
+    if gpus is None:
+        return {
+            "available": False,
+            "reason": "a rollout pool of its own on a one-core CPU shares that core with the trainer, which the "
+            "model's two devices do not express",
+        }
     if environment.get("gpus"):  # a multi-node GPU run: its collectives cross nodes as its layout says
         from rlbench.harness.predict.nodes import on_nodes
 

@@ -163,3 +163,37 @@ def test_openrlhf_learns_the_learnable_task_to_its_target(tmp_path, model_cache)
     record = run_to_target("openrlhf", tmp_path, timeout_s=900)
     assert record["target"]["seconds"] > 0 and record["target"]["step"] >= record["target"]["window"]
     check_from_record(tmp_path)  # predict --from-record on a real record of this framework
+
+
+@pytest.fixture(scope="module")
+def openrlhf_k_step(tmp_path_factory, model_cache):
+    """OpenRLHF's async trainer, two batches ahead (K-step), on the tail workload: vLLM on its own logical GPU."""
+    parallel = ("--parallel", "placement=disaggregated", "--parallel", "async=2")
+    out = tmp_path_factory.mktemp("k-step")
+    return run_lane("openrlhf", out, 1200, *parallel, evaluate=False, workload="gsm8k-grpo-tiny-tail")
+
+
+def test_openrlhfs_async_trainer_runs_k_steps_ahead_on_the_lane(openrlhf_k_step):
+    """OpenRLHF resolved its async trainer with a queue of 2 batches; every sync still delivered the actor's
+    weights; the record holds each step's generated lengths (a tail, not a fixed length) and, from the stage
+    stamps, each role's busy and idle seconds and the staleness of what each step trained (at most 2 behind)."""
+    record = read_record(openrlhf_k_step)
+    assert record["status"] == "succeeded" and record["steps"]["step"].tolist() == [1, 2]
+    train = json.loads((openrlhf_k_step / "openrlhf_resolved.json").read_text())["args"]["train"]
+    assert (train["async_enable"], train["async_queue_size"], train["colocate_all"]) == (True, 2, False)
+    log = _lines(openrlhf_k_step / SYNC_LOG)
+    actor = [e for e in log if e["side"] == "actor"]
+    synced = [e for e in log if e["side"] == "vllm" and e["event"] == "synced"]
+    assert len(actor) == len(synced) >= 2
+    for sent, received in zip(actor, synced):
+        assert received["abs_sum"] == pytest.approx(sent["abs_sum"], rel=1e-9)
+    lengths = record["response_lengths"]
+    assert not lengths["fixed_length"] and [row["step"] for row in lengths["steps"]] == [1, 2]
+    assert all(row["p90"] is not None and row["max"] <= lengths["cap"] for row in lengths["steps"])
+    roles = record["async_roles"]["steps"]
+    assert [step["step"] for step in roles] == [1, 2]
+    assert roles[0]["staleness"]["max_versions_behind"] == 0
+    assert all(0 <= step["staleness"]["max_versions_behind"] <= 2 and step["staleness"]["n"] == 32 for step in roles)
+    for step in roles:
+        for seconds in step["roles"].values():
+            assert seconds["busy_s"] > 0 and seconds["busy_s"] + seconds["idle_s"] == pytest.approx(step["window_s"])

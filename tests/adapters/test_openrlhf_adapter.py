@@ -834,3 +834,28 @@ def test_each_responses_length_reaches_the_steps_quantiles(tmp_path, monkeypatch
         "response_length_p90": 9.0,
         "response_length_p99": 10.0,
     }
+
+
+ASYNC_SPANS = SPAN_SAMPLE.with_name("openrlhf_async_spans.jsonl")
+
+
+def _resolved(tmp_path: Path, async_enable: bool) -> Path:
+    path = tmp_path / "openrlhf_resolved.json"
+    path.write_text(json.dumps({"args": {"train": {"async_enable": async_enable, "async_queue_size": 1}}}))
+    return path
+
+
+def test_an_async_runs_roles_and_staleness_come_from_the_stage_stamps(tmp_path):
+    """OpenRLHF's async trainer, from rlbench's stamps in its processes (tests/data/openrlhf_spans_sample.md):
+    batch 1 is trained on the policy that made it, every later batch was generated beside the previous step's
+    training, one version behind; the rollout pool waits in the last step, with no next batch to make."""
+    from rlbench.adapters.openrlhf.metrics import read_roles
+
+    ledger = read_roles(ASYNC_SPANS, _resolved(tmp_path, True), responses_per_step=32, steps=3)
+    steps = ledger["steps"]
+    assert [s["staleness"]["max_versions_behind"] for s in steps] == [0, 1, 1]
+    assert all(s["staleness"]["n"] == 32 for s in steps)
+    assert steps[1]["roles"]["rollout"]["busy_s"] > 0.25 * steps[1]["window_s"]
+    assert steps[2]["roles"]["rollout"]["idle_s"] > 0.8 * steps[2]["window_s"]
+    assert read_roles(ASYNC_SPANS, _resolved(tmp_path, False), 32, 3) is None  # synchronous: the stage ledger
+    assert read_roles(tmp_path / "missing.jsonl", _resolved(tmp_path, True), 32, 3) is None

@@ -150,3 +150,31 @@ def test_openrlhf_logs_the_width_its_policy_computed_and_the_prediction_takes_it
         assert times["pads"][stage] > times["bare"][stage]
     for stage in ("generation_prefill", "generation_decode"):
         assert times["pads"][stage] == times["bare"][stage]
+
+
+def test_a_cpu_lane_run_with_a_rollout_pool_of_its_own_is_priced_as_two_devices(tmp_path, monkeypatch) -> None:
+    """On a CPU lane the trainer and the rollout engine are separate processes on one worker thread each: a
+    colocated run's stages take turns on one device; a run with a rollout pool of its own has two, side by side
+    where the machine has two cores, and with one-step-off its generation overlaps the rest (no prediction on
+    a one-core machine, where they would share the core)."""
+    from rlbench.harness.perfmodel import find_hardware
+    from rlbench.harness.predict import run_prediction
+    from rlbench.harness.spec.parallel import parse_parallel
+    from rlbench.workloads.catalog import load_workload
+
+    monkeypatch.setattr(run_prediction, "hardware_for", lambda *a, **k: find_hardware("H100-SXM"))
+    workload = load_workload("gsm8k-grpo-tiny-tail")
+
+    def priced(pairs: tuple[str, ...], cores: int = 2) -> dict:
+        environment = {"gpus": [], "cpu_count": cores}
+        return run_prediction.predict_run(
+            workload, parse_parallel(pairs), "Qwen2.5-0.5B-Instruct", environment, prompt_len=90,
+            recompute_old_logprob=False, generated=(15.7, 64),
+        )  # fmt: skip
+
+    colocated = priced(())
+    one_step = priced(("placement=disaggregated", "async=one-step"))
+    assert (colocated["gpus"], one_step["gpus"]) == (1, 2) and one_step["async"]["depth"] == 1
+    assert one_step["step_time_estimate_s"] < colocated["step_time_estimate_s"]
+    alone = priced(("placement=disaggregated", "async=one-step"), cores=1)
+    assert not alone["available"] and "one-core CPU" in alone["reason"]
