@@ -71,7 +71,7 @@ CPU_LANE: dict[str, tuple[Any, str]] = {
 
 # A rollout pool of its own (placement=disaggregated, the asynchronous trainers): its logical GPUs beside the
 # trainer's, and weights sent by verl's checkpoint-engine protocol over the lane's gloo engine.
-GLOO_ENGINE_MODULE = "rlbench.adapters.verl.gloo_checkpoint_engine"
+GLOO_ENGINE_MODULE = "rlbench.adapters.verl.checkpoint_engine"
 CPU_LANE_ROLLOUT_POOL: dict[str, tuple[Any, str]] = {
     "actor_rollout_ref.rollout.checkpoint_engine.backend": (
         "gloo",

@@ -12,7 +12,7 @@ from rlbench.adapters.registry import ADAPTERS, available, get_adapter, lanes
 from tests.conftest import PROJECT_ROOT
 
 EVERY_FOLDER = {"__init__.py", "adapter.py", "config.py", "metrics.py", "machine.py", "launcher.py"}
-WHERE_IT_APPLIES = {"reward.py", "cpu_lane.py", "hooks.py"}
+WHERE_IT_APPLIES = {"reward.py", "cpu_lane.py", "hooks.py", "checkpoint_engine.py"}
 
 
 def _folder(name: str) -> Path:

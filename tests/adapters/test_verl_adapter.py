@@ -595,7 +595,7 @@ def test_fully_async_is_refused_where_verl_cannot_run_it(parallel, message):
 
 
 @pytest.mark.parametrize("parallel", [ONE_STEP, FULLY])
-def test_the_lane_runs_a_rollout_pool_of_its_own_over_its_gloo_checkpoint_engine(cpu_lane_here, parallel, tiny_model):
+def test_the_lane_runs_a_rollout_pool_of_its_own_over_its_checkpoint_engine(cpu_lane_here, parallel, tiny_model):
     """On the lane the rollout pool is a logical GPU of its own and weights travel by verl's checkpoint-engine
     protocol over the lane's gloo engine (loaded through verl's custom_backend_module), named on the record."""
     adapter, spec = get_adapter("verl"), _spec("gsm8k-grpo-tiny-tail", **parallel)
