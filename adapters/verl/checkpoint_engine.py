@@ -29,6 +29,8 @@ from verl.checkpoint_engine.base import (
     split_weight_chunks,
 )
 
+from rlbench.adapters.cpu_lane.torch_shims import tcp_store
+
 BACKEND = "gloo"
 SYNC_LINE = "rlbench gloo checkpoint engine: sync {sync} {side} {tensors} tensors, {bytes} bytes, byte sum {total}"
 TIMEOUT = timedelta(minutes=30)  # a sync waits for the rollout side to finish its batch
@@ -68,8 +70,9 @@ class GlooCheckpointEngine(CheckpointEngine):
         if self.store is None:  # the sender hosts the store for the whole run
             host = ray.util.get_node_ip_address().strip("[]")
             port = _free_port(host)
-            self.store = dist.TCPStore(host, port, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
-            self.address = (host, port)
+            # The lane's store helper: on a loopback host its server listens there only, as every lane server does.
+            self.store = tcp_store(host, port, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
+            self.address = (host, self.store.port)
         self.syncs += 1
         return Rendezvous(*self.address, self.syncs)
 

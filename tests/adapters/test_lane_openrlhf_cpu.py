@@ -130,6 +130,22 @@ def test_stage_spans_are_stamped_inside_their_steps(openrlhf_run):
             assert seconds == pytest.approx(steps.loc[step, timers[call["stage"]]], abs=0.05), call["stage"]
 
 
+def test_trace_of_the_real_record_draws_the_stamped_stages(openrlhf_run):
+    """`rlbench trace` of OpenRLHF's real record: a valid trace whose stages ran where drawn (stamped by rlbench's
+    hooks in OpenRLHF's processes), with the telemetry as counters."""
+    from rlbench.reports.load import load_run
+    from rlbench.reports.trace import build_trace
+    from tests.reports.test_trace import check_trace_events
+
+    trace = build_trace(load_run(openrlhf_run))
+    check_trace_events(trace)
+    events = trace["traceEvents"]
+    stages = [e for e in events if e.get("cat") == "stage"]
+    assert stages and not any(e["args"]["placed"] for e in stages)
+    assert {e["args"]["step"] for e in events if e.get("cat") == "step"} == {1, 2}
+    assert any(e["ph"] == "C" for e in events)
+
+
 def test_ls_reports_openrlhf_usable_here():
     line = next(line for line in run_cli("ls").stdout.splitlines() if line.strip().startswith("openrlhf"))
     assert "CPU lane" in line, line

@@ -1,7 +1,8 @@
 """A CPU lane's framework across a 2-node Ray cluster on loopback, and what its record must show.
 
-Each node declares 2 logical GPUs (verl places one FSDP worker and one vLLM server per node; OpenRLHF packs
-its two actor ranks on one node and its two vLLM engines on the other). The run is `rlbench run
+Each node declares 2 logical GPUs (verl, run disaggregated with its one-step-off trainer, places one FSDP worker
+and one vLLM server of its rollout pool per node; OpenRLHF packs its two actor ranks on one node and its two vLLM
+engines on the other). The run is `rlbench run
 --parallel nodes=2 --parallel dp=2 --ray-address ...` from outside the cluster, as a user's would be.
 """
 
@@ -27,7 +28,7 @@ TAIL = "gsm8k-grpo-tiny-tail"
 TAIL_FRAMEWORKS = ("verl",)
 
 
-def run_on_two_nodes(framework: str, out: Path, timeout_s: int) -> Path:
+def run_on_two_nodes(framework: str, out: Path, timeout_s: int, *extra: str) -> Path:
     with loopback_ray(nodes=NODES, num_cpus=8, num_gpus=2, timeout_s=180) as ray:
         return run_lane(
             framework,
@@ -37,6 +38,7 @@ def run_on_two_nodes(framework: str, out: Path, timeout_s: int) -> Path:
             f"nodes={NODES}",
             "--parallel",
             f"dp={NODES}",
+            *extra,
             "--ray-address",
             ray.gcs_address,
             env=ray.client_env(),
