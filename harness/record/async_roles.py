@@ -4,10 +4,11 @@ idle, and how many policy versions behind the responses each step trained on wer
 For runs whose rollout has GPUs of its own (placement=disaggregated, the asynchronous trainers), where stage
 durations cannot say who waited: generation of one step runs beside another step's training. An adapter turns
 its framework's trace into `Call`s; this module is framework-neutral:
-* the trainer's step k is its k-th update call; its window runs from the end of update k-1 (for k = 1, from the
+* the trainer's step k is its k-th update (its data-parallel ranks' concurrent calls are one); its window runs from the end of update k-1 (for k = 1, from the
   first response's start) to the end of update k. A role is busy for the union of its calls in the window.
 * a policy version is a weight sync that reached the rollout side: the rollout's weights are at version v once
-  v syncs after the first update have ended (the sync before step 1 is version 0). The trainer's step k trains
+  v syncs after the first update have ended (the sync before step 1 is version 0; the rollout workers'
+  concurrent receipts of one sync are one). The trainer's step k trains
   on version k-1's policy.
 * step k trains the k-th run of `responses_per_step` responses, by the order they ended (the order the
   frameworks' queues hand them over: first finished, first trained). A response started on version v is
@@ -39,6 +40,19 @@ class Call:
     end_s: float
 
 
+def _merged(calls: list[Call]) -> list[Call]:
+    """One call per overlapping run of calls: the trainer's data-parallel ranks update together, and every
+    rollout worker receives the same sync, so concurrent calls are one step's update, one version's sync."""
+    merged: list[Call] = []
+    for call in sorted(calls, key=lambda c: c.start_s):
+        if merged and call.start_s <= merged[-1].end_s:
+            last = merged[-1]
+            merged[-1] = Call(last.role, last.kind, last.start_s, max(last.end_s, call.end_s))
+        else:
+            merged.append(call)
+    return merged
+
+
 def _union_within(intervals: list[tuple[float, float]], lo: float, hi: float) -> float:
     """Seconds of [lo, hi] covered by the union of `intervals`."""
     clipped = sorted((max(a, lo), min(b, hi)) for a, b in intervals if b > lo and a < hi)
@@ -53,12 +67,12 @@ def _union_within(intervals: list[tuple[float, float]], lo: float, hi: float) ->
 def role_ledger(calls: list[Call], responses_per_step: int, source: str) -> dict[str, Any] | None:
     """{source, rule, steps: [{step, window_s, roles: {role: {busy_s, idle_s}}, staleness}]}; None without
     a trainer update or a response (nothing to place the steps by)."""
-    updates = sorted((c for c in calls if c.kind == "update"), key=lambda c: c.end_s)
+    updates = _merged([c for c in calls if c.kind == "update"])
     responses = sorted((c for c in calls if c.kind == "response"), key=lambda c: c.end_s)
     if not updates or not responses or responses_per_step < 1:
         return None
     # Versions: syncs that ended after the first update (the one before step 1 leaves version 0).
-    syncs = sorted(c.end_s for c in calls if c.kind == "sync" and c.end_s > updates[0].start_s)
+    syncs = [c.end_s for c in _merged([c for c in calls if c.kind == "sync"]) if c.end_s > updates[0].start_s]
     busy = {role: [(c.start_s, c.end_s) for c in calls if c.role == role and c.kind != "sync"] for role in ROLES}
     steps = []
     for k, update in enumerate(updates, start=1):

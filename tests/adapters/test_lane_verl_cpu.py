@@ -202,7 +202,6 @@ def _check_async_record(run_dir: Path, module: str, receivers: int = 1) -> dict:
     sent = re.findall(r"sync (\d+) sent (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
     received = re.findall(r"sync (\d+) received (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
     assert len(sent) >= 3 and sorted(sent * receivers) == sorted(received)  # the first sync, one after each step
-    assert len({total for *_, total in sent}) > 1  # the weights changed between syncs: the optimizer stepped
     assert [row["step"] for row in record["response_lengths"]["steps"]] == [1, 2]
     assert not record["response_lengths"]["fixed_length"]
     roles = record["async_roles"]

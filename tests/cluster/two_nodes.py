@@ -29,7 +29,8 @@ TAIL_FRAMEWORKS = ("verl",)
 
 
 def run_on_two_nodes(framework: str, out: Path, timeout_s: int, *extra: str) -> Path:
-    with loopback_ray(nodes=NODES, num_cpus=8, num_gpus=2, timeout_s=180) as ray:
+    # 16 logical CPUs a node: verl's one-step-off TaskRunner asks Ray for 10 (logical: placement only).
+    with loopback_ray(nodes=NODES, num_cpus=16, num_gpus=2, timeout_s=180) as ray:
         return run_lane(
             framework,
             out,

@@ -48,3 +48,13 @@ def test_a_response_a_sync_interrupts_is_counted_as_spanning_it():
 def test_nothing_to_place_the_steps_by_gives_none():
     assert role_ledger([Call("rollout", "response", 0.0, 1.0)], 2, "test") is None
     assert role_ledger([Call("trainer", "update", 0.0, 1.0)], 2, "test") is None
+
+
+def test_data_parallel_ranks_and_rollout_workers_count_once_per_step_and_version():
+    """Two trainer ranks update together and two rollout workers receive each sync: the same steps and
+    staleness as one of each."""
+    calls = _one_step_off()
+    doubled = calls + [Call(c.role, c.kind, c.start_s + 0.01, c.end_s - 0.01) for c in calls if c.kind != "response"]
+    one, two = (role_ledger(c, responses_per_step=2, source="test")["steps"] for c in (calls, doubled))
+    assert [s["staleness"] for s in two] == [s["staleness"] for s in one]
+    assert [s["window_s"] for s in two] == pytest.approx([s["window_s"] for s in one])
