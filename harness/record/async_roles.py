@@ -4,8 +4,9 @@ idle, and how many policy versions behind the responses each step trained on wer
 For runs whose rollout has GPUs of its own (placement=disaggregated, the asynchronous trainers), where stage
 durations cannot say who waited: generation of one step runs beside another step's training. An adapter turns
 its framework's trace into `Call`s; this module is framework-neutral:
-* the trainer's step k is its k-th update (its data-parallel ranks' concurrent calls are one); its window runs from the end of update k-1 (for k = 1, from the
-  first response's start) to the end of update k. A role is busy for the union of its calls in the window.
+* the trainer's step k is its k-th update (its data-parallel ranks' concurrent calls are one); its window runs
+  from the end of update k-1 (for k = 1, from the first response's start) to the end of update k. A role is busy
+  for the union of its calls in the window.
 * a policy version is a weight sync that reached the rollout side: the rollout's weights are at version v once
   v syncs after the first update have ended (the sync before step 1 is version 0; the rollout workers'
   concurrent receipts of one sync are one). The trainer's step k trains
