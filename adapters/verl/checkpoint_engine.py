@@ -32,7 +32,10 @@ from verl.checkpoint_engine.base import (
 from rlbench.adapters.cpu_lane.torch_shims import tcp_store
 
 BACKEND = "gloo"
-SYNC_LINE = "rlbench gloo checkpoint engine: sync {sync} {side} {tensors} tensors, {bytes} bytes, byte sum {total}"
+# The rank makes each worker's line its own: Ray folds identical lines of different workers into one.
+SYNC_LINE = (
+    "rlbench gloo checkpoint engine: sync {sync} rank {rank} {side} {tensors} tensors, {bytes} bytes, byte sum {total}"
+)
 TIMEOUT = timedelta(minutes=30)  # a sync waits for the rollout side to finish its batch
 
 
@@ -139,7 +142,14 @@ class GlooCheckpointEngine(CheckpointEngine):
             offset += meta.chunk_size
         self._send_bucket(bucket, metas, offset, last=True)
         print(
-            SYNC_LINE.format(sync=self.sync, side="sent", tensors=self.sent[0], bytes=self.sent[1], total=self.sent[2])
+            SYNC_LINE.format(
+                sync=self.sync,
+                rank=self.rank,
+                side="sent",
+                tensors=self.sent[0],
+                bytes=self.sent[1],
+                total=self.sent[2],
+            )
         )
         return {}
 
@@ -173,6 +183,8 @@ class GlooCheckpointEngine(CheckpointEngine):
                 yield meta, bucket[meta.offset : meta.offset + meta.chunk_size]
             if header["last"]:
                 break
-        print(SYNC_LINE.format(sync=self.sync, side="received", tensors=tensors, bytes=size, total=total))
+        print(
+            SYNC_LINE.format(sync=self.sync, rank=self.rank, side="received", tensors=tensors, bytes=size, total=total)
+        )
         if total != header["byte_sum"]:
             raise RuntimeError(f"gloo weight sync {self.sync}: received byte sum {total}, sent {header['byte_sum']}")

@@ -199,8 +199,8 @@ def _check_async_record(run_dir: Path, module: str, receivers: int = 1) -> dict:
     assert "gloo" in record["cpu_lane"]["substituted"]["actor_rollout_ref.rollout.checkpoint_engine.backend"]
     # Every sync delivered the trainer's bytes: the engine's sent and received lines agree (it also checks).
     log = (run_dir / "framework.log").read_text(errors="replace")
-    sent = re.findall(r"sync (\d+) sent (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
-    received = re.findall(r"sync (\d+) received (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
+    sent = re.findall(r"sync (\d+) rank \d+ sent (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
+    received = re.findall(r"sync (\d+) rank \d+ received (\d+) tensors, (\d+) bytes, byte sum (\d+)", log)
     assert len(sent) >= 3 and sorted(sent * receivers) == sorted(received)  # the first sync, one after each step
     assert [row["step"] for row in record["response_lengths"]["steps"]] == [1, 2]
     assert not record["response_lengths"]["fixed_length"]
