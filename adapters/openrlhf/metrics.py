@@ -194,7 +194,5 @@ def read_roles(spans: Path, resolved: Path, responses_per_step: int, steps: int)
     None for a synchronous run (its stages do not overlap: the stage ledger holds) or without a span log."""
     if not _async_trainer(resolved):
         return None
-    ledger = role_ledger(role_calls(spans), responses_per_step, "rlbench's stage stamps in OpenRLHF's processes")
-    if ledger is not None:
-        ledger["steps"] = [s for s in ledger["steps"] if s["step"] <= steps]
-    return ledger
+    source = "rlbench's stage stamps in OpenRLHF's processes"
+    return role_ledger(role_calls(spans), responses_per_step, source, steps)

@@ -258,7 +258,4 @@ def read_roles(run_dir: Path, responses_per_step: int, steps: int) -> dict[str, 
         return None
     if not isinstance(events, list):
         return None
-    ledger = role_ledger(role_calls(events), responses_per_step, "Ray timeline of verl's calls")
-    if ledger is not None:
-        ledger["steps"] = [s for s in ledger["steps"] if s["step"] <= steps]
-    return ledger
+    return role_ledger(role_calls(events), responses_per_step, "Ray timeline of verl's calls", steps)

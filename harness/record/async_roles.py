@@ -65,9 +65,12 @@ def _union_within(intervals: list[tuple[float, float]], lo: float, hi: float) ->
     return covered
 
 
-def role_ledger(calls: list[Call], responses_per_step: int, source: str) -> dict[str, Any] | None:
+def role_ledger(
+    calls: list[Call], responses_per_step: int, source: str, steps_recorded: int | None = None
+) -> dict[str, Any] | None:
     """{source, rule, steps: [{step, window_s, roles: {role: {busy_s, idle_s}}, staleness}]}; None without
-    a trainer update or a response (nothing to place the steps by)."""
+    a trainer update or a response (nothing to place the steps by). `steps_recorded`: the steps the record
+    holds (a trainer may run more than it logs); later ones are left out."""
     updates = _merged([c for c in calls if c.kind == "update"])
     responses = sorted((c for c in calls if c.kind == "response"), key=lambda c: c.end_s)
     if not updates or not responses or responses_per_step < 1:
@@ -76,7 +79,7 @@ def role_ledger(calls: list[Call], responses_per_step: int, source: str) -> dict
     syncs = [c.end_s for c in _merged([c for c in calls if c.kind == "sync"]) if c.end_s > updates[0].start_s]
     busy = {role: [(c.start_s, c.end_s) for c in calls if c.role == role and c.kind != "sync"] for role in ROLES}
     steps = []
-    for k, update in enumerate(updates, start=1):
+    for k, update in enumerate(updates[:steps_recorded], start=1):
         lo = updates[k - 2].end_s if k > 1 else min(r.start_s for r in responses)
         hi = update.end_s
         window = hi - lo
